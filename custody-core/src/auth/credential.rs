@@ -1,0 +1,130 @@
+//! API credentials: who is calling, for which tenant, with which rights.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use uuid::Uuid;
+
+use crate::error::PortError;
+use crate::secret::Secret;
+use crate::time::Timestamp;
+
+/// Rights of a credential (decisions §5). Admin rights are a separate flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    CatalogRead,
+    WalletsRead,
+    WalletsWrite,
+    DepositsRead,
+    WithdrawalsRead,
+    WithdrawalsWrite,
+    SwapsRead,
+    SwapsWrite,
+    TransfersWrite,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 9] = [
+        Scope::CatalogRead,
+        Scope::WalletsRead,
+        Scope::WalletsWrite,
+        Scope::DepositsRead,
+        Scope::WithdrawalsRead,
+        Scope::WithdrawalsWrite,
+        Scope::SwapsRead,
+        Scope::SwapsWrite,
+        Scope::TransfersWrite,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::CatalogRead => "catalog:read",
+            Scope::WalletsRead => "wallets:read",
+            Scope::WalletsWrite => "wallets:write",
+            Scope::DepositsRead => "deposits:read",
+            Scope::WithdrawalsRead => "withdrawals:read",
+            Scope::WithdrawalsWrite => "withdrawals:write",
+            Scope::SwapsRead => "swaps:read",
+            Scope::SwapsWrite => "swaps:write",
+            Scope::TransfersWrite => "transfers:write",
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Scope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Scope::ALL
+            .into_iter()
+            .find(|sc| sc.as_str() == s)
+            .ok_or_else(|| format!("unknown scope {s:?}"))
+    }
+}
+
+/// Largest tenant id, in characters.
+pub const TENANT_CHARS_MAX: usize = 64;
+
+/// Tenant ids are short, stable identifiers chosen by the operator.
+pub fn valid_tenant_id(tenant: &str) -> bool {
+    (1..=TENANT_CHARS_MAX).contains(&tenant.len())
+        && tenant.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// A credential with its secrets decrypted (the store decrypts on read).
+#[derive(Debug, Clone)]
+pub struct Credential {
+    pub id: Uuid,
+    pub api_key: String,
+    pub tenant: String,
+    pub scopes: BTreeSet<Scope>,
+    pub admin: bool,
+    /// Requests allowed per 60 s window.
+    pub rate_limit: u32,
+    /// The HMAC key: the UTF-8 bytes of the secret string shown once at creation.
+    pub hmac_secret: Secret<Vec<u8>>,
+    /// Argon2id PHC string of the PIN.
+    pub pin_hash: Option<Secret<String>>,
+    /// Raw TOTP key (RFC 6238).
+    pub totp_secret: Option<Secret<Vec<u8>>>,
+    /// Last TOTP time step accepted, so a code is accepted once.
+    pub totp_last_step: Option<i64>,
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl Credential {
+    pub fn has_scope(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope)
+    }
+}
+
+/// Persistence of credentials and used nonces.
+pub trait CredentialRepo {
+    /// Stores a new credential, encrypting its secrets. Fails if the api key exists.
+    fn insert_credential(&mut self, credential: &Credential) -> Result<(), PortError>;
+    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError>;
+    /// Every credential, oldest first.
+    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError>;
+    /// Marks the credential revoked; `Ok(false)` if there is no such active credential.
+    fn revoke_credential(&mut self, api_key: &str, at: Timestamp) -> Result<bool, PortError>;
+    /// Records `nonce` as used by `credential`; `Ok(false)` when it was used already. The
+    /// uniqueness MUST be enforced by the store (a constraint), not by a prior read.
+    fn use_nonce(
+        &mut self,
+        credential: Uuid,
+        nonce: &str,
+        expires_at: Timestamp,
+    ) -> Result<bool, PortError>;
+    /// Forgets nonces whose expiry has passed; returns how many.
+    fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError>;
+    /// Records the TOTP step just accepted; `Ok(false)` if a step at or after it was already
+    /// recorded (the code was used).
+    fn advance_totp_step(&mut self, credential: Uuid, step: i64) -> Result<bool, PortError>;
+}

@@ -1,0 +1,26 @@
+//! `custody-core`: the pure domain of the custody service.
+//!
+//! It does no I/O, spawns nothing and reads no clock: adapters implement the [`ports`] and the
+//! binary drives the core. Everything that moves money is decided here and executed inside one
+//! store transaction.
+
+pub mod address;
+pub mod admin;
+pub mod amount;
+pub mod asset;
+pub mod auth;
+pub mod error;
+pub mod idempotency;
+pub mod keys;
+pub mod ledger;
+pub mod network;
+pub mod outbox;
+pub mod ports;
+pub mod secret;
+pub mod time;
+
+pub use amount::Amount;
+pub use asset::{Asset, AssetCatalog, AssetId, AssetKind};
+pub use error::{CoreError, CoreResult, ErrorCode, PortError, Refusal};
+pub use network::Network;
+pub use time::Timestamp;
