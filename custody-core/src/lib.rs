@@ -18,6 +18,7 @@ pub mod outbox;
 pub mod ports;
 pub mod secret;
 pub mod time;
+pub mod vault;
 
 pub use amount::Amount;
 pub use asset::{Asset, AssetCatalog, AssetId, AssetKind};

@@ -1,0 +1,35 @@
+//! Versioned schema migrations. `PRAGMA user_version` holds the number of migrations applied;
+//! each one runs in its own transaction together with the version bump, so a crash leaves the
+//! schema at a whole version.
+
+use rusqlite::Connection;
+
+/// In order; never edit one that has shipped, add a new one.
+const MIGRATIONS: &[(&str, &str)] =
+    &[("0001_foundation", include_str!("../migrations/0001_foundation.sql"))];
+
+pub fn latest_version() -> usize {
+    MIGRATIONS.len()
+}
+
+/// Applies every migration not yet applied. Refuses a database newer than this binary.
+pub fn migrate(conn: &mut Connection) -> Result<usize, String> {
+    let current: usize = conn
+        .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+        .map_err(|e| e.to_string())
+        .and_then(|v| usize::try_from(v).map_err(|e| e.to_string()))?;
+    if current > MIGRATIONS.len() {
+        return Err(format!(
+            "the database is at schema version {current}, newer than this binary ({})",
+            MIGRATIONS.len()
+        ));
+    }
+    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().skip(current) {
+        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        tx.execute_batch(sql).map_err(|e| format!("migration {name}: {e}"))?;
+        tx.pragma_update(None, "user_version", i64::try_from(i + 1).unwrap_or(i64::MAX))
+            .map_err(|e| e.to_string())?;
+        tx.commit().map_err(|e| e.to_string())?;
+    }
+    Ok(MIGRATIONS.len() - current)
+}

@@ -1,0 +1,18 @@
+//! One file per repository trait of the core, all implemented on [`crate::tx::SqliteTx`].
+
+mod audit;
+mod credentials;
+mod idempotency;
+mod outbox;
+
+use custody_core::error::PortError;
+use custody_core::time::Timestamp;
+use uuid::Uuid;
+
+pub(crate) fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_unix_millis(ms)
+}
+
+pub(crate) fn parse_uuid(s: &str) -> Result<Uuid, PortError> {
+    Uuid::parse_str(s).map_err(|e| PortError::permanent("store", format!("bad uuid {s:?}: {e}")))
+}

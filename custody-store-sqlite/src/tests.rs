@@ -1,0 +1,196 @@
+//! Store conformance tests on a real SQLite file.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use custody_core::auth::{Credential, Scope};
+use custody_core::error::{CoreError, ErrorCode, Refusal};
+use custody_core::idempotency::{self, Outcome, StoredResponse};
+use custody_core::ports::store::{read, write};
+use custody_core::ports::Entropy;
+use custody_core::secret::Secret;
+use custody_core::time::Timestamp;
+use custody_core::vault::SealingKey;
+use uuid::Uuid;
+
+use super::*;
+
+struct CountingEntropy(AtomicU64);
+
+impl Entropy for CountingEntropy {
+    fn fill(&self, buf: &mut [u8]) {
+        let n = self.0.fetch_add(1, Ordering::Relaxed).to_le_bytes();
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = n[i % 8] ^ u8::try_from(i % 251).unwrap_or(0);
+        }
+    }
+}
+
+fn open(dir: &tempfile::TempDir, key: u8, options: StoreOptions) -> SqliteStore {
+    SqliteStore::open(
+        &dir.path().join("custody.db"),
+        SealingKey::from_bytes([key; 32]),
+        Arc::new(CountingEntropy(AtomicU64::new(1))),
+        options,
+    )
+    .unwrap()
+}
+
+fn credential(api_key: &str) -> Credential {
+    Credential {
+        id: Uuid::new_v4(),
+        api_key: api_key.into(),
+        tenant: "acme".into(),
+        scopes: BTreeSet::from([Scope::CatalogRead, Scope::WalletsRead]),
+        admin: false,
+        rate_limit: 600,
+        hmac_secret: Secret::new(b"s3cret".to_vec()),
+        pin_hash: None,
+        totp_secret: Some(Secret::new(vec![1, 2, 3])),
+        totp_last_step: None,
+        created_at: Timestamp::from_unix_millis(1_000),
+        revoked_at: None,
+    }
+}
+
+#[tokio::test]
+async fn credentials_are_sealed_and_need_the_right_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 7, StoreOptions::default());
+    let c = credential("ck_one");
+    let c2 = c.clone();
+    write(&store, move |tx| Ok(tx.insert_credential(&c2)?)).await.unwrap();
+    let back = read(&store, |tx| Ok(tx.credential_by_api_key("ck_one")?)).await.unwrap().unwrap();
+    assert_eq!(back.hmac_secret.expose(), b"s3cret");
+    assert_eq!(back.totp_secret.unwrap().expose(), &vec![1, 2, 3]);
+    assert_eq!(back.scopes, c.scopes);
+    store.close();
+    drop(store);
+
+    let raw = std::fs::read(dir.path().join("custody.db")).unwrap();
+    assert!(!raw.windows(6).any(|w| w == b"s3cret"), "the secret must not be stored in clear");
+
+    let wrong = open(&dir, 8, StoreOptions::default());
+    let err = read(&wrong, |tx| Ok(tx.credential_by_api_key("ck_one")?)).await.unwrap_err();
+    assert!(matches!(err, CoreError::Port(_)));
+}
+
+#[tokio::test]
+async fn a_nonce_is_accepted_once_and_pruned_after_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 1, StoreOptions::default());
+    let id = Uuid::new_v4();
+    let exp = Timestamp::from_unix_millis(10_000);
+    assert!(write(&store, move |tx| Ok(tx.use_nonce(id, "n-0000000000000001", exp)?)).await.unwrap());
+    assert!(!write(&store, move |tx| Ok(tx.use_nonce(id, "n-0000000000000001", exp)?)).await.unwrap());
+    let pruned = write(&store, |tx| Ok(tx.prune_nonces(Timestamp::from_unix_millis(10_001))?));
+    assert_eq!(pruned.await.unwrap(), 1);
+    assert!(write(&store, move |tx| Ok(tx.use_nonce(id, "n-0000000000000001", exp)?)).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_failing_job_rolls_back_alone_inside_a_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(&dir, 1, StoreOptions::default()));
+    let mut handles = Vec::new();
+    for i in 0..200u32 {
+        let store = Arc::clone(&store);
+        handles.push(tokio::spawn(async move {
+            write(store.as_ref(), move |tx| {
+                tx.use_nonce(Uuid::nil(), &format!("nonce-{i:012}"), Timestamp::from_unix_millis(1))?;
+                if i % 3 == 0 {
+                    return Err(Refusal::new(ErrorCode::InsufficientBalance, "no").into());
+                }
+                Ok(i)
+            })
+            .await
+        }));
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.await.unwrap().is_ok(), i % 3 != 0);
+    }
+    // A job whose nonce was rolled back can use it now; a committed one cannot.
+    for i in 0..200u32 {
+        let fresh = write(store.as_ref(), move |tx| {
+            Ok(tx.use_nonce(Uuid::nil(), &format!("nonce-{i:012}"), Timestamp::from_unix_millis(1))?)
+        })
+        .await
+        .unwrap();
+        assert_eq!(fresh, i % 3 == 0, "nonce {i}");
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_job_is_an_error_and_the_writer_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 1, StoreOptions { batch_max: 1, ..StoreOptions::default() });
+    let r: Result<(), _> = write(&store, |tx| {
+        tx.use_nonce(Uuid::nil(), "panic-nonce-000001", Timestamp::from_unix_millis(1))?;
+        panic!("boom")
+    })
+    .await;
+    assert!(matches!(r, Err(CoreError::Invariant(_))));
+    let fresh = write(&store, |tx| {
+        Ok(tx.use_nonce(Uuid::nil(), "panic-nonce-000001", Timestamp::from_unix_millis(1))?)
+    });
+    assert!(fresh.await.unwrap(), "the panicking job's write was rolled back");
+}
+
+#[tokio::test]
+async fn idempotent_commands_replay_conflict_and_store_business_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 1, StoreOptions::default());
+    let now = Timestamp::from_unix_millis(5_000);
+    let run = |fp: [u8; 32], refuse: bool| {
+        write(&store, move |tx| {
+            idempotency::run_in_tx(
+                tx,
+                "acme",
+                "key-00000001",
+                fp,
+                now,
+                |tx| {
+                    tx.use_nonce(Uuid::nil(), "side-effect-00001", now)?;
+                    if refuse {
+                        return Err(Refusal::new(ErrorCode::InsufficientBalance, "no").into());
+                    }
+                    Ok(StoredResponse { status: 201, body: b"{\"ok\":true}".to_vec() })
+                },
+                |r| StoredResponse { status: 409, body: r.code.as_str().as_bytes().to_vec() },
+            )
+        })
+    };
+    // A stored business refusal: the side effect rolled back, the refusal is kept.
+    let first = run([1; 32], true).await.unwrap();
+    assert_eq!(
+        first,
+        Outcome::Executed(StoredResponse { status: 409, body: b"INSUFFICIENT_BALANCE".to_vec() })
+    );
+    let replay = run([1; 32], false).await.unwrap();
+    assert_eq!(
+        replay,
+        Outcome::Replayed(StoredResponse { status: 409, body: b"INSUFFICIENT_BALANCE".to_vec() })
+    );
+    let other = run([2; 32], false).await.unwrap_err();
+    assert!(matches!(other, CoreError::Refused(r) if r.code == ErrorCode::IdempotencyConflict));
+    let unused = write(&store, move |tx| Ok(tx.use_nonce(Uuid::nil(), "side-effect-00001", now)?));
+    assert!(unused.await.unwrap(), "the refused command's write was rolled back");
+}
+
+#[tokio::test]
+async fn reopening_keeps_data_and_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(&dir, 1, StoreOptions::default());
+        let c = credential("ck_two");
+        write(&store, move |tx| Ok(tx.insert_credential(&c)?)).await.unwrap();
+    }
+    let store = open(&dir, 1, StoreOptions::default());
+    let all = read(&store, |tx| Ok(tx.list_credentials()?)).await.unwrap();
+    assert_eq!(all.len(), 1);
+    let write_on_reader = read(&store, |tx| {
+        Ok(tx.use_nonce(Uuid::nil(), "read-only-nonce-01", Timestamp::from_unix_millis(1))?)
+    });
+    assert!(write_on_reader.await.is_err(), "readers are read-only");
+}
