@@ -1,1 +1,125 @@
-fn main() {}
+//! `custody`: the command line of the custody service (decisions §1).
+
+mod commands;
+mod config;
+mod datadir;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "custody",
+    version,
+    about = "Custodial crypto core for BSC and TRON"
+)]
+struct Cli {
+    /// The data dir: custody.toml, the SQLite database and the sealed master seed.
+    #[arg(long, global = true, env = "CUSTODY_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a data dir: config, database, and a new (or imported) master seed.
+    Init(InitArgs),
+    /// Manage API credentials.
+    #[command(subcommand)]
+    Credentials(CredentialsCommand),
+    /// Serve the API and run the background workers.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Store the seed unencrypted (local development only).
+    #[arg(long)]
+    pub insecure_dev_seed: bool,
+    /// Import this BIP39 mnemonic instead of generating one.
+    #[arg(long)]
+    pub mnemonic_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum CredentialsCommand {
+    /// Create a credential; prints it as JSON, with its secret, once.
+    Create(CreateCredentialArgs),
+    /// List credentials (no secrets).
+    List,
+    /// Revoke a credential.
+    Revoke {
+        #[arg(long)]
+        api_key: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CreateCredentialArgs {
+    #[arg(long)]
+    pub tenant: String,
+    /// Comma-separated scopes; default: every non-admin scope.
+    #[arg(long, value_delimiter = ',')]
+    pub scopes: Option<Vec<String>>,
+    /// Grant access to /admin/*.
+    #[arg(long)]
+    pub admin: bool,
+    /// Requests per 60 s window.
+    #[arg(long, default_value_t = 600)]
+    pub rate_limit: u32,
+    /// Require this PIN (X-Service-Pin) on sensitive operations.
+    #[arg(long)]
+    pub pin: Option<String>,
+    /// Require a TOTP code (X-Service-OTP) on sensitive operations.
+    #[arg(long)]
+    pub totp: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (overrides custody.toml); port 0 picks a free port.
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CUSTODY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_current_span(false)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let Some(data_dir) = cli.data_dir else {
+        eprintln!("error: --data-dir DIR (or CUSTODY_DATA_DIR) is required");
+        return ExitCode::from(2);
+    };
+    let dir = datadir::DataDir::new(data_dir);
+    let result = match cli.command {
+        Command::Init(args) => commands::init(&dir, &args),
+        Command::Credentials(CredentialsCommand::Create(args)) => {
+            commands::create_credential(&dir, &args)
+        }
+        Command::Credentials(CredentialsCommand::List) => commands::list_credentials(&dir),
+        Command::Credentials(CredentialsCommand::Revoke { api_key }) => {
+            commands::revoke_credential(&dir, &api_key)
+        }
+        Command::Serve(args) => commands::serve(&dir, &args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

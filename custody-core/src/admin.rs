@@ -21,4 +21,6 @@ pub struct AuditRecord {
 
 pub trait AuditRepo {
     fn append_audit(&mut self, record: &AuditRecord) -> Result<(), PortError>;
+    /// The newest `limit` records, newest first.
+    fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError>;
 }

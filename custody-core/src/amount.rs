@@ -128,7 +128,9 @@ mod tests {
 
     #[test]
     fn rejects_what_the_pattern_rejects() {
-        for bad in ["", "-1", "+1", "1.0", "1e3", " 1", "1 ", "0x10", "١٢", "1_000"] {
+        for bad in [
+            "", "-1", "+1", "1.0", "1e3", " 1", "1 ", "0x10", "١٢", "1_000",
+        ] {
             assert!(Amount::parse_units(bad).is_err(), "{bad:?} must be refused");
         }
         assert_eq!(

@@ -34,7 +34,10 @@ pub struct AssetId {
 
 impl AssetId {
     pub fn new(network: Network, code: impl Into<String>) -> Self {
-        AssetId { network, code: code.into() }
+        AssetId {
+            network,
+            code: code.into(),
+        }
     }
 }
 
@@ -63,9 +66,17 @@ pub enum CatalogError {
     #[error("asset {network} {code} is listed twice")]
     Duplicate { network: Network, code: String },
     #[error("asset {network} {code}: decimals {decimals} is above {DECIMALS_MAX}")]
-    Decimals { network: Network, code: String, decimals: u8 },
+    Decimals {
+        network: Network,
+        code: String,
+        decimals: u8,
+    },
     #[error("asset {network} {code}: kind {kind} does not belong on this network")]
-    KindMismatch { network: Network, code: String, kind: &'static str },
+    KindMismatch {
+        network: Network,
+        code: String,
+        kind: &'static str,
+    },
     #[error("asset {network} {code}: a token needs a contract and a native coin has none")]
     Contract { network: Network, code: String },
     #[error("asset code {0:?} must be 1 to 16 characters A-Z, 0-9")]
@@ -93,12 +104,20 @@ impl AssetCatalog {
     pub fn new(assets: Vec<Asset>) -> Result<Self, CatalogError> {
         for (i, a) in assets.iter().enumerate() {
             let valid_code = (1..=16).contains(&a.code.len())
-                && a.code.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+                && a.code
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
             if !valid_code {
                 return Err(CatalogError::Code(a.code.clone()));
             }
-            if assets[..i].iter().any(|b| b.network == a.network && b.code == a.code) {
-                return Err(CatalogError::Duplicate { network: a.network, code: a.code.clone() });
+            if assets[..i]
+                .iter()
+                .any(|b| b.network == a.network && b.code == a.code)
+            {
+                return Err(CatalogError::Duplicate {
+                    network: a.network,
+                    code: a.code.clone(),
+                });
             }
             if a.decimals > DECIMALS_MAX {
                 return Err(CatalogError::Decimals {
@@ -121,12 +140,19 @@ impl AssetCatalog {
                 });
             }
             if (a.kind == AssetKind::Native) == a.contract.is_some() {
-                return Err(CatalogError::Contract { network: a.network, code: a.code.clone() });
+                return Err(CatalogError::Contract {
+                    network: a.network,
+                    code: a.code.clone(),
+                });
             }
         }
         for n in Network::ALL {
             let has_assets = assets.iter().any(|a| a.network == n);
-            if has_assets && !assets.iter().any(|a| a.network == n && a.kind == AssetKind::Native) {
+            if has_assets
+                && !assets
+                    .iter()
+                    .any(|a| a.network == n && a.kind == AssetKind::Native)
+            {
                 return Err(CatalogError::NoNative(n));
             }
         }
@@ -186,11 +212,15 @@ impl AssetCatalog {
     }
 
     pub fn get(&self, network: Network, code: &str) -> Option<&Asset> {
-        self.assets.iter().find(|a| a.network == network && a.code == code)
+        self.assets
+            .iter()
+            .find(|a| a.network == network && a.code == code)
     }
 
     pub fn native(&self, network: Network) -> Option<&Asset> {
-        self.assets.iter().find(|a| a.network == network && a.kind == AssetKind::Native)
+        self.assets
+            .iter()
+            .find(|a| a.network == network && a.kind == AssetKind::Native)
     }
 
     pub fn lookup(&self, network: Network, code: &str) -> AssetLookup<'_> {
@@ -215,7 +245,10 @@ mod tests {
         assert_eq!(c.get(Network::Bsc, "USDT").unwrap().decimals, 18);
         assert_eq!(c.get(Network::Tron, "USDT").unwrap().decimals, 6);
         assert_eq!(c.native(Network::Tron).unwrap().code, "TRX");
-        assert_eq!(c.lookup(Network::Tron, "BNB"), AssetLookup::OtherNetwork(Network::Bsc));
+        assert_eq!(
+            c.lookup(Network::Tron, "BNB"),
+            AssetLookup::OtherNetwork(Network::Bsc)
+        );
         assert_eq!(c.lookup(Network::Tron, "DOGE"), AssetLookup::Unknown);
     }
 
@@ -223,14 +256,23 @@ mod tests {
     fn refuses_inconsistent_catalogs() {
         let mut assets = AssetCatalog::mainnet().all().to_vec();
         assets.push(assets[0].clone());
-        assert!(matches!(AssetCatalog::new(assets), Err(CatalogError::Duplicate { .. })));
+        assert!(matches!(
+            AssetCatalog::new(assets),
+            Err(CatalogError::Duplicate { .. })
+        ));
 
         let mut assets = AssetCatalog::mainnet().all().to_vec();
         assets[1].kind = AssetKind::Trc20;
-        assert!(matches!(AssetCatalog::new(assets), Err(CatalogError::KindMismatch { .. })));
+        assert!(matches!(
+            AssetCatalog::new(assets),
+            Err(CatalogError::KindMismatch { .. })
+        ));
 
         let mut assets = AssetCatalog::mainnet().all().to_vec();
         assets[1].contract = None;
-        assert!(matches!(AssetCatalog::new(assets), Err(CatalogError::Contract { .. })));
+        assert!(matches!(
+            AssetCatalog::new(assets),
+            Err(CatalogError::Contract { .. })
+        ));
     }
 }

@@ -110,7 +110,12 @@ pub struct Refusal {
 
 impl Refusal {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Refusal { code, message: message.into(), details: Vec::new(), retry_after_s: None }
+        Refusal {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+            retry_after_s: None,
+        }
     }
 
     pub fn validation(field: impl Into<String>, issue: impl Into<String>) -> Self {
@@ -123,7 +128,10 @@ impl Refusal {
     }
 
     pub fn with_detail(mut self, field: impl Into<String>, issue: impl Into<String>) -> Self {
-        self.details.push(FieldIssue { field: field.into(), issue: issue.into() });
+        self.details.push(FieldIssue {
+            field: field.into(),
+            issue: issue.into(),
+        });
         self
     }
 
@@ -158,10 +166,18 @@ pub struct PortError {
 
 impl PortError {
     pub fn transient(port: &'static str, message: impl Into<String>) -> Self {
-        PortError { port, retry: Retry::Transient, message: message.into() }
+        PortError {
+            port,
+            retry: Retry::Transient,
+            message: message.into(),
+        }
     }
     pub fn permanent(port: &'static str, message: impl Into<String>) -> Self {
-        PortError { port, retry: Retry::Permanent, message: message.into() }
+        PortError {
+            port,
+            retry: Retry::Permanent,
+            message: message.into(),
+        }
     }
 }
 

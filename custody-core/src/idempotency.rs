@@ -116,7 +116,10 @@ pub struct InFlightGuard {
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.keys.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.entry);
+        self.keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.entry);
     }
 }
 
@@ -126,7 +129,12 @@ impl InFlight {
     }
 
     /// Claims (tenant, key) for this request, or says why it cannot.
-    pub fn enter(&self, tenant: &str, key: &str, fp: Fingerprint) -> Result<InFlightGuard, Refusal> {
+    pub fn enter(
+        &self,
+        tenant: &str,
+        key: &str,
+        fp: Fingerprint,
+    ) -> Result<InFlightGuard, Refusal> {
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
         let entry = (tenant.to_owned(), key.to_owned());
         if let Some(running) = keys.get(&entry) {
@@ -140,7 +148,10 @@ impl InFlight {
             });
         }
         keys.insert(entry.clone(), fp);
-        Ok(InFlightGuard { keys: Arc::clone(&self.keys), entry })
+        Ok(InFlightGuard {
+            keys: Arc::clone(&self.keys),
+            entry,
+        })
     }
 }
 
@@ -216,7 +227,10 @@ mod tests {
             f.enter("t", "key-0001", [2u8; 32]).unwrap_err().code,
             ErrorCode::IdempotencyConflict
         );
-        assert!(f.enter("other", "key-0001", fp).is_ok(), "keys are per tenant");
+        assert!(
+            f.enter("other", "key-0001", fp).is_ok(),
+            "keys are per tenant"
+        );
         drop(g);
         assert!(f.enter("t", "key-0001", fp).is_ok());
     }

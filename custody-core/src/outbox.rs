@@ -79,9 +79,20 @@ impl NewEvent {
         data: &serde_json::Value,
         created_at: Timestamp,
     ) -> Self {
-        let envelope = Envelope { id, event_type, created_at, data };
+        let envelope = Envelope {
+            id,
+            event_type,
+            created_at,
+            data,
+        };
         let body = serde_json::to_vec(&envelope).expect("an envelope always serializes");
-        NewEvent { id, tenant: tenant.to_owned(), event_type, body, created_at }
+        NewEvent {
+            id,
+            tenant: tenant.to_owned(),
+            event_type,
+            body,
+            created_at,
+        }
     }
 }
 

@@ -15,6 +15,10 @@ impl<T: Zeroize> Secret<T> {
     pub fn expose(&self) -> &T {
         &self.0
     }
+
+    pub fn expose_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
 }
 
 impl<T: Zeroize + Clone> Clone for Secret<T> {

@@ -72,7 +72,10 @@ mod tests {
 
     #[test]
     fn formats_rfc3339_utc() {
-        assert_eq!(Timestamp::from_unix_millis(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            Timestamp::from_unix_millis(0).to_rfc3339(),
+            "1970-01-01T00:00:00.000Z"
+        );
         assert_eq!(
             Timestamp::from_unix_millis(1_795_313_474_123).to_rfc3339(),
             "2026-11-22T02:11:14.123Z"

@@ -25,7 +25,11 @@ pub struct KdfParams {
 
 impl Default for KdfParams {
     fn default() -> Self {
-        KdfParams { memory_kib: 64 * 1024, iterations: 3, parallelism: 1 }
+        KdfParams {
+            memory_kib: 64 * 1024,
+            iterations: 3,
+            parallelism: 1,
+        }
     }
 }
 
@@ -60,9 +64,13 @@ impl SealingKey {
         salt: &[u8; SALT_BYTES],
         params: KdfParams,
     ) -> Result<Self, VaultError> {
-        let params =
-            Params::new(params.memory_kib, params.iterations, params.parallelism, Some(KEY_BYTES))
-                .map_err(|_| VaultError::Params)?;
+        let params = Params::new(
+            params.memory_kib,
+            params.iterations,
+            params.parallelism,
+            Some(KEY_BYTES),
+        )
+        .map_err(|_| VaultError::Params)?;
         let mut key = [0u8; KEY_BYTES];
         Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
             .hash_password_into(passphrase, salt, &mut key)
@@ -78,7 +86,13 @@ impl SealingKey {
     pub fn seal(&self, plaintext: &[u8], aad: &[u8], nonce: &[u8; NONCE_BYTES]) -> Vec<u8> {
         let ct = self
             .cipher()
-            .encrypt(&XNonce::from(*nonce), Payload { msg: plaintext, aad })
+            .encrypt(
+                &XNonce::from(*nonce),
+                Payload {
+                    msg: plaintext,
+                    aad,
+                },
+            )
             .expect("XChaCha20-Poly1305 encryption of an in-memory buffer cannot fail");
         let mut out = Vec::with_capacity(1 + NONCE_BYTES + ct.len());
         out.push(SEALED_VERSION);
@@ -94,7 +108,13 @@ impl SealingKey {
         let mut nonce = [0u8; NONCE_BYTES];
         nonce.copy_from_slice(&sealed[1..=NONCE_BYTES]);
         self.cipher()
-            .decrypt(&XNonce::from(nonce), Payload { msg: &sealed[1 + NONCE_BYTES..], aad })
+            .decrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: &sealed[1 + NONCE_BYTES..],
+                    aad,
+                },
+            )
             .map(Secret::new)
             .map_err(|_| VaultError::Open)
     }
@@ -105,20 +125,36 @@ mod tests {
     use super::*;
 
     fn cheap() -> KdfParams {
-        KdfParams { memory_kib: 1024, iterations: 1, parallelism: 1 }
+        KdfParams {
+            memory_kib: 1024,
+            iterations: 1,
+            parallelism: 1,
+        }
     }
 
     #[test]
     fn round_trips_and_binds_associated_data() {
         let key = SealingKey::from_passphrase(b"correct horse", &[1; 16], cheap()).unwrap();
         let sealed = key.seal(b"secret", b"credential:1:hmac", &[9; 24]);
-        assert_eq!(key.open(&sealed, b"credential:1:hmac").unwrap().expose(), b"secret");
-        assert_eq!(key.open(&sealed, b"credential:2:hmac").unwrap_err(), VaultError::Open);
+        assert_eq!(
+            key.open(&sealed, b"credential:1:hmac").unwrap().expose(),
+            b"secret"
+        );
+        assert_eq!(
+            key.open(&sealed, b"credential:2:hmac").unwrap_err(),
+            VaultError::Open
+        );
         let other = SealingKey::from_passphrase(b"wrong horse", &[1; 16], cheap()).unwrap();
-        assert_eq!(other.open(&sealed, b"credential:1:hmac").unwrap_err(), VaultError::Open);
+        assert_eq!(
+            other.open(&sealed, b"credential:1:hmac").unwrap_err(),
+            VaultError::Open
+        );
         let mut damaged = sealed.clone();
         *damaged.last_mut().unwrap() ^= 1;
-        assert_eq!(key.open(&damaged, b"credential:1:hmac").unwrap_err(), VaultError::Open);
+        assert_eq!(
+            key.open(&damaged, b"credential:1:hmac").unwrap_err(),
+            VaultError::Open
+        );
         assert!(!format!("{key:?}").contains('1'));
     }
 }

@@ -1,1 +1,20 @@
-//! Placeholder crate root; filled by its issue.
+//! `custody-http`: the HTTP adapter of the custody service.
+//!
+//! A raw hyper 1.x server. It routes, checks signed requests, reads JSON strictly, calls the
+//! core and maps every outcome to the contract's status and error shape in one place
+//! ([`errors`]). No business rule lives here.
+
+mod authn;
+pub mod dispatch;
+pub mod errors;
+mod handlers;
+pub mod input;
+pub mod openapi;
+pub mod reply;
+pub mod routes;
+pub mod server;
+pub mod state;
+pub mod system;
+
+pub use server::serve;
+pub use state::{AppState, HttpLimits, NetworkSettings, SwapPair};

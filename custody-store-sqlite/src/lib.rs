@@ -40,7 +40,12 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { batch_max: 256, queue_max: 4096, readers: 4, busy_timeout_ms: 5_000 }
+        StoreOptions {
+            batch_max: 256,
+            queue_max: 4096,
+            readers: 4,
+            busy_timeout_ms: 5_000,
+        }
     }
 }
 
@@ -55,7 +60,9 @@ pub struct SqliteStore {
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -145,13 +152,18 @@ impl Store for SqliteStore {
             .clone()
             .ok_or_else(Self::closed)?;
         let (reply, answer) = oneshot::channel();
-        sender.send(writer::Job { work: job, reply }).await.map_err(|_| Self::closed())?;
+        sender
+            .send(writer::Job { work: job, reply })
+            .await
+            .map_err(|_| Self::closed())?;
         answer.await.map_err(|_| Self::closed())?
     }
 
     async fn read(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
-        let permit =
-            Arc::clone(&self.reader_slots).acquire_owned().await.map_err(|_| Self::closed())?;
+        let permit = Arc::clone(&self.reader_slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| Self::closed())?;
         let readers = Arc::clone(&self.readers);
         let ctx = Arc::clone(&self.ctx);
         tokio::task::spawn_blocking(move || {

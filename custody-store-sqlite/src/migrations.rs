@@ -5,8 +5,10 @@
 use rusqlite::Connection;
 
 /// In order; never edit one that has shipped, add a new one.
-const MIGRATIONS: &[(&str, &str)] =
-    &[("0001_foundation", include_str!("../migrations/0001_foundation.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "0001_foundation",
+    include_str!("../migrations/0001_foundation.sql"),
+)];
 
 pub fn latest_version() -> usize {
     MIGRATIONS.len()
@@ -26,9 +28,14 @@ pub fn migrate(conn: &mut Connection) -> Result<usize, String> {
     }
     for (i, (name, sql)) in MIGRATIONS.iter().enumerate().skip(current) {
         let tx = conn.transaction().map_err(|e| e.to_string())?;
-        tx.execute_batch(sql).map_err(|e| format!("migration {name}: {e}"))?;
-        tx.pragma_update(None, "user_version", i64::try_from(i + 1).unwrap_or(i64::MAX))
-            .map_err(|e| e.to_string())?;
+        tx.execute_batch(sql)
+            .map_err(|e| format!("migration {name}: {e}"))?;
+        tx.pragma_update(
+            None,
+            "user_version",
+            i64::try_from(i + 1).unwrap_or(i64::MAX),
+        )
+        .map_err(|e| e.to_string())?;
         tx.commit().map_err(|e| e.to_string())?;
     }
     Ok(MIGRATIONS.len() - current)

@@ -60,8 +60,13 @@ async fn credentials_are_sealed_and_need_the_right_key() {
     let store = open(&dir, 7, StoreOptions::default());
     let c = credential("ck_one");
     let c2 = c.clone();
-    write(&store, move |tx| Ok(tx.insert_credential(&c2)?)).await.unwrap();
-    let back = read(&store, |tx| Ok(tx.credential_by_api_key("ck_one")?)).await.unwrap().unwrap();
+    write(&store, move |tx| Ok(tx.insert_credential(&c2)?))
+        .await
+        .unwrap();
+    let back = read(&store, |tx| Ok(tx.credential_by_api_key("ck_one")?))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(back.hmac_secret.expose(), b"s3cret");
     assert_eq!(back.totp_secret.unwrap().expose(), &vec![1, 2, 3]);
     assert_eq!(back.scopes, c.scopes);
@@ -69,10 +74,15 @@ async fn credentials_are_sealed_and_need_the_right_key() {
     drop(store);
 
     let raw = std::fs::read(dir.path().join("custody.db")).unwrap();
-    assert!(!raw.windows(6).any(|w| w == b"s3cret"), "the secret must not be stored in clear");
+    assert!(
+        !raw.windows(6).any(|w| w == b"s3cret"),
+        "the secret must not be stored in clear"
+    );
 
     let wrong = open(&dir, 8, StoreOptions::default());
-    let err = read(&wrong, |tx| Ok(tx.credential_by_api_key("ck_one")?)).await.unwrap_err();
+    let err = read(&wrong, |tx| Ok(tx.credential_by_api_key("ck_one")?))
+        .await
+        .unwrap_err();
     assert!(matches!(err, CoreError::Port(_)));
 }
 
@@ -82,11 +92,31 @@ async fn a_nonce_is_accepted_once_and_pruned_after_expiry() {
     let store = open(&dir, 1, StoreOptions::default());
     let id = Uuid::new_v4();
     let exp = Timestamp::from_unix_millis(10_000);
-    assert!(write(&store, move |tx| Ok(tx.use_nonce(id, "n-0000000000000001", exp)?)).await.unwrap());
-    assert!(!write(&store, move |tx| Ok(tx.use_nonce(id, "n-0000000000000001", exp)?)).await.unwrap());
-    let pruned = write(&store, |tx| Ok(tx.prune_nonces(Timestamp::from_unix_millis(10_001))?));
+    assert!(write(&store, move |tx| Ok(tx.use_nonce(
+        id,
+        "n-0000000000000001",
+        exp
+    )?))
+    .await
+    .unwrap());
+    assert!(!write(&store, move |tx| Ok(tx.use_nonce(
+        id,
+        "n-0000000000000001",
+        exp
+    )?))
+    .await
+    .unwrap());
+    let pruned = write(&store, |tx| {
+        Ok(tx.prune_nonces(Timestamp::from_unix_millis(10_001))?)
+    });
     assert_eq!(pruned.await.unwrap(), 1);
-    assert!(write(&store, move |tx| Ok(tx.use_nonce(id, "n-0000000000000001", exp)?)).await.unwrap());
+    assert!(write(&store, move |tx| Ok(tx.use_nonce(
+        id,
+        "n-0000000000000001",
+        exp
+    )?))
+    .await
+    .unwrap());
 }
 
 #[tokio::test]
@@ -98,7 +128,11 @@ async fn a_failing_job_rolls_back_alone_inside_a_batch() {
         let store = Arc::clone(&store);
         handles.push(tokio::spawn(async move {
             write(store.as_ref(), move |tx| {
-                tx.use_nonce(Uuid::nil(), &format!("nonce-{i:012}"), Timestamp::from_unix_millis(1))?;
+                tx.use_nonce(
+                    Uuid::nil(),
+                    &format!("nonce-{i:012}"),
+                    Timestamp::from_unix_millis(1),
+                )?;
                 if i % 3 == 0 {
                     return Err(Refusal::new(ErrorCode::InsufficientBalance, "no").into());
                 }
@@ -113,7 +147,11 @@ async fn a_failing_job_rolls_back_alone_inside_a_batch() {
     // A job whose nonce was rolled back can use it now; a committed one cannot.
     for i in 0..200u32 {
         let fresh = write(store.as_ref(), move |tx| {
-            Ok(tx.use_nonce(Uuid::nil(), &format!("nonce-{i:012}"), Timestamp::from_unix_millis(1))?)
+            Ok(tx.use_nonce(
+                Uuid::nil(),
+                &format!("nonce-{i:012}"),
+                Timestamp::from_unix_millis(1),
+            )?)
         })
         .await
         .unwrap();
@@ -124,17 +162,35 @@ async fn a_failing_job_rolls_back_alone_inside_a_batch() {
 #[tokio::test]
 async fn a_panicking_job_is_an_error_and_the_writer_survives() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir, 1, StoreOptions { batch_max: 1, ..StoreOptions::default() });
+    let store = open(
+        &dir,
+        1,
+        StoreOptions {
+            batch_max: 1,
+            ..StoreOptions::default()
+        },
+    );
     let r: Result<(), _> = write(&store, |tx| {
-        tx.use_nonce(Uuid::nil(), "panic-nonce-000001", Timestamp::from_unix_millis(1))?;
+        tx.use_nonce(
+            Uuid::nil(),
+            "panic-nonce-000001",
+            Timestamp::from_unix_millis(1),
+        )?;
         panic!("boom")
     })
     .await;
     assert!(matches!(r, Err(CoreError::Invariant(_))));
     let fresh = write(&store, |tx| {
-        Ok(tx.use_nonce(Uuid::nil(), "panic-nonce-000001", Timestamp::from_unix_millis(1))?)
+        Ok(tx.use_nonce(
+            Uuid::nil(),
+            "panic-nonce-000001",
+            Timestamp::from_unix_millis(1),
+        )?)
     });
-    assert!(fresh.await.unwrap(), "the panicking job's write was rolled back");
+    assert!(
+        fresh.await.unwrap(),
+        "the panicking job's write was rolled back"
+    );
 }
 
 #[tokio::test]
@@ -155,9 +211,15 @@ async fn idempotent_commands_replay_conflict_and_store_business_refusals() {
                     if refuse {
                         return Err(Refusal::new(ErrorCode::InsufficientBalance, "no").into());
                     }
-                    Ok(StoredResponse { status: 201, body: b"{\"ok\":true}".to_vec() })
+                    Ok(StoredResponse {
+                        status: 201,
+                        body: b"{\"ok\":true}".to_vec(),
+                    })
                 },
-                |r| StoredResponse { status: 409, body: r.code.as_str().as_bytes().to_vec() },
+                |r| StoredResponse {
+                    status: 409,
+                    body: r.code.as_str().as_bytes().to_vec(),
+                },
             )
         })
     };
@@ -165,17 +227,28 @@ async fn idempotent_commands_replay_conflict_and_store_business_refusals() {
     let first = run([1; 32], true).await.unwrap();
     assert_eq!(
         first,
-        Outcome::Executed(StoredResponse { status: 409, body: b"INSUFFICIENT_BALANCE".to_vec() })
+        Outcome::Executed(StoredResponse {
+            status: 409,
+            body: b"INSUFFICIENT_BALANCE".to_vec()
+        })
     );
     let replay = run([1; 32], false).await.unwrap();
     assert_eq!(
         replay,
-        Outcome::Replayed(StoredResponse { status: 409, body: b"INSUFFICIENT_BALANCE".to_vec() })
+        Outcome::Replayed(StoredResponse {
+            status: 409,
+            body: b"INSUFFICIENT_BALANCE".to_vec()
+        })
     );
     let other = run([2; 32], false).await.unwrap_err();
     assert!(matches!(other, CoreError::Refused(r) if r.code == ErrorCode::IdempotencyConflict));
-    let unused = write(&store, move |tx| Ok(tx.use_nonce(Uuid::nil(), "side-effect-00001", now)?));
-    assert!(unused.await.unwrap(), "the refused command's write was rolled back");
+    let unused = write(&store, move |tx| {
+        Ok(tx.use_nonce(Uuid::nil(), "side-effect-00001", now)?)
+    });
+    assert!(
+        unused.await.unwrap(),
+        "the refused command's write was rolled back"
+    );
 }
 
 #[tokio::test]
@@ -184,13 +257,19 @@ async fn reopening_keeps_data_and_schema() {
     {
         let store = open(&dir, 1, StoreOptions::default());
         let c = credential("ck_two");
-        write(&store, move |tx| Ok(tx.insert_credential(&c)?)).await.unwrap();
+        write(&store, move |tx| Ok(tx.insert_credential(&c)?))
+            .await
+            .unwrap();
     }
     let store = open(&dir, 1, StoreOptions::default());
     let all = read(&store, |tx| Ok(tx.list_credentials()?)).await.unwrap();
     assert_eq!(all.len(), 1);
     let write_on_reader = read(&store, |tx| {
-        Ok(tx.use_nonce(Uuid::nil(), "read-only-nonce-01", Timestamp::from_unix_millis(1))?)
+        Ok(tx.use_nonce(
+            Uuid::nil(),
+            "read-only-nonce-01",
+            Timestamp::from_unix_millis(1),
+        )?)
     });
     assert!(write_on_reader.await.is_err(), "readers are read-only");
 }

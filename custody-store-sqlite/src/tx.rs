@@ -24,7 +24,11 @@ pub struct SqliteTx<'c> {
 
 impl<'c> SqliteTx<'c> {
     pub(crate) fn new(conn: &'c Connection, ctx: &'c TxContext) -> Self {
-        SqliteTx { conn, ctx, depth: 0 }
+        SqliteTx {
+            conn,
+            ctx,
+            depth: 0,
+        }
     }
 
     /// Savepoints the job opened and did not close; the writer rolls the job back if any.
@@ -44,7 +48,10 @@ impl<'c> SqliteTx<'c> {
         aad: &str,
     ) -> Result<custody_core::secret::Secret<Vec<u8>>, PortError> {
         self.ctx.sealing.open(sealed, aad.as_bytes()).map_err(|e| {
-            PortError::permanent("store", format!("cannot unseal {aad}: {e} (wrong passphrase?)"))
+            PortError::permanent(
+                "store",
+                format!("cannot unseal {aad}: {e} (wrong passphrase?)"),
+            )
         })
     }
 }
@@ -68,24 +75,33 @@ pub(crate) fn db_err(e: rusqlite::Error) -> PortError {
 impl Savepoints for SqliteTx<'_> {
     fn savepoint(&mut self) -> Result<(), PortError> {
         self.depth += 1;
-        self.conn.execute_batch(&format!("SAVEPOINT n{}", self.depth)).map_err(db_err)
+        self.conn
+            .execute_batch(&format!("SAVEPOINT n{}", self.depth))
+            .map_err(db_err)
     }
 
     fn release_savepoint(&mut self) -> Result<(), PortError> {
         if self.depth == 0 {
             return Err(PortError::permanent("store", "release without a savepoint"));
         }
-        self.conn.execute_batch(&format!("RELEASE n{}", self.depth)).map_err(db_err)?;
+        self.conn
+            .execute_batch(&format!("RELEASE n{}", self.depth))
+            .map_err(db_err)?;
         self.depth -= 1;
         Ok(())
     }
 
     fn rollback_to_savepoint(&mut self) -> Result<(), PortError> {
         if self.depth == 0 {
-            return Err(PortError::permanent("store", "rollback without a savepoint"));
+            return Err(PortError::permanent(
+                "store",
+                "rollback without a savepoint",
+            ));
         }
         let d = self.depth;
-        self.conn.execute_batch(&format!("ROLLBACK TO n{d}; RELEASE n{d}")).map_err(db_err)?;
+        self.conn
+            .execute_batch(&format!("ROLLBACK TO n{d}; RELEASE n{d}"))
+            .map_err(db_err)?;
         self.depth -= 1;
         Ok(())
     }

@@ -80,12 +80,16 @@ fn run_job(conn: &Connection, ctx: &TxContext, work: WriteJob) -> CoreResult<Box
         (result, tx.open_savepoints())
     };
     let result = match result {
-        Ok(_) if left_open > 0 => {
-            Err(CoreError::Invariant(format!("a store job left {left_open} savepoints open")))
-        }
+        Ok(_) if left_open > 0 => Err(CoreError::Invariant(format!(
+            "a store job left {left_open} savepoints open"
+        ))),
         other => other,
     };
-    let end = if result.is_ok() { "RELEASE job" } else { "ROLLBACK TO job; RELEASE job" };
+    let end = if result.is_ok() {
+        "RELEASE job"
+    } else {
+        "ROLLBACK TO job; RELEASE job"
+    };
     conn.execute_batch(end).map_err(db_err)?;
     result
 }

@@ -1,1 +1,411 @@
+//! Harness for end-to-end tests: a data dir, the real `custody` binary, and a client that
+//! signs requests with its own implementation of the contract's canonical string (it must not
+//! share code with the server, or a shared bug would pass).
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Builds the binary once per test process (a no-op when it is up to date) and returns its path.
+pub fn custody_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("CUSTODY_BIN") {
+            return PathBuf::from(p);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root")
+            .to_owned();
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "custody-cli", "--bin", "custody"])
+            .current_dir(&root)
+            .status()
+            .expect("cargo build runs");
+        assert!(status.success(), "building the custody binary failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"));
+        target.join("debug").join("custody")
+    })
+    .clone()
+}
+
+pub fn now_s() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap()
+}
+
+/// A fresh data dir with the service initialized in it.
+pub struct Custody {
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+    pub addr: String,
+    extra_env: Vec<(String, String)>,
+}
+
+/// A credential as `credentials create` printed it.
+#[derive(Clone, Debug)]
+pub struct Cred {
+    pub api_key: String,
+    pub secret: String,
+    pub tenant: String,
+    pub json: Value,
+}
+
+impl Custody {
+    pub fn init() -> Self {
+        Self::init_with(&["--insecure-dev-seed"], &[])
+    }
+
+    pub fn init_with(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let c = Custody {
+            dir,
+            child: None,
+            addr: String::new(),
+            extra_env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let mut all = vec!["init"];
+        all.extend_from_slice(args);
+        c.cli_ok(&all);
+        c
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(custody_bin());
+        cmd.arg("--data-dir").arg(self.data_dir());
+        cmd.env_remove("CUSTODY_DATA_DIR")
+            .env_remove("CUSTODY_PASSPHRASE")
+            .env("CUSTODY_LOG", "warn");
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs a CLI command; returns (exit success, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self
+            .command()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("custody runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Runs a CLI command that must succeed and print one JSON object.
+    pub fn cli_ok(&self, args: &[&str]) -> Value {
+        let (ok, stdout, stderr) = self.cli(args);
+        assert!(ok, "custody {args:?} failed: {stderr}");
+        serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("stdout of {args:?} is not JSON ({e}): {stdout}"))
+    }
+
+    pub fn credential(&self, tenant: &str, extra: &[&str]) -> Cred {
+        let mut args = vec!["credentials", "create", "--tenant", tenant];
+        args.extend_from_slice(extra);
+        let json = self.cli_ok(&args);
+        Cred {
+            api_key: json["api_key"].as_str().unwrap().into(),
+            secret: json["hmac_secret"].as_str().unwrap().into(),
+            tenant: tenant.into(),
+            json,
+        }
+    }
+
+    /// Starts `custody serve` on a free loopback port and waits until it answers.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let mut child = self
+            .command()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("custody serve starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("serve prints its address");
+        let v: Value = serde_json::from_str(line.trim())
+            .unwrap_or_else(|e| panic!("serve printed {line:?}: {e}"));
+        let url = v["listening"].as_str().expect("listening url");
+        self.addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .to_owned();
+        self.child = Some(child);
+        let health = raw_request(&self.addr, "GET", "/v1/health", &[], b"");
+        assert_eq!(health.status, 200);
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait; returns the exit status code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status.code();
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn client(&self, cred: &Cred) -> Client {
+        Client {
+            addr: self.addr.clone(),
+            cred: cred.clone(),
+        }
+    }
+}
+
+impl Drop for Custody {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// The error code of an error body.
+    pub fn code(&self) -> String {
+        self.json()["code"].as_str().unwrap_or("").to_owned()
+    }
+}
+
+/// One HTTP/1.1 request on a new connection; reads the whole response.
+pub fn raw_request(
+    addr: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Resp {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).unwrap();
+    // A server may answer (413) before reading a large body; a failed write is then expected.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> Resp {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP response: {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_owned()))
+        .collect();
+    let body = raw[split + 4..].to_vec();
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// The contract's canonical string, written from interface §5 independently of the server.
+pub fn canonical(
+    method: &str,
+    path: &str,
+    ts: &str,
+    nonce: &str,
+    idem: &str,
+    body: &[u8],
+) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(body);
+    let body_hex: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    [method, path, ts, nonce, idem, &body_hex].join("\n")
+}
+
+pub fn sign(secret: &str, canonical: &str) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(canonical.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+static NONCE_SEQ: AtomicU64 = AtomicU64::new(0);
+
+pub fn fresh_nonce() -> String {
+    format!(
+        "{}-{:08}",
+        uuid::Uuid::new_v4().simple(),
+        NONCE_SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// How to build one signed request; tests change one field to break it.
+#[derive(Clone, Debug)]
+pub struct Signed {
+    pub method: String,
+    /// Path with query, as sent.
+    pub target: String,
+    pub body: Vec<u8>,
+    pub idempotency_key: Option<String>,
+    pub timestamp: String,
+    pub nonce: String,
+    pub extra_headers: Vec<(String, String)>,
+}
+
+pub struct Client {
+    pub addr: String,
+    pub cred: Cred,
+}
+
+impl Client {
+    pub fn signed(&self, method: &str, target: &str, body: &[u8], idem: Option<&str>) -> Signed {
+        Signed {
+            method: method.into(),
+            target: target.into(),
+            body: body.to_vec(),
+            idempotency_key: idem.map(String::from),
+            timestamp: now_s().to_string(),
+            nonce: fresh_nonce(),
+            extra_headers: Vec::new(),
+        }
+    }
+
+    /// Signs `s` with `secret` over `signed_body` (normally `s.body`) and sends it.
+    pub fn send_with(
+        &self,
+        s: &Signed,
+        secret: &str,
+        signed_body: &[u8],
+        signed_path: Option<&str>,
+    ) -> Resp {
+        let path = signed_path.unwrap_or_else(|| s.target.split('?').next().unwrap());
+        let idem = s.idempotency_key.clone().unwrap_or_default();
+        let sig = sign(
+            secret,
+            &canonical(&s.method, path, &s.timestamp, &s.nonce, &idem, signed_body),
+        );
+        let mut headers = vec![
+            ("X-Service-Key", self.cred.api_key.clone()),
+            ("X-Service-Timestamp", s.timestamp.clone()),
+            ("X-Service-Nonce", s.nonce.clone()),
+            ("X-Service-Signature", sig),
+        ];
+        if let Some(k) = &s.idempotency_key {
+            headers.push(("Idempotency-Key", k.clone()));
+        }
+        let extra: Vec<(&str, String)> = s
+            .extra_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        headers.extend(extra);
+        raw_request(&self.addr, &s.method, &s.target, &headers, &s.body)
+    }
+
+    pub fn send(&self, s: &Signed) -> Resp {
+        self.send_with(s, &self.cred.secret, &s.body, None)
+    }
+
+    pub fn get(&self, target: &str) -> Resp {
+        self.send(&self.signed("GET", target, b"", None))
+    }
+
+    pub fn post(&self, target: &str, body: &Value, idem: Option<&str>) -> Resp {
+        let bytes = serde_json::to_vec(body).unwrap();
+        self.send(&self.signed("POST", target, &bytes, idem))
+    }
+}

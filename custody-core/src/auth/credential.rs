@@ -74,7 +74,9 @@ pub const TENANT_CHARS_MAX: usize = 64;
 /// Tenant ids are short, stable identifiers chosen by the operator.
 pub fn valid_tenant_id(tenant: &str) -> bool {
     (1..=TENANT_CHARS_MAX).contains(&tenant.len())
-        && tenant.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && tenant
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
 /// A credential with its secrets decrypted (the store decrypts on read).

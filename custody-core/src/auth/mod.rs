@@ -70,9 +70,13 @@ pub fn check_headers<'a>(h: &AuthHeaders<'a>) -> Result<CheckedHeaders<'a>, Refu
         && timestamp_raw.len() <= 12
         && timestamp_raw.bytes().all(|b| b.is_ascii_digit())
     {
-        timestamp_raw.parse::<i64>().map_err(|_| auth_failed("X-Service-Timestamp is not valid"))?
+        timestamp_raw
+            .parse::<i64>()
+            .map_err(|_| auth_failed("X-Service-Timestamp is not valid"))?
     } else {
-        return Err(auth_failed("X-Service-Timestamp must be Unix time in seconds"));
+        return Err(auth_failed(
+            "X-Service-Timestamp must be Unix time in seconds",
+        ));
     };
     let nonce_chars = nonce.chars().count();
     if !(NONCE_CHARS_MIN..=NONCE_CHARS_MAX).contains(&nonce_chars) {
@@ -106,7 +110,11 @@ pub fn check_signature_and_window(
         headers.idempotency_key,
         parts.body,
     );
-    if !verify_signature(credential.hmac_secret.expose(), &canonical, headers.signature) {
+    if !verify_signature(
+        credential.hmac_secret.expose(),
+        &canonical,
+        headers.signature,
+    ) {
         return Err(auth_failed("the credentials are not valid"));
     }
     if (now.unix_seconds() - headers.timestamp_s).abs() > TIMESTAMP_WINDOW_S {
@@ -128,14 +136,23 @@ pub fn nonce_expiry(headers: &CheckedHeaders<'_>, now: Timestamp) -> Timestamp {
 /// Validates an `Idempotency-Key` header on a route that requires one.
 pub fn check_idempotency_key(key: Option<&str>) -> Result<&str, Refusal> {
     let Some(key) = key else {
-        return Err(Refusal::validation("Idempotency-Key", "this header is required"));
+        return Err(Refusal::validation(
+            "Idempotency-Key",
+            "this header is required",
+        ));
     };
     let n = key.chars().count();
     if !(IDEMPOTENCY_KEY_CHARS_MIN..=IDEMPOTENCY_KEY_CHARS_MAX).contains(&n) {
-        return Err(Refusal::validation("Idempotency-Key", "must be 8 to 128 characters"));
+        return Err(Refusal::validation(
+            "Idempotency-Key",
+            "must be 8 to 128 characters",
+        ));
     }
     if key.chars().any(|c| c.is_control()) {
-        return Err(Refusal::validation("Idempotency-Key", "must not contain control characters"));
+        return Err(Refusal::validation(
+            "Idempotency-Key",
+            "must not contain control characters",
+        ));
     }
     Ok(key)
 }

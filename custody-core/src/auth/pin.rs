@@ -10,7 +10,9 @@ pub const PIN_CHARS_MAX: usize = 64;
 pub fn hash_pin(pin: &str, salt: &[u8; 16]) -> Result<String, String> {
     let n = pin.chars().count();
     if !(PIN_CHARS_MIN..=PIN_CHARS_MAX).contains(&n) {
-        return Err(format!("a PIN must be {PIN_CHARS_MIN} to {PIN_CHARS_MAX} characters"));
+        return Err(format!(
+            "a PIN must be {PIN_CHARS_MIN} to {PIN_CHARS_MAX} characters"
+        ));
     }
     let salt = SaltString::encode_b64(salt).map_err(|e| e.to_string())?;
     Argon2::default()
@@ -21,7 +23,11 @@ pub fn hash_pin(pin: &str, salt: &[u8; 16]) -> Result<String, String> {
 
 pub fn verify_pin(pin: &str, phc: &str) -> bool {
     PasswordHash::new(phc)
-        .map(|h| Argon2::default().verify_password(pin.as_bytes(), &h).is_ok())
+        .map(|h| {
+            Argon2::default()
+                .verify_password(pin.as_bytes(), &h)
+                .is_ok()
+        })
         .unwrap_or(false)
 }
 

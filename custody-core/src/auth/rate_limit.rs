@@ -35,7 +35,9 @@ impl RateLimiter {
     pub fn check(&self, credential: Uuid, limit: u32, now: Timestamp) -> RateDecision {
         let now_s = now.unix_seconds();
         let window = now_s.div_euclid(WINDOW_S);
-        let reset_after_s = u64::try_from((window + 1) * WINDOW_S - now_s).unwrap_or(1).max(1);
+        let reset_after_s = u64::try_from((window + 1) * WINDOW_S - now_s)
+            .unwrap_or(1)
+            .max(1);
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         if windows.len() > 100_000 {
             windows.retain(|_, (w, _)| *w == window);
@@ -45,10 +47,20 @@ impl RateLimiter {
             *entry = (window, 0);
         }
         if entry.1 >= limit {
-            return RateDecision { allowed: false, limit, remaining: 0, reset_after_s };
+            return RateDecision {
+                allowed: false,
+                limit,
+                remaining: 0,
+                reset_after_s,
+            };
         }
         entry.1 += 1;
-        RateDecision { allowed: true, limit, remaining: limit - entry.1, reset_after_s }
+        RateDecision {
+            allowed: true,
+            limit,
+            remaining: limit - entry.1,
+            reset_after_s,
+        }
     }
 }
 

@@ -28,9 +28,15 @@ pub fn matching_step(key: &[u8], code: &str, now_s: i64) -> Option<i64> {
         return None;
     }
     let current = now_s.div_euclid(STEP_S);
-    [current - 1, current, current + 1].into_iter().find(|&step| {
-        bool::from(code_at_step(key, step, DIGITS).as_bytes().ct_eq(code.as_bytes()))
-    })
+    [current - 1, current, current + 1]
+        .into_iter()
+        .find(|&step| {
+            bool::from(
+                code_at_step(key, step, DIGITS)
+                    .as_bytes()
+                    .ct_eq(code.as_bytes()),
+            )
+        })
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@ pub trait DexRouter: Send + Sync {
     fn router_address(&self) -> String;
 
     /// Expected amounts along `path` (token contract addresses) for `amount_in`.
-    async fn amounts_out(&self, amount_in: Amount, path: &[String])
-        -> Result<Vec<Amount>, PortError>;
+    async fn amounts_out(
+        &self,
+        amount_in: Amount,
+        path: &[String],
+    ) -> Result<Vec<Amount>, PortError>;
 }

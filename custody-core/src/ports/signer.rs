@@ -17,7 +17,12 @@ impl HdPath {
     pub const COMPONENT_MAX: u32 = (1 << 31) - 1;
 
     pub fn render(&self) -> String {
-        format!("m/44'/{}'/{}'/0/{}", self.network.coin_type(), self.account, self.index)
+        format!(
+            "m/44'/{}'/{}'/0/{}",
+            self.network.coin_type(),
+            self.account,
+            self.index
+        )
     }
 }
 

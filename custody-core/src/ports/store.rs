@@ -101,7 +101,9 @@ where
     F: FnOnce(&mut dyn StoreTx) -> CoreResult<T> + Send + 'static,
 {
     let out = store
-        .write(Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>)))
+        .write(Box::new(move |tx| {
+            f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>)
+        }))
         .await?;
     downcast(out)
 }
@@ -113,7 +115,9 @@ where
     F: FnOnce(&mut dyn StoreTx) -> CoreResult<T> + Send + 'static,
 {
     let out = store
-        .read(Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>)))
+        .read(Box::new(move |tx| {
+            f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>)
+        }))
         .await?;
     downcast(out)
 }

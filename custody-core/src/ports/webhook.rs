@@ -16,9 +16,18 @@ pub enum DeliveryOutcome {
     /// The endpoint answered 2xx.
     Delivered { status: u16, latency_ms: u64 },
     /// Worth another try later: 408, 425, 429, 5xx, timeout, connection error.
-    Retry { status: Option<u16>, error: String, retry_after_s: Option<u64>, latency_ms: u64 },
+    Retry {
+        status: Option<u16>,
+        error: String,
+        retry_after_s: Option<u64>,
+        latency_ms: u64,
+    },
     /// Never worth retrying: any other 4xx, a redirect, an address that is not allowed.
-    Permanent { status: Option<u16>, error: String, latency_ms: u64 },
+    Permanent {
+        status: Option<u16>,
+        error: String,
+        latency_ms: u64,
+    },
 }
 
 /// Sends one webhook request.

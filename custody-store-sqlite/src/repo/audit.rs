@@ -2,6 +2,8 @@ use custody_core::admin::{AuditRecord, AuditRepo};
 use custody_core::error::PortError;
 use rusqlite::params;
 
+use super::{parse_uuid, ts};
+
 use crate::tx::{db_err, SqliteTx};
 
 impl AuditRepo for SqliteTx<'_> {
@@ -23,5 +25,45 @@ impl AuditRepo for SqliteTx<'_> {
             )
             .map_err(db_err)?;
         Ok(())
+    }
+
+    fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError> {
+        let json = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
+        let rows = self
+            .conn
+            .prepare_cached(
+                "SELECT id, actor, action, target, old_value, new_value, reason, created_at \
+                 FROM audit ORDER BY created_at DESC, rowid DESC LIMIT ?1",
+            )
+            .map_err(db_err)?
+            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
+            })
+            .map_err(db_err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)?;
+        rows.into_iter()
+            .map(|(id, actor, action, target, old, new, reason, at)| {
+                Ok(AuditRecord {
+                    id: parse_uuid(&id)?,
+                    actor,
+                    action,
+                    target,
+                    old_value: json(old),
+                    new_value: json(new),
+                    reason,
+                    created_at: ts(at),
+                })
+            })
+            .collect()
     }
 }

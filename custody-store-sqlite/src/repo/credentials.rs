@@ -56,7 +56,10 @@ impl SqliteTx<'_> {
             .scopes
             .split(',')
             .filter(|s| !s.is_empty())
-            .map(|s| s.parse::<Scope>().map_err(|e| PortError::permanent("store", e)))
+            .map(|s| {
+                s.parse::<Scope>()
+                    .map_err(|e| PortError::permanent("store", e))
+            })
             .collect::<Result<BTreeSet<_>, _>>()?;
         let hmac_secret = self.open_sealed(&r.hmac_sealed, &aad(&id, "hmac"))?;
         let totp_secret = match &r.totp_sealed {
@@ -82,10 +85,17 @@ impl SqliteTx<'_> {
 
 impl CredentialRepo for SqliteTx<'_> {
     fn insert_credential(&mut self, c: &Credential) -> Result<(), PortError> {
-        let scopes = c.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
+        let scopes = c
+            .scopes
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
         let hmac_sealed = self.seal(c.hmac_secret.expose(), &aad(&c.id, "hmac"));
-        let totp_sealed =
-            c.totp_secret.as_ref().map(|s| self.seal(s.expose(), &aad(&c.id, "totp")));
+        let totp_sealed = c
+            .totp_secret
+            .as_ref()
+            .map(|s| self.seal(s.expose(), &aad(&c.id, "totp")));
         self.conn
             .execute(
                 &format!("INSERT INTO credentials ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"),
@@ -111,7 +121,9 @@ impl CredentialRepo for SqliteTx<'_> {
     fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError> {
         let found = self
             .conn
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM credentials WHERE api_key = ?1"))
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM credentials WHERE api_key = ?1"
+            ))
             .map_err(db_err)?
             .query_row([api_key], raw)
             .optional()
@@ -122,13 +134,17 @@ impl CredentialRepo for SqliteTx<'_> {
     fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError> {
         let raws = self
             .conn
-            .prepare(&format!("SELECT {COLUMNS} FROM credentials ORDER BY created_at, id"))
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM credentials ORDER BY created_at, id"
+            ))
             .map_err(db_err)?
             .query_map([], raw)
             .map_err(db_err)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(db_err)?;
-        raws.into_iter().map(|r| self.decode_credential(r)).collect()
+        raws.into_iter()
+            .map(|r| self.decode_credential(r))
+            .collect()
     }
 
     fn revoke_credential(&mut self, api_key: &str, at: Timestamp) -> Result<bool, PortError> {
@@ -156,7 +172,11 @@ impl CredentialRepo for SqliteTx<'_> {
                  ON CONFLICT DO NOTHING",
             )
             .map_err(db_err)?
-            .execute(params![credential.to_string(), nonce, expires_at.unix_millis()])
+            .execute(params![
+                credential.to_string(),
+                nonce,
+                expires_at.unix_millis()
+            ])
             .map_err(db_err)?;
         Ok(n == 1)
     }
@@ -164,7 +184,10 @@ impl CredentialRepo for SqliteTx<'_> {
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
         let n = self
             .conn
-            .execute("DELETE FROM nonces WHERE expires_at < ?1", [now.unix_millis()])
+            .execute(
+                "DELETE FROM nonces WHERE expires_at < ?1",
+                [now.unix_millis()],
+            )
             .map_err(db_err)?;
         Ok(n as u64)
     }

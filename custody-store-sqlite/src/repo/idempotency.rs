@@ -21,7 +21,13 @@ impl IdempotencyRepo for SqliteTx<'_> {
             .map_err(db_err)?
             .query_row(params![tenant, key, now.unix_millis()], |r| {
                 let fp: Vec<u8> = r.get(0)?;
-                Ok((fp, r.get::<_, i64>(1)?, r.get::<_, Vec<u8>>(2)?, r.get(3)?, r.get(4)?))
+                Ok((
+                    fp,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Vec<u8>>(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                ))
             })
             .optional()
             .map_err(db_err)?
@@ -46,7 +52,9 @@ impl IdempotencyRepo for SqliteTx<'_> {
     fn insert_idempotency_record(&mut self, r: &IdempotencyRecord) -> Result<(), PortError> {
         // An expired record for the key is replaced; a live one makes the insert fail.
         self.conn
-            .prepare_cached("DELETE FROM idempotency WHERE tenant = ?1 AND key = ?2 AND expires_at <= ?3")
+            .prepare_cached(
+                "DELETE FROM idempotency WHERE tenant = ?1 AND key = ?2 AND expires_at <= ?3",
+            )
             .map_err(db_err)?
             .execute(params![r.tenant, r.key, r.created_at.unix_millis()])
             .map_err(db_err)?;
@@ -72,7 +80,10 @@ impl IdempotencyRepo for SqliteTx<'_> {
     fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError> {
         let n = self
             .conn
-            .execute("DELETE FROM idempotency WHERE expires_at <= ?1", [now.unix_millis()])
+            .execute(
+                "DELETE FROM idempotency WHERE expires_at <= ?1",
+                [now.unix_millis()],
+            )
             .map_err(db_err)?;
         Ok(n as u64)
     }

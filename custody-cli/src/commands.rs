@@ -1,0 +1,347 @@
+//! The commands. Each prints its machine-readable result as one JSON object on stdout and
+//! every diagnostic on stderr, so scripts can read stdout as it is.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use custody_core::auth::credential::valid_tenant_id;
+use custody_core::auth::{pin, Credential, Scope};
+use custody_core::idempotency;
+use custody_core::keys::Mnemonic;
+use custody_core::ports::store::{read, write};
+use custody_core::ports::{Clock, Entropy, Store};
+use custody_core::secret::Secret;
+use custody_http::system::{OsEntropy, SystemClock};
+use custody_http::{AppState, HttpLimits, NetworkSettings};
+use custody_store_sqlite::{SqliteStore, StoreOptions};
+use serde_json::json;
+
+use crate::config::Config;
+use crate::datadir::{DataDir, PASSPHRASE_CHARS_MIN, PASSPHRASE_ENV};
+use crate::{CreateCredentialArgs, InitArgs, ServeArgs};
+
+fn passphrase_from_env() -> Option<String> {
+    std::env::var(PASSPHRASE_ENV).ok().filter(|p| !p.is_empty())
+}
+
+fn print_json(value: &serde_json::Value) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, value).map_err(|e| e.to_string())?;
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .map_err(|e| e.to_string())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn open_store(
+    dir: &DataDir,
+    config: &Config,
+) -> Result<(Arc<SqliteStore>, crate::datadir::Unlocked), String> {
+    let unlocked = dir.unlock(passphrase_from_env().as_deref())?;
+    let options = StoreOptions {
+        batch_max: config.store.batch_max,
+        readers: config.store.readers,
+        ..StoreOptions::default()
+    };
+    let store = SqliteStore::open(
+        &dir.db_path(),
+        unlocked.sealing.clone(),
+        Arc::new(OsEntropy),
+        options,
+    )
+    .map_err(|e| format!("cannot open the database: {}", e.message))?;
+    Ok((Arc::new(store), unlocked))
+}
+
+fn warn_insecure() {
+    eprintln!(
+        "WARNING: this data dir uses --insecure-dev-seed: the master seed and every API secret \
+         can be read by anyone who can read the data dir. Never hold real funds with it."
+    );
+}
+
+pub fn init(dir: &DataDir, args: &InitArgs) -> Result<(), String> {
+    let passphrase = passphrase_from_env();
+    if !args.insecure_dev_seed {
+        match &passphrase {
+            None => {
+                return Err(format!(
+                    "set {PASSPHRASE_ENV} to encrypt the master seed, or pass --insecure-dev-seed for local use"
+                ))
+            }
+            Some(p) if p.chars().count() < PASSPHRASE_CHARS_MIN => {
+                return Err(format!("{PASSPHRASE_ENV} must be at least {PASSPHRASE_CHARS_MIN} characters"))
+            }
+            Some(_) => {}
+        }
+    }
+    let mnemonic = match &args.mnemonic_file {
+        Some(path) => {
+            let text = Secret::new(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            );
+            Mnemonic::parse(text.expose().trim()).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => {
+            let mut entropy = Secret::new([0u8; 32]);
+            OsEntropy.fill(entropy.expose_mut());
+            Mnemonic::from_entropy(entropy.expose())
+        }
+    };
+    dir.create()?;
+    let config = Config::default_for_init();
+    dir.write_config(&config)?;
+    let protection = if args.insecure_dev_seed {
+        None
+    } else {
+        passphrase.as_deref()
+    };
+    let sealing = dir.write_seed(&mnemonic, protection, &OsEntropy)?;
+    let store = SqliteStore::open(
+        &dir.db_path(),
+        sealing,
+        Arc::new(OsEntropy),
+        StoreOptions::default(),
+    )
+    .map_err(|e| format!("cannot create the database: {}", e.message))?;
+    store.close();
+    if args.insecure_dev_seed {
+        warn_insecure();
+    }
+    print_json(&json!({
+        "data_dir": dir.root.display().to_string(),
+        "config": dir.config_path().display().to_string(),
+        "database": dir.db_path().display().to_string(),
+        "seed": if args.insecure_dev_seed { "insecure-dev" } else { "passphrase" },
+        "mnemonic_imported": args.mnemonic_file.is_some(),
+        "schema_version": custody_store_sqlite::schema_version(),
+    }))
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    OsEntropy.fill(&mut buf);
+    hex::encode(buf)
+}
+
+pub fn create_credential(dir: &DataDir, args: &CreateCredentialArgs) -> Result<(), String> {
+    if !valid_tenant_id(&args.tenant) {
+        return Err("--tenant must be 1 to 64 characters of A-Z a-z 0-9 - _ .".into());
+    }
+    let scopes: BTreeSet<Scope> = match &args.scopes {
+        None => Scope::ALL.into_iter().collect(),
+        Some(list) => list
+            .iter()
+            .map(|s| s.trim().parse::<Scope>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                format!(
+                    "--scopes: {e}; known: {}",
+                    Scope::ALL.map(|s| s.as_str()).join(",")
+                )
+            })?,
+    };
+    if args.rate_limit == 0 {
+        return Err("--rate-limit must be at least 1".into());
+    }
+    let pin_hash = match &args.pin {
+        Some(p) => {
+            let mut salt = [0u8; 16];
+            OsEntropy.fill(&mut salt);
+            Some(Secret::new(pin::hash_pin(p, &salt)?))
+        }
+        None => None,
+    };
+    let totp_secret = args.totp.then(|| {
+        let mut key = vec![0u8; 20];
+        OsEntropy.fill(&mut key);
+        Secret::new(key)
+    });
+    let hmac_secret = random_hex(32);
+    let credential = Credential {
+        id: custody_core::ports::clock::new_uuid(&OsEntropy),
+        api_key: format!("ck_{}", random_hex(16)),
+        tenant: args.tenant.clone(),
+        scopes,
+        admin: args.admin,
+        rate_limit: args.rate_limit,
+        hmac_secret: Secret::new(hmac_secret.clone().into_bytes()),
+        pin_hash,
+        totp_secret,
+        totp_last_step: None,
+        created_at: SystemClock.now(),
+        revoked_at: None,
+    };
+    let config = dir.load_config()?;
+    let (store, _) = open_store(dir, &config)?;
+    let to_store = credential.clone();
+    runtime()?
+        .block_on(write(store.as_ref(), move |tx| {
+            Ok(tx.insert_credential(&to_store)?)
+        }))
+        .map_err(|e| format!("cannot store the credential: {e}"))?;
+    store.close();
+    let mut out = json!({
+        "api_key": credential.api_key,
+        "hmac_secret": hmac_secret,
+        "tenant": credential.tenant,
+        "scopes": credential.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        "admin": credential.admin,
+        "rate_limit": credential.rate_limit,
+    });
+    if let Some(key) = &credential.totp_secret {
+        out["totp_secret"] = json!(data_encoding::BASE32_NOPAD.encode(key.expose()));
+    }
+    print_json(&out)
+}
+
+fn credential_json(c: &Credential) -> serde_json::Value {
+    json!({
+        "id": c.id,
+        "api_key": c.api_key,
+        "tenant": c.tenant,
+        "scopes": c.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        "admin": c.admin,
+        "rate_limit": c.rate_limit,
+        "pin": c.pin_hash.is_some(),
+        "totp": c.totp_secret.is_some(),
+        "created_at": c.created_at,
+        "revoked_at": c.revoked_at,
+    })
+}
+
+pub fn list_credentials(dir: &DataDir) -> Result<(), String> {
+    let config = dir.load_config()?;
+    let (store, _) = open_store(dir, &config)?;
+    let all = runtime()?
+        .block_on(read(store.as_ref(), |tx| Ok(tx.list_credentials()?)))
+        .map_err(|e| format!("cannot list credentials: {e}"))?;
+    store.close();
+    print_json(&json!({ "data": all.iter().map(credential_json).collect::<Vec<_>>() }))
+}
+
+pub fn revoke_credential(dir: &DataDir, api_key: &str) -> Result<(), String> {
+    let config = dir.load_config()?;
+    let (store, _) = open_store(dir, &config)?;
+    let key = api_key.to_owned();
+    let now = SystemClock.now();
+    let revoked = runtime()?
+        .block_on(write(store.as_ref(), move |tx| {
+            Ok(tx.revoke_credential(&key, now)?)
+        }))
+        .map_err(|e| format!("cannot revoke: {e}"))?;
+    store.close();
+    if !revoked {
+        return Err(format!("no active credential has api key {api_key}"));
+    }
+    print_json(&json!({ "api_key": api_key, "revoked": true, "revoked_at": now }))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutdown requested: draining in-flight requests");
+}
+
+/// Forgets nonces and idempotency records past their retention, once a minute.
+async fn maintenance(store: Arc<dyn Store>, clock: Arc<dyn Clock>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        let now = clock.now();
+        let pruned = write(store.as_ref(), move |tx| {
+            Ok((tx.prune_nonces(now)?, tx.prune_idempotency(now)?))
+        })
+        .await;
+        match pruned {
+            Ok((n, i)) if n + i > 0 => tracing::debug!(nonces = n, idempotency = i, "pruned"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "pruning failed"),
+        }
+    }
+}
+
+pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
+    let config = dir.load_config()?;
+    let catalog = config.catalog()?;
+    let swap_pairs = config.swap_pairs(&catalog)?;
+    let (store, unlocked) = open_store(dir, &config)?;
+    if unlocked.insecure {
+        warn_insecure();
+    }
+    // The seed is stretched and the master key derived once, here, never per request.
+    let signer: Arc<dyn custody_core::ports::Signer> = Arc::new(
+        custody_core::keys::HdSigner::from_seed(&unlocked.mnemonic.to_seed())
+            .map_err(|e| format!("cannot load the master key: {e}"))?,
+    );
+    drop(unlocked);
+    let listen = args.listen.unwrap_or(config.server.listen);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let result = rt.block_on(async {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let state = Arc::new(AppState {
+            store: store.clone() as Arc<dyn Store>,
+            clock: Arc::clone(&clock),
+            entropy: Arc::new(OsEntropy),
+            signer,
+            catalog,
+            networks: custody_core::Network::ALL
+                .iter()
+                .map(|&n| NetworkSettings {
+                    network: n,
+                    chain_id: config.chain(n).chain_id,
+                    confirmations: config.chain(n).confirmations,
+                })
+                .collect(),
+            swap_pairs,
+            limits: HttpLimits {
+                body_bytes_max: config.server.body_bytes_max,
+                connections_max: config.server.connections_max,
+                ..HttpLimits::default()
+            },
+            limiter: custody_core::auth::RateLimiter::new(),
+            inflight: idempotency::InFlight::new(),
+        });
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        tokio::spawn(maintenance(store.clone() as Arc<dyn Store>, clock));
+        tracing::info!(listen = %local, "serving");
+        print_json(&json!({ "listening": format!("http://{local}/v1") }))?;
+        custody_http::serve(listener, state, shutdown_signal())
+            .await
+            .map_err(|e| format!("server error: {e}"))
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    store.close();
+    tracing::info!("stopped");
+    result
+}

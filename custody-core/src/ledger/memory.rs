@@ -1,0 +1,152 @@
+//! A complete in-memory [`LedgerRepo`]: the reference the store adapter's conformance tests can
+//! be compared with, and a ledger for tests and embedders. It has no transactions of its own;
+//! clone it to keep a snapshot.
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use crate::error::PortError;
+use crate::network::Network;
+
+use super::account::{AccountBalances, AccountKey};
+use super::entry::LedgerTx;
+use super::history::HistoryEntry;
+use super::hold::{Hold, HoldState};
+use super::repo::LedgerRepo;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryLedger {
+    accounts: BTreeMap<AccountKey, AccountBalances>,
+    /// In commit order.
+    transactions: Vec<LedgerTx>,
+    tx_index: BTreeMap<Uuid, usize>,
+    holds: BTreeMap<Uuid, Hold>,
+}
+
+const PORT: &str = "ledger";
+
+impl MemoryLedger {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn accounts(&self) -> &BTreeMap<AccountKey, AccountBalances> {
+        &self.accounts
+    }
+
+    pub fn transactions(&self) -> &[LedgerTx] {
+        &self.transactions
+    }
+
+    pub fn holds(&self) -> impl Iterator<Item = &Hold> {
+        self.holds.values()
+    }
+}
+
+impl LedgerRepo for MemoryLedger {
+    fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError> {
+        Ok(self.accounts.get(key).copied())
+    }
+
+    fn put_ledger_account(
+        &mut self,
+        key: &AccountKey,
+        balances: &AccountBalances,
+    ) -> Result<(), PortError> {
+        self.accounts.insert(key.clone(), *balances);
+        Ok(())
+    }
+
+    fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
+        Ok(self
+            .tx_index
+            .get(&id)
+            .map(|&i| self.transactions[i].clone()))
+    }
+
+    fn insert_ledger_transaction(&mut self, tx: &LedgerTx) -> Result<(), PortError> {
+        if self.tx_index.contains_key(&tx.id) {
+            return Err(PortError::permanent(
+                PORT,
+                format!("transaction {} exists", tx.id),
+            ));
+        }
+        self.tx_index.insert(tx.id, self.transactions.len());
+        self.transactions.push(tx.clone());
+        Ok(())
+    }
+
+    fn ledger_hold(&mut self, id: Uuid) -> Result<Option<Hold>, PortError> {
+        Ok(self.holds.get(&id).cloned())
+    }
+
+    fn insert_ledger_hold(&mut self, hold: &Hold) -> Result<(), PortError> {
+        if self.holds.contains_key(&hold.id) {
+            return Err(PortError::permanent(
+                PORT,
+                format!("hold {} exists", hold.id),
+            ));
+        }
+        self.holds.insert(hold.id, hold.clone());
+        Ok(())
+    }
+
+    fn finish_ledger_hold(&mut self, id: Uuid, state: &HoldState) -> Result<(), PortError> {
+        match self.holds.get_mut(&id) {
+            Some(hold) if hold.state.is_pending() && !state.is_pending() => {
+                hold.state = *state;
+                Ok(())
+            }
+            _ => Err(PortError::permanent(
+                PORT,
+                format!("hold {id} is not pending"),
+            )),
+        }
+    }
+
+    fn ledger_history(
+        &mut self,
+        tenant: &str,
+        user: &str,
+        network: Network,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, PortError> {
+        let rows = self.transactions.iter().rev().flat_map(|tx| {
+            tx.entries.iter().rev().filter_map(move |e| {
+                let owner = e.account.as_user()?;
+                let mine =
+                    owner.tenant == tenant && owner.user == user && owner.asset.network == network;
+                if mine {
+                    HistoryEntry::from_entry(tx, e)
+                } else {
+                    None
+                }
+            })
+        });
+        Ok(rows.take(limit).collect())
+    }
+
+    fn scan_ledger_accounts(
+        &mut self,
+        visit: &mut dyn FnMut(&AccountKey, &AccountBalances),
+    ) -> Result<(), PortError> {
+        for (key, balances) in &self.accounts {
+            visit(key, balances);
+        }
+        Ok(())
+    }
+
+    fn scan_ledger_transactions(
+        &mut self,
+        visit: &mut dyn FnMut(&LedgerTx),
+    ) -> Result<(), PortError> {
+        self.transactions.iter().for_each(visit);
+        Ok(())
+    }
+
+    fn scan_ledger_holds(&mut self, visit: &mut dyn FnMut(&Hold)) -> Result<(), PortError> {
+        self.holds.values().for_each(visit);
+        Ok(())
+    }
+}

@@ -1,0 +1,302 @@
+//! The operations that move money. Each runs inside the caller's store transaction, checks
+//! everything before writing, and returns the transaction it appended.
+
+use uuid::Uuid;
+
+use crate::amount::Amount;
+use crate::error::{ErrorCode, Refusal};
+use crate::time::Timestamp;
+
+use super::account::{AccountKey, SystemAccount, UserAccount};
+use super::entry::{Direction, LedgerTx, Leg, Phase, TxKind, TxMeta};
+use super::error::LedgerError;
+use super::hold::{Hold, HoldState, NewHold};
+use super::posting::{commit, prepare, Line};
+use super::repo::LedgerRepo;
+
+/// Posts `legs` as one transaction: the general path for movements between system accounts
+/// (sweeps, gas, treasury funding) and the base of the user operations below.
+///
+/// Legs must balance per asset; hold kinds are refused because only holds may create or remove
+/// pending amounts.
+pub fn post<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    meta: &TxMeta,
+    kind: TxKind,
+    legs: &[Leg],
+) -> Result<LedgerTx, LedgerError> {
+    if kind.is_hold_kind() {
+        return Err(LedgerError::Invariant(format!(
+            "{kind} is written by holds only"
+        )));
+    }
+    let lines = legs.iter().map(posted).collect();
+    let prepared = prepare(repo, kind, meta, None, lines)?;
+    commit(repo, &prepared)?;
+    Ok(prepared.tx)
+}
+
+/// Moves `amount` from `sender` to another user of the same tenant in the same asset (the
+/// recipient is named by id only, so the transfer cannot cross tenants or assets).
+pub fn transfer<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    meta: &TxMeta,
+    sender: &UserAccount,
+    recipient_user: &str,
+    amount: Amount,
+) -> Result<LedgerTx, LedgerError> {
+    require_positive(amount)?;
+    if recipient_user == sender.user {
+        return Err(Refusal::validation(
+            "recipient_external_user_id",
+            "must differ from the sender",
+        )
+        .into());
+    }
+    let recipient = sender.with_user(recipient_user);
+    let legs = [
+        Leg::debit(sender.key(), amount),
+        Leg::credit(recipient.key(), amount),
+    ];
+    post(repo, meta, TxKind::InternalTransfer, &legs)
+}
+
+/// An operator correction against the `adjustments` account. A debit cannot take the user's
+/// available balance below zero: a correction never overdraws.
+pub fn adjust<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    meta: &TxMeta,
+    user: &UserAccount,
+    direction: Direction,
+    amount: Amount,
+) -> Result<LedgerTx, LedgerError> {
+    require_positive(amount)?;
+    let other = AccountKey::system(SystemAccount::Adjustments, user.asset.clone());
+    let legs = match direction {
+        Direction::Credit => [Leg::debit(other, amount), Leg::credit(user.key(), amount)],
+        Direction::Debit => [Leg::debit(user.key(), amount), Leg::credit(other, amount)],
+    };
+    post(repo, meta, TxKind::Adjustment, &legs)
+}
+
+/// Credits a confirmed deposit. Exactly-once is the deposit's state machine's job (and
+/// reconciliation checks it per deposit id).
+pub fn credit_deposit<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    meta: &TxMeta,
+    user: &UserAccount,
+    amount: Amount,
+) -> Result<LedgerTx, LedgerError> {
+    require_positive(amount)?;
+    let clearing = AccountKey::system(SystemAccount::DepositClearing, user.asset.clone());
+    let legs = [
+        Leg::debit(clearing, amount),
+        Leg::credit(user.key(), amount),
+    ];
+    post(repo, meta, TxKind::DepositCredit, &legs)
+}
+
+/// Takes back a credited deposit whose block was reorganized away. Refused with
+/// `INSUFFICIENT_BALANCE` when the user already spent it: the caller must then raise an alert
+/// and decide (reverse what is available, or an adjustment), never overdraw.
+pub fn reverse_deposit<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    meta: &TxMeta,
+    user: &UserAccount,
+    amount: Amount,
+) -> Result<LedgerTx, LedgerError> {
+    require_positive(amount)?;
+    let clearing = AccountKey::system(SystemAccount::DepositClearing, user.asset.clone());
+    let legs = [
+        Leg::debit(user.key(), amount),
+        Leg::credit(clearing, amount),
+    ];
+    post(repo, meta, TxKind::DepositReversal, &legs)
+}
+
+/// Reserves `hold.amount` of the user's available balance: a pending debit of the user and a
+/// pending credit of the counter account, in one transaction `meta.id`. The hold remembers
+/// `meta`'s reference so its settle and release point at the same record.
+pub fn reserve<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    meta: &TxMeta,
+    hold: &NewHold,
+) -> Result<Hold, LedgerError> {
+    require_positive(hold.amount)?;
+    let user = hold.user.key();
+    if hold.counter == user || hold.counter.asset() != &hold.user.asset {
+        return Err(LedgerError::Invariant(format!(
+            "hold {} cannot move {} to {}",
+            hold.id, user, hold.counter
+        )));
+    }
+    if repo.ledger_hold(hold.id)?.is_some() {
+        return Err(LedgerError::HoldExists(hold.id));
+    }
+    let record = Hold {
+        id: hold.id,
+        purpose: hold.purpose,
+        user: hold.user.clone(),
+        counter: hold.counter.clone(),
+        amount: hold.amount,
+        reference_type: meta.reference_type,
+        reference_id: meta.reference_id,
+        reserve_tx_id: meta.id,
+        created_at: meta.created_at,
+        state: HoldState::Pending,
+    };
+    let lines = record.reserve_lines();
+    let prepared = prepare(
+        repo,
+        hold.purpose.reserve_kind(),
+        meta,
+        Some(hold.id),
+        lines,
+    )?;
+    commit(repo, &prepared)?;
+    repo.insert_ledger_hold(&record)?;
+    Ok(record)
+}
+
+/// Settling a hold: what to post and what else happens in the same transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settle {
+    pub hold_id: Uuid,
+    /// Id of the settle transaction.
+    pub tx_id: Uuid,
+    /// What the user finally pays, 1 to the held amount; the rest is released.
+    pub amount: Amount,
+    /// Posted legs committed atomically with the settle, e.g. the fee share moved from the
+    /// counter account to `revenue`, gas from `treasury` to `network_fees` in the native
+    /// asset, or the swap output credited to the user. They balance per asset on their own.
+    pub also: Vec<Leg>,
+    pub at: Timestamp,
+}
+
+/// A finished hold and the transaction that finished it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldOutcome {
+    pub hold: Hold,
+    pub tx: LedgerTx,
+}
+
+/// Posts `settle.amount` of a pending hold to its counter account and releases the rest.
+/// A hold that is not pending is refused with [`LedgerError::HoldNotPending`], changing nothing.
+pub fn settle<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    settle: &Settle,
+) -> Result<HoldOutcome, LedgerError> {
+    let hold = pending_hold(repo, settle.hold_id)?;
+    require_positive(settle.amount)?;
+    let mut lines = hold.settle_lines(settle.amount).ok_or_else(|| {
+        LedgerError::refused(
+            ErrorCode::AmountTooLarge,
+            "cannot settle more than the hold",
+        )
+    })?;
+    lines.extend(settle.also.iter().map(posted));
+    let state = HoldState::Settled {
+        amount: settle.amount,
+        tx_id: settle.tx_id,
+        at: settle.at,
+    };
+    finish(repo, &hold, hold.purpose.settle_kind(), lines, state)
+}
+
+/// Returns the whole of a pending hold to the user. A hold that is not pending is refused
+/// with [`LedgerError::HoldNotPending`], changing nothing.
+pub fn release<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    hold_id: Uuid,
+    tx_id: Uuid,
+    at: Timestamp,
+) -> Result<HoldOutcome, LedgerError> {
+    let hold = pending_hold(repo, hold_id)?;
+    let lines = hold.release_lines();
+    let state = HoldState::Released { tx_id, at };
+    finish(repo, &hold, hold.purpose.release_kind(), lines, state)
+}
+
+/// A user's balance as the balances endpoint shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UserBalance {
+    pub available: Amount,
+    pub reserved: Amount,
+}
+
+/// The available and reserved balance of a user account (zero if never used).
+pub fn user_balance<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    account: &UserAccount,
+) -> Result<UserBalance, LedgerError> {
+    let totals = repo.ledger_account(&account.key())?.unwrap_or_default();
+    let available = totals
+        .available()
+        .ok_or_else(|| LedgerError::Invariant(format!("{} is overdrawn", account.key())))?;
+    Ok(UserBalance {
+        available,
+        reserved: totals.reserved(),
+    })
+}
+
+fn posted(leg: &Leg) -> Line {
+    Line::new(
+        leg.account.clone(),
+        leg.direction,
+        Phase::Posted,
+        leg.amount,
+    )
+}
+
+fn require_positive(amount: Amount) -> Result<(), LedgerError> {
+    if amount.is_zero() {
+        return Err(LedgerError::refused(
+            ErrorCode::AmountTooSmall,
+            "amount_units must be greater than zero",
+        ));
+    }
+    Ok(())
+}
+
+fn pending_hold<R: LedgerRepo + ?Sized>(repo: &mut R, id: Uuid) -> Result<Hold, LedgerError> {
+    let hold = repo.ledger_hold(id)?.ok_or(LedgerError::HoldNotFound(id))?;
+    if !hold.state.is_pending() {
+        return Err(LedgerError::HoldNotPending {
+            id,
+            state: hold.state.as_str(),
+        });
+    }
+    Ok(hold)
+}
+
+fn finish<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    hold: &Hold,
+    kind: TxKind,
+    lines: Vec<Line>,
+    state: HoldState,
+) -> Result<HoldOutcome, LedgerError> {
+    let (tx_id, at) = match state {
+        HoldState::Settled { tx_id, at, .. } | HoldState::Released { tx_id, at } => (tx_id, at),
+        HoldState::Pending => {
+            return Err(LedgerError::Invariant(format!(
+                "hold {} cannot finish as pending",
+                hold.id
+            )))
+        }
+    };
+    let meta = TxMeta {
+        id: tx_id,
+        reference_type: hold.reference_type,
+        reference_id: hold.reference_id,
+        created_at: at,
+    };
+    let finished = hold.finish(state)?;
+    let prepared = prepare(repo, kind, &meta, Some(hold.id), lines)?;
+    commit(repo, &prepared)?;
+    repo.finish_ledger_hold(hold.id, &finished.state)?;
+    Ok(HoldOutcome {
+        hold: finished,
+        tx: prepared.tx,
+    })
+}

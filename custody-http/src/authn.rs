@@ -1,0 +1,105 @@
+//! The authentication pipeline of one request: header format, credential, signature, window,
+//! rate limit, then the nonce (the only step that writes). See `custody_core::auth` for why
+//! the order matters.
+
+use custody_core::auth::{self, AuthHeaders, Credential, RateDecision, SignedParts};
+use custody_core::error::{CoreError, ErrorCode, Refusal};
+use custody_core::ports::store::{read, write};
+use hyper::HeaderMap;
+
+use crate::state::AppState;
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+pub struct Authenticated {
+    pub credential: Credential,
+    pub rate: RateDecision,
+}
+
+/// Why authentication stopped, with the rate decision when the caller was identified.
+pub struct AuthFailure {
+    pub error: CoreError,
+    pub rate: Option<RateDecision>,
+}
+
+impl From<CoreError> for AuthFailure {
+    fn from(error: CoreError) -> Self {
+        AuthFailure { error, rate: None }
+    }
+}
+
+impl From<Refusal> for AuthFailure {
+    fn from(r: Refusal) -> Self {
+        AuthFailure {
+            error: r.into(),
+            rate: None,
+        }
+    }
+}
+
+pub async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    parts: SignedParts<'_>,
+) -> Result<Authenticated, AuthFailure> {
+    let raw = AuthHeaders {
+        api_key: header(headers, "x-service-key"),
+        timestamp: header(headers, "x-service-timestamp"),
+        nonce: header(headers, "x-service-nonce"),
+        signature: header(headers, "x-service-signature"),
+        idempotency_key: header(headers, "idempotency-key"),
+    };
+    let checked = auth::check_headers(&raw)?;
+    let api_key = checked.api_key.to_owned();
+    let credential = read(state.store.as_ref(), move |tx| {
+        Ok(tx.credential_by_api_key(&api_key)?)
+    })
+    .await?
+    .ok_or_else(|| {
+        Refusal::new(
+            ErrorCode::AuthenticationFailed,
+            "the credentials are not valid",
+        )
+    })?;
+    let now = state.clock.now();
+    auth::check_signature_and_window(&credential, &checked, &parts, now)?;
+
+    let rate = state
+        .limiter
+        .check(credential.id, credential.rate_limit, now);
+    if !rate.allowed {
+        let refusal = Refusal::new(
+            ErrorCode::RateLimited,
+            "the rate limit of these credentials is reached",
+        )
+        .retry_after(rate.reset_after_s);
+        return Err(AuthFailure {
+            error: refusal.into(),
+            rate: Some(rate),
+        });
+    }
+
+    let (id, nonce, expires) = (
+        credential.id,
+        checked.nonce.to_owned(),
+        auth::nonce_expiry(&checked, now),
+    );
+    let fresh = write(state.store.as_ref(), move |tx| {
+        Ok(tx.use_nonce(id, &nonce, expires)?)
+    })
+    .await
+    .map_err(|e| AuthFailure {
+        error: e,
+        rate: Some(rate),
+    })?;
+    if !fresh {
+        let refusal = Refusal::new(ErrorCode::ReplayDetected, "this nonce was already used");
+        return Err(AuthFailure {
+            error: refusal.into(),
+            rate: Some(rate),
+        });
+    }
+    Ok(Authenticated { credential, rate })
+}

@@ -1,0 +1,230 @@
+//! The path of one request: route, body limit, authentication, authorization, query rules,
+//! handler, error mapping, log line.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use custody_core::auth::{Credential, RateDecision, SignedParts};
+use custody_core::error::{CoreError, ErrorCode, Refusal};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{HeaderMap, Request, Response};
+use uuid::Uuid;
+
+use crate::authn::{authenticate, AuthFailure};
+use crate::errors::sanitize;
+use crate::handlers;
+use crate::input;
+use crate::reply::{finish, refusal_reply, Reply};
+use crate::routes::{self, Access, Match, Route};
+use crate::state::AppState;
+
+pub const PREFIX: &str = "/v1";
+
+/// Everything a handler gets about its request.
+pub struct Call {
+    pub trace_id: Uuid,
+    pub method: String,
+    /// Full path, with the `/v1` prefix.
+    pub path: String,
+    pub params: Vec<String>,
+    pub query: Vec<(String, String)>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub credential: Option<Credential>,
+}
+
+impl Call {
+    /// The authenticated credential; handlers of authenticated routes only.
+    pub fn credential(&self) -> &Credential {
+        self.credential
+            .as_ref()
+            .expect("the route requires authentication")
+    }
+}
+
+struct Outcome {
+    reply: Reply,
+    rate: Option<RateDecision>,
+    route: &'static str,
+    credential: Option<Uuid>,
+}
+
+pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let started = Instant::now();
+    let trace_id = state.new_trace_id();
+    let method = req.method().as_str().to_owned();
+    let outcome = process(&state, req, trace_id, &method).await;
+    tracing::info!(
+        method = %method,
+        route = outcome.route,
+        status = outcome.reply.status,
+        latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        trace_id = %trace_id,
+        credential = outcome.credential.map(|c| c.to_string()).unwrap_or_default(),
+        "request"
+    );
+    finish(outcome.reply, trace_id, outcome.rate.as_ref())
+}
+
+fn refused(r: Refusal, trace_id: Uuid, route: &'static str) -> Outcome {
+    Outcome {
+        reply: refusal_reply(&r, trace_id),
+        rate: None,
+        route,
+        credential: None,
+    }
+}
+
+/// Logs what a client must not see and answers the sanitized form.
+fn core_error_reply(err: &CoreError, trace_id: Uuid, route: &'static str) -> Reply {
+    match err {
+        CoreError::Refused(_) => {}
+        CoreError::Port(p) => {
+            tracing::error!(trace_id = %trace_id, route, error = %p, "port failure")
+        }
+        CoreError::Invariant(m) => {
+            tracing::error!(trace_id = %trace_id, route, invariant = %m, "invariant violated")
+        }
+    }
+    let refusal = sanitize(err);
+    refusal_reply(&refusal, trace_id)
+}
+
+async fn read_body(req: Request<Incoming>, max: usize) -> Result<(HeaderMap, Bytes), Refusal> {
+    let too_large = || {
+        Refusal::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the request body is larger than {max} bytes"),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_large());
+    }
+    let (parts, body) = req.into_parts();
+    match Limited::new(body, max).collect().await {
+        Ok(collected) => Ok((parts.headers, collected.to_bytes())),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(too_large())
+        }
+        Err(_) => Err(Refusal::new(
+            ErrorCode::MalformedJson,
+            "the request body could not be read",
+        )),
+    }
+}
+
+async fn process(
+    state: &AppState,
+    req: Request<Incoming>,
+    trace_id: Uuid,
+    method: &str,
+) -> Outcome {
+    let path = req.uri().path().to_owned();
+    let raw_query = req.uri().query().map(str::to_owned);
+    let Some(sub) = path.strip_prefix(PREFIX).filter(|s| s.starts_with('/')) else {
+        return refused(Refusal::not_found("route"), trace_id, "unknown");
+    };
+    let is_admin_area = sub.starts_with("/admin/");
+    let (route, params): (Option<&'static Route>, Vec<String>) = match routes::find(method, sub) {
+        Match::Found { route, params } => (Some(route), params),
+        Match::WrongMethod { allow } => {
+            let r = Refusal::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{method} is not allowed here"),
+            );
+            let mut o = refused(r, trace_id, "unknown");
+            o.reply = o.reply.with_header("allow", allow.join(", "));
+            return o;
+        }
+        // The admin area is guarded as a whole: only an admin learns which of its paths exist.
+        Match::NotFound if is_admin_area => (None, Vec::new()),
+        Match::NotFound => return refused(Refusal::not_found("route"), trace_id, "unknown"),
+    };
+    let route_name = route.map_or("/admin/*", |r| r.template);
+
+    let (headers, body) = match read_body(req, state.limits.body_bytes_max).await {
+        Ok(v) => v,
+        Err(r) => return refused(r, trace_id, route_name),
+    };
+
+    let access = route.map_or(Access::Admin, |r| r.access);
+    let mut credential = None;
+    let mut rate = None;
+    if access != Access::Public {
+        let parts = SignedParts {
+            method,
+            path: &path,
+            body: &body,
+        };
+        match authenticate(state, &headers, parts).await {
+            Ok(a) => {
+                credential = Some(a.credential);
+                rate = Some(a.rate);
+            }
+            Err(AuthFailure { error, rate }) => {
+                let reply = core_error_reply(&error, trace_id, route_name);
+                return Outcome {
+                    reply,
+                    rate,
+                    route: route_name,
+                    credential: None,
+                };
+            }
+        }
+    }
+    let credential_id = credential.as_ref().map(|c: &Credential| c.id);
+    let outcome = |reply: Reply| Outcome {
+        reply,
+        rate,
+        route: route_name,
+        credential: credential_id,
+    };
+
+    if let Some(c) = &credential {
+        let allowed = match access {
+            Access::Public => true,
+            Access::Admin => c.admin,
+            Access::Scope(scope) => c.has_scope(scope),
+        };
+        if !allowed {
+            let r = Refusal::new(
+                ErrorCode::Forbidden,
+                "these credentials may not call this route",
+            );
+            return outcome(refusal_reply(&r, trace_id));
+        }
+    }
+    let Some(route) = route else {
+        return outcome(refusal_reply(&Refusal::not_found("route"), trace_id));
+    };
+    let query = match input::query(raw_query.as_deref(), route.query) {
+        Ok(q) => q,
+        Err(r) => return outcome(refusal_reply(&r, trace_id)),
+    };
+
+    let call = Call {
+        trace_id,
+        method: method.to_owned(),
+        path,
+        params,
+        query,
+        headers,
+        body,
+        credential,
+    };
+    let reply = match handlers::dispatch(state, route, &call).await {
+        Ok(reply) => reply,
+        Err(err) => core_error_reply(&err, trace_id, route_name),
+    };
+    outcome(reply)
+}

@@ -1,0 +1,39 @@
+//! Route handlers, one module per tag. Each reads its input strictly, calls the core and
+//! renders the result; none decides business rules.
+
+pub(crate) mod admin;
+mod catalog;
+
+use custody_core::error::CoreResult;
+
+use crate::dispatch::Call;
+use crate::reply::Reply;
+use crate::routes::{Route, RouteId};
+use crate::state::AppState;
+
+/// A list result (decisions §3): newest first, `has_more` when the limit cut it.
+pub fn list<T: serde::Serialize>(data: &[T], has_more: bool) -> Reply {
+    Reply::json(
+        200,
+        &serde_json::json!({ "data": data, "has_more": has_more }),
+    )
+}
+
+pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResult<Reply> {
+    match route.id {
+        RouteId::Health => Ok(Reply::json(200, &serde_json::json!({ "status": "ok" }))),
+        RouteId::OpenApi => Ok(Reply::raw_json(
+            200,
+            crate::openapi::document_bytes().to_vec(),
+        )),
+        RouteId::ListNetworks => Ok(catalog::networks(state)),
+        RouteId::ListAssets => catalog::assets(state, call),
+        RouteId::ListSwapPairs => Ok(catalog::swap_pairs(state)),
+        RouteId::AdminList => admin::list(state, call).await,
+    }
+}
+
+/// The admin resource names (for the OpenAPI enum).
+pub fn admin_resources() -> &'static [&'static str] {
+    admin::RESOURCES
+}

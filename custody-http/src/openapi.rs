@@ -1,0 +1,255 @@
+//! The OpenAPI 3.1 document, generated from the route table so that it describes exactly the
+//! routes served: a route without a row here cannot be served, and the reverse.
+
+use std::sync::OnceLock;
+
+use serde_json::{json, Map, Value};
+
+use crate::routes::{Access, Route, RouteId, ROUTES};
+
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "headers": { "X-Trace-Id": { "$ref": "#/components/headers/TraceId" } },
+        "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } }
+    })
+}
+
+fn success_schema(route: &Route) -> Value {
+    match route.id {
+        RouteId::Health => json!({
+            "type": "object", "additionalProperties": false, "required": ["status"],
+            "properties": { "status": { "const": "ok" } }
+        }),
+        RouteId::OpenApi => json!({ "type": "object" }),
+        RouteId::ListNetworks => list_of("#/components/schemas/Network"),
+        RouteId::ListAssets => list_of("#/components/schemas/Asset"),
+        RouteId::ListSwapPairs => list_of("#/components/schemas/SwapPair"),
+        RouteId::AdminList => list_of_any(),
+    }
+}
+
+fn list_of(item_ref: &str) -> Value {
+    json!({
+        "type": "object", "additionalProperties": false, "required": ["data", "has_more"],
+        "properties": { "data": { "type": "array", "items": { "$ref": item_ref } }, "has_more": { "type": "boolean" } }
+    })
+}
+
+fn list_of_any() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false, "required": ["data", "has_more"],
+        "properties": { "data": { "type": "array", "items": { "type": "object" } }, "has_more": { "type": "boolean" } }
+    })
+}
+
+fn parameters(route: &Route) -> Vec<Value> {
+    let mut out = Vec::new();
+    for segment in route.template.split('/') {
+        if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            let schema = if name == "resource" {
+                json!({ "type": "string", "enum": crate::handlers::admin_resources() })
+            } else {
+                json!({ "type": "string", "format": "uuid" })
+            };
+            out.push(json!({ "name": name, "in": "path", "required": true, "schema": schema }));
+        }
+    }
+    for q in route.query {
+        let schema = match *q {
+            "limit" => json!({ "type": "integer", "minimum": 1, "maximum": 100, "default": 50 }),
+            "network" => json!({ "$ref": "#/components/schemas/NetworkName" }),
+            _ => json!({ "type": "string" }),
+        };
+        out.push(json!({ "name": q, "in": "query", "required": false, "schema": schema }));
+    }
+    if route.idempotency_key {
+        out.push(json!({
+            "name": "Idempotency-Key", "in": "header", "required": true,
+            "schema": { "type": "string", "minLength": 8, "maxLength": 128 }
+        }));
+    }
+    out
+}
+
+fn operation(route: &Route) -> Value {
+    let mut responses = Map::new();
+    let ok_headers = if route.access == Access::Public {
+        json!({ "X-Trace-Id": { "$ref": "#/components/headers/TraceId" } })
+    } else {
+        json!({
+            "X-Trace-Id": { "$ref": "#/components/headers/TraceId" },
+            "X-RateLimit-Limit": { "$ref": "#/components/headers/RateLimitLimit" },
+            "X-RateLimit-Remaining": { "$ref": "#/components/headers/RateLimitRemaining" }
+        })
+    };
+    responses.insert(
+        route.success_status.to_string(),
+        json!({
+            "description": "Success",
+            "headers": ok_headers,
+            "content": { "application/json": { "schema": success_schema(route) } }
+        }),
+    );
+    let mut op = json!({
+        "operationId": route.operation_id,
+        "summary": route.summary,
+        "tags": [route.tag],
+        "parameters": parameters(route),
+    });
+    if route.access == Access::Public {
+        op["security"] = json!([]);
+    } else {
+        for (status, what) in [
+            ("401", "Not authenticated (AUTHENTICATION_FAILED, TIMESTAMP_OUT_OF_WINDOW, REPLAY_DETECTED)"),
+            ("403", "FORBIDDEN: the credentials lack the scope or admin rights"),
+            ("422", "VALIDATION_FAILED and the other validation codes"),
+            ("429", "RATE_LIMITED, with Retry-After"),
+        ] {
+            responses.insert(status.into(), error_response(what));
+        }
+        op["x-required-scope"] = match route.access {
+            Access::Scope(s) => json!(s.as_str()),
+            Access::Admin => json!("admin"),
+            Access::Public => Value::Null,
+        };
+    }
+    if route.template.contains('{') {
+        responses.insert("404".into(), error_response("NOT_FOUND"));
+    }
+    responses.insert("405".into(), error_response("METHOD_NOT_ALLOWED"));
+    responses.insert("500".into(), error_response("INTERNAL_ERROR (sanitized)"));
+    op["responses"] = Value::Object(responses);
+    op
+}
+
+fn build() -> Value {
+    let tags: Vec<Value> = [
+        "Catalog",
+        "Wallets",
+        "Deposits",
+        "Withdrawals",
+        "Swaps",
+        "Transfers",
+        "Admin",
+    ]
+    .iter()
+    .map(|t| json!({ "name": t }))
+    .collect();
+    let mut paths = Map::new();
+    for route in ROUTES {
+        let entry = paths
+            .entry(route.template.to_owned())
+            .or_insert_with(|| json!({}));
+        entry[route.method.to_lowercase()] = operation(route);
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Custodial Crypto Core Service",
+            "version": "1.0.0",
+            "description": "Custodial service for BSC and TRON. Every authenticated request carries X-Service-Key, X-Service-Timestamp, X-Service-Nonce and X-Service-Signature: lowercase hex HMAC-SHA256, under the credential's secret, of METHOD\\nPATH\\nTIMESTAMP\\nNONCE\\nIDEMPOTENCY_KEY\\nSHA256_HEX(BODY), where PATH includes /v1 and excludes the query, and IDEMPOTENCY_KEY is empty when the request has none."
+        },
+        "servers": [
+            { "url": "{base_url}", "variables": { "base_url": { "default": "http://127.0.0.1:8080/v1" } } },
+            { "url": "{contingency_url}", "variables": { "contingency_url": { "default": "http://127.0.0.1:8081/v1" } } }
+        ],
+        "tags": tags,
+        "security": [ { "ServiceKey": [], "ServiceTimestamp": [], "ServiceNonce": [], "ServiceSignature": [] } ],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "ServiceKey": { "type": "apiKey", "in": "header", "name": "X-Service-Key" },
+                "ServiceTimestamp": { "type": "apiKey", "in": "header", "name": "X-Service-Timestamp", "description": "Unix seconds, within 300 s of the server clock" },
+                "ServiceNonce": { "type": "apiKey", "in": "header", "name": "X-Service-Nonce", "description": "16 to 128 characters, never reused" },
+                "ServiceSignature": { "type": "apiKey", "in": "header", "name": "X-Service-Signature", "description": "lowercase hex HMAC-SHA256 of the canonical string" }
+            },
+            "headers": {
+                "TraceId": { "schema": { "type": "string", "format": "uuid" } },
+                "RateLimitLimit": { "schema": { "type": "integer" } },
+                "RateLimitRemaining": { "schema": { "type": "integer" } }
+            },
+            "schemas": {
+                "Units": { "type": "string", "pattern": "^[0-9]+$" },
+                "NetworkName": { "type": "string", "enum": ["BSC", "TRON"] },
+                "Error": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["code", "message", "trace_id"],
+                    "properties": {
+                        "code": { "type": "string" },
+                        "message": { "type": "string" },
+                        "trace_id": { "type": "string", "format": "uuid" },
+                        "details": { "type": "array", "items": {
+                            "type": "object", "additionalProperties": false, "required": ["field", "issue"],
+                            "properties": { "field": { "type": "string" }, "issue": { "type": "string" } }
+                        } }
+                    }
+                },
+                "Network": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["network", "name", "chain_id", "native_asset", "required_confirmations"],
+                    "properties": {
+                        "network": { "$ref": "#/components/schemas/NetworkName" },
+                        "name": { "type": "string" },
+                        "chain_id": { "type": "integer" },
+                        "native_asset": { "type": "string" },
+                        "required_confirmations": { "type": "integer" }
+                    }
+                },
+                "Asset": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["network", "code", "kind", "decimals", "contract"],
+                    "properties": {
+                        "network": { "$ref": "#/components/schemas/NetworkName" },
+                        "code": { "type": "string" },
+                        "kind": { "type": "string", "enum": ["native", "BEP20", "TRC20"] },
+                        "decimals": { "type": "integer", "minimum": 0 },
+                        "contract": { "type": ["string", "null"] }
+                    }
+                },
+                "SwapPair": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["network", "pair", "base_asset", "quote_asset", "enabled"],
+                    "properties": {
+                        "network": { "const": "BSC" },
+                        "pair": { "type": "string" },
+                        "base_asset": { "type": "string" },
+                        "quote_asset": { "type": "string" },
+                        "enabled": { "type": "boolean" }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The document, serialized once.
+pub fn document_bytes() -> &'static [u8] {
+    static DOC: OnceLock<Vec<u8>> = OnceLock::new();
+    DOC.get_or_init(|| serde_json::to_vec(&build()).expect("the document serializes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_documented_and_nothing_else() {
+        let doc: Value = serde_json::from_slice(document_bytes()).unwrap();
+        let paths = doc["paths"].as_object().unwrap();
+        let mut documented = 0;
+        for (path, ops) in paths {
+            for (method, _) in ops.as_object().unwrap() {
+                documented += 1;
+                assert!(
+                    ROUTES
+                        .iter()
+                        .any(|r| r.template == path && r.method.to_lowercase() == *method),
+                    "{method} {path} is documented but not served"
+                );
+            }
+        }
+        assert_eq!(documented, ROUTES.len());
+        assert_eq!(doc["openapi"], "3.1.0");
+    }
+}

@@ -1,0 +1,190 @@
+//! The route table: the single description of every served route, used both to dispatch and to
+//! generate the OpenAPI document, so the two cannot disagree.
+
+use custody_core::auth::Scope;
+
+/// Which handler serves a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteId {
+    Health,
+    OpenApi,
+    ListNetworks,
+    ListAssets,
+    ListSwapPairs,
+    AdminList,
+}
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    Scope(Scope),
+    Admin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub id: RouteId,
+    pub method: &'static str,
+    /// Path below `/v1`, with `{name}` for parameters.
+    pub template: &'static str,
+    pub operation_id: &'static str,
+    pub summary: &'static str,
+    pub tag: &'static str,
+    pub access: Access,
+    pub idempotency_key: bool,
+    /// Query parameters accepted (all optional); anything else is a 422.
+    pub query: &'static [&'static str],
+    pub success_status: u16,
+}
+
+/// Every route this build serves. A feature that is not built has no row here and answers 404
+/// like any unknown path.
+pub const ROUTES: &[Route] = &[
+    Route {
+        id: RouteId::Health,
+        method: "GET",
+        template: "/health",
+        operation_id: "getHealth",
+        summary: "Liveness: answers 200 while the process serves requests",
+        tag: "Catalog",
+        access: Access::Public,
+        idempotency_key: false,
+        query: &[],
+        success_status: 200,
+    },
+    Route {
+        id: RouteId::OpenApi,
+        method: "GET",
+        template: "/openapi.json",
+        operation_id: "getOpenApi",
+        summary: "This OpenAPI 3.1 document",
+        tag: "Catalog",
+        access: Access::Public,
+        idempotency_key: false,
+        query: &[],
+        success_status: 200,
+    },
+    Route {
+        id: RouteId::ListNetworks,
+        method: "GET",
+        template: "/networks",
+        operation_id: "listNetworks",
+        summary: "Networks served, with confirmations required",
+        tag: "Catalog",
+        access: Access::Scope(Scope::CatalogRead),
+        idempotency_key: false,
+        query: &[],
+        success_status: 200,
+    },
+    Route {
+        id: RouteId::ListAssets,
+        method: "GET",
+        template: "/assets",
+        operation_id: "listAssets",
+        summary: "Assets of the catalog, optionally of one network",
+        tag: "Catalog",
+        access: Access::Scope(Scope::CatalogRead),
+        idempotency_key: false,
+        query: &["network"],
+        success_status: 200,
+    },
+    Route {
+        id: RouteId::ListSwapPairs,
+        method: "GET",
+        template: "/swap-pairs",
+        operation_id: "listSwapPairs",
+        summary: "Enabled BSC swap pairs",
+        tag: "Catalog",
+        access: Access::Scope(Scope::CatalogRead),
+        idempotency_key: false,
+        query: &[],
+        success_status: 200,
+    },
+    Route {
+        id: RouteId::AdminList,
+        method: "GET",
+        template: "/admin/{resource}",
+        operation_id: "listAdminResource",
+        summary: "Operational listing of an admin resource (allowlisted names)",
+        tag: "Admin",
+        access: Access::Admin,
+        idempotency_key: false,
+        query: &["limit"],
+        success_status: 200,
+    },
+];
+
+/// Result of matching a request path and method.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Match {
+    Found {
+        route: &'static Route,
+        params: Vec<String>,
+    },
+    /// The path exists with other methods.
+    WrongMethod {
+        allow: Vec<&'static str>,
+    },
+    NotFound,
+}
+
+fn match_template(template: &str, path: &str) -> Option<Vec<String>> {
+    let mut params = Vec::new();
+    let mut t = template.split('/');
+    let mut p = path.split('/');
+    loop {
+        match (t.next(), p.next()) {
+            (None, None) => return Some(params),
+            (Some(ts), Some(ps)) if ts.starts_with('{') && ts.ends_with('}') && !ps.is_empty() => {
+                params.push(ps.to_owned());
+            }
+            (Some(ts), Some(ps)) if ts == ps => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Matches `path` (below `/v1`) and `method` against the table.
+pub fn find(method: &str, path: &str) -> Match {
+    let mut allow = Vec::new();
+    for route in ROUTES {
+        if let Some(params) = match_template(route.template, path) {
+            if route.method == method {
+                return Match::Found { route, params };
+            }
+            allow.push(route.method);
+        }
+    }
+    if allow.is_empty() {
+        Match::NotFound
+    } else {
+        Match::WrongMethod { allow }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_literals_and_parameters() {
+        assert!(
+            matches!(find("GET", "/assets"), Match::Found { route, .. } if route.id == RouteId::ListAssets)
+        );
+        assert_eq!(
+            find("GET", "/admin/audit"),
+            Match::Found {
+                route: &ROUTES[5],
+                params: vec!["audit".into()]
+            }
+        );
+        assert_eq!(
+            find("POST", "/assets"),
+            Match::WrongMethod { allow: vec!["GET"] }
+        );
+        assert_eq!(find("GET", "/assets/"), Match::NotFound);
+        assert_eq!(find("GET", "/admin/"), Match::NotFound);
+        assert_eq!(find("GET", "/nope"), Match::NotFound);
+    }
+}

@@ -1,0 +1,60 @@
+//! What every request handler can reach: the ports and the settings of this process.
+
+use std::sync::Arc;
+
+use custody_core::auth::RateLimiter;
+use custody_core::idempotency::InFlight;
+use custody_core::ports::{Clock, Entropy, Signer, Store};
+use custody_core::{AssetCatalog, Network};
+
+/// Per-network settings shown by the catalog.
+#[derive(Debug, Clone)]
+pub struct NetworkSettings {
+    pub network: Network,
+    pub chain_id: u64,
+    pub confirmations: u32,
+}
+
+/// An enabled swap pair on BSC (asset codes of the catalog).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwapPair {
+    pub base: String,
+    pub quote: String,
+}
+
+/// Limits of the HTTP layer, unit last.
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    pub body_bytes_max: usize,
+    pub header_read_timeout_ms: u64,
+    pub connections_max: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            body_bytes_max: 64 * 1024,
+            header_read_timeout_ms: 10_000,
+            connections_max: 1024,
+        }
+    }
+}
+
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub entropy: Arc<dyn Entropy>,
+    pub signer: Arc<dyn Signer>,
+    pub catalog: AssetCatalog,
+    pub networks: Vec<NetworkSettings>,
+    pub swap_pairs: Vec<SwapPair>,
+    pub limits: HttpLimits,
+    pub limiter: RateLimiter,
+    pub inflight: InFlight,
+}
+
+impl AppState {
+    pub fn new_trace_id(&self) -> uuid::Uuid {
+        custody_core::ports::clock::new_uuid(self.entropy.as_ref())
+    }
+}

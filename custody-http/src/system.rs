@@ -1,0 +1,28 @@
+//! The real clock and the operating system's randomness, for the assembled service.
+
+use custody_core::ports::{Clock, Entropy};
+use custody_core::Timestamp;
+use rand_core::{OsRng, RngCore};
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Timestamp::from_unix_millis(ms)
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsEntropy;
+
+impl Entropy for OsEntropy {
+    fn fill(&self, buf: &mut [u8]) {
+        // OsRng panics rather than return predictable bytes, as the port requires.
+        OsRng.fill_bytes(buf);
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every check and test of the project on a fresh machine: formatting, lints, the purity
+# of custody-core, then the whole test suite (unit, property, store conformance, end to end).
+# Installs what the tests need by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== rustfmt"
+cargo fmt --all -- --check
+
+echo "== clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== custody-core stays pure (no runtime, HTTP or database crate)"
+leaks=$(cargo tree -p custody-core -e normal --prefix none --locked \
+  | grep -oE '^(tokio|hyper|hyper-util|rusqlite|libsqlite3-sys|reqwest|tokio-postgres|sqlx|mio) ' | sort -u || true)
+if [ -n "$leaks" ]; then
+  echo "custody-core depends on I/O crates: $leaks" >&2
+  exit 1
+fi
+
+echo "== tests"
+cargo test --workspace --locked
