@@ -19,5 +19,9 @@ if [ -n "$leaks" ]; then
   exit 1
 fi
 
+echo "== test oracles (bip-utils)"
+CUSTODY_PYTHON=$(./scripts/install-pytools.sh)
+export CUSTODY_PYTHON
+
 echo "== tests"
 cargo test --workspace --locked

@@ -24,7 +24,7 @@ fn passphrase_from_env() -> Option<String> {
     std::env::var(PASSPHRASE_ENV).ok().filter(|p| !p.is_empty())
 }
 
-fn print_json(value: &serde_json::Value) -> Result<(), String> {
+pub(crate) fn print_json(value: &serde_json::Value) -> Result<(), String> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, value).map_err(|e| e.to_string())?;
@@ -33,14 +33,14 @@ fn print_json(value: &serde_json::Value) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-fn open_store(
+pub(crate) fn open_store(
     dir: &DataDir,
     config: &Config,
 ) -> Result<(Arc<SqliteStore>, crate::datadir::Unlocked), String> {
@@ -311,6 +311,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             clock: Arc::clone(&clock),
             entropy: Arc::new(OsEntropy),
             signer,
+            chains: std::collections::BTreeMap::new(),
             catalog,
             networks: custody_core::Network::ALL
                 .iter()

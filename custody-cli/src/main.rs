@@ -3,6 +3,7 @@
 mod commands;
 mod config;
 mod datadir;
+mod ledger_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +33,38 @@ enum Command {
     Credentials(CredentialsCommand),
     /// Serve the API and run the background workers.
     Serve(ServeArgs),
+    /// Operator actions on the ledger.
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum LedgerCommand {
+    /// Credit or debit a user against the adjustments account (audited).
+    Adjust(AdjustArgs),
+    /// Check that every transaction balances and every account equals its entries.
+    Reconcile,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("direction").required(true).args(["credit", "debit"])))]
+pub struct AdjustArgs {
+    #[arg(long)]
+    pub tenant: String,
+    #[arg(long)]
+    pub external_user_id: String,
+    #[arg(long)]
+    pub network: String,
+    #[arg(long)]
+    pub asset: String,
+    #[arg(long)]
+    pub credit: bool,
+    #[arg(long)]
+    pub debit: bool,
+    #[arg(long)]
+    pub amount_units: String,
+    #[arg(long)]
+    pub reason: String,
 }
 
 #[derive(Debug, Args)]
@@ -114,6 +147,8 @@ fn main() -> ExitCode {
             commands::revoke_credential(&dir, &api_key)
         }
         Command::Serve(args) => commands::serve(&dir, &args),
+        Command::Ledger(LedgerCommand::Adjust(args)) => ledger_cmd::adjust(&dir, &args),
+        Command::Ledger(LedgerCommand::Reconcile) => ledger_cmd::reconcile(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

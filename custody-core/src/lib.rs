@@ -5,10 +5,13 @@
 //! store transaction.
 
 pub mod address;
+pub mod adjustment;
 pub mod admin;
 pub mod amount;
 pub mod asset;
 pub mod auth;
+pub mod balance_event;
+pub mod deposit;
 pub mod error;
 pub mod idempotency;
 pub mod keys;
@@ -18,7 +21,9 @@ pub mod outbox;
 pub mod ports;
 pub mod secret;
 pub mod time;
+pub mod transfer;
 pub mod vault;
+pub mod wallet;
 
 pub use amount::Amount;
 pub use asset::{Asset, AssetCatalog, AssetId, AssetKind};

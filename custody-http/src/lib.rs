@@ -8,6 +8,7 @@ mod authn;
 pub mod dispatch;
 pub mod errors;
 mod handlers;
+mod idempotent;
 pub mod input;
 pub mod openapi;
 pub mod reply;

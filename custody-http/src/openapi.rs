@@ -25,7 +25,26 @@ fn success_schema(route: &Route) -> Value {
         RouteId::ListNetworks => list_of("#/components/schemas/Network"),
         RouteId::ListAssets => list_of("#/components/schemas/Asset"),
         RouteId::ListSwapPairs => list_of("#/components/schemas/SwapPair"),
+        RouteId::CreateWallet | RouteId::GetWallet => {
+            json!({ "$ref": "#/components/schemas/Wallet" })
+        }
+        RouteId::GetWalletBalances => json!({ "$ref": "#/components/schemas/WalletBalances" }),
+        RouteId::ListWalletTransactions => list_of("#/components/schemas/WalletTransaction"),
+        RouteId::CreateInternalTransfer => {
+            json!({ "$ref": "#/components/schemas/InternalTransferResult" })
+        }
         RouteId::AdminList => list_of_any(),
+    }
+}
+
+/// The request body schema of a route that takes one.
+fn request_schema(route: &Route) -> Option<Value> {
+    match route.id {
+        RouteId::CreateWallet => Some(json!({ "$ref": "#/components/schemas/CreateWallet" })),
+        RouteId::CreateInternalTransfer => {
+            Some(json!({ "$ref": "#/components/schemas/InternalTransfer" }))
+        }
+        _ => None,
     }
 }
 
@@ -97,6 +116,20 @@ fn operation(route: &Route) -> Value {
         "tags": [route.tag],
         "parameters": parameters(route),
     });
+    if let Some(schema) = request_schema(route) {
+        op["requestBody"] = json!({
+            "required": true,
+            "content": { "application/json": { "schema": schema } }
+        });
+        responses.insert("400".into(), error_response("MALFORMED_JSON"));
+        responses.insert("413".into(), error_response("PAYLOAD_TOO_LARGE"));
+    }
+    if route.idempotency_key {
+        responses.insert(
+            "409".into(),
+            error_response("IDEMPOTENCY_CONFLICT, IDEMPOTENCY_IN_PROGRESS, INSUFFICIENT_BALANCE (withdrawals and swaps)"),
+        );
+    }
     if route.access == Access::Public {
         op["security"] = json!([]);
     } else {
@@ -169,58 +202,176 @@ fn build() -> Value {
                 "RateLimitLimit": { "schema": { "type": "integer" } },
                 "RateLimitRemaining": { "schema": { "type": "integer" } }
             },
-            "schemas": {
-                "Units": { "type": "string", "pattern": "^[0-9]+$" },
-                "NetworkName": { "type": "string", "enum": ["BSC", "TRON"] },
-                "Error": {
-                    "type": "object", "additionalProperties": false,
-                    "required": ["code", "message", "trace_id"],
-                    "properties": {
-                        "code": { "type": "string" },
-                        "message": { "type": "string" },
-                        "trace_id": { "type": "string", "format": "uuid" },
-                        "details": { "type": "array", "items": {
-                            "type": "object", "additionalProperties": false, "required": ["field", "issue"],
-                            "properties": { "field": { "type": "string" }, "issue": { "type": "string" } }
-                        } }
-                    }
-                },
-                "Network": {
-                    "type": "object", "additionalProperties": false,
-                    "required": ["network", "name", "chain_id", "native_asset", "required_confirmations"],
-                    "properties": {
-                        "network": { "$ref": "#/components/schemas/NetworkName" },
-                        "name": { "type": "string" },
-                        "chain_id": { "type": "integer" },
-                        "native_asset": { "type": "string" },
-                        "required_confirmations": { "type": "integer" }
-                    }
-                },
-                "Asset": {
-                    "type": "object", "additionalProperties": false,
-                    "required": ["network", "code", "kind", "decimals", "contract"],
-                    "properties": {
-                        "network": { "$ref": "#/components/schemas/NetworkName" },
-                        "code": { "type": "string" },
-                        "kind": { "type": "string", "enum": ["native", "BEP20", "TRC20"] },
-                        "decimals": { "type": "integer", "minimum": 0 },
-                        "contract": { "type": ["string", "null"] }
-                    }
-                },
-                "SwapPair": {
-                    "type": "object", "additionalProperties": false,
-                    "required": ["network", "pair", "base_asset", "quote_asset", "enabled"],
-                    "properties": {
-                        "network": { "const": "BSC" },
-                        "pair": { "type": "string" },
-                        "base_asset": { "type": "string" },
-                        "quote_asset": { "type": "string" },
-                        "enabled": { "type": "boolean" }
-                    }
-                }
-            }
+            "schemas": component_schemas()
         }
     })
+}
+
+/// The component schemas, one `json!` each (a single literal exceeds the macro recursion limit).
+fn component_schemas() -> Value {
+    let mut schemas = Map::new();
+    schemas.insert(
+        "Units".into(),
+        json!({ "type": "string", "pattern": "^[0-9]+$" }),
+    );
+    schemas.insert(
+        "NetworkName".into(),
+        json!({ "type": "string", "enum": ["BSC", "TRON"] }),
+    );
+    schemas.insert(
+        "Error".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["code", "message", "trace_id"],
+            "properties": {
+                "code": { "type": "string" },
+                "message": { "type": "string" },
+                "trace_id": { "type": "string", "format": "uuid" },
+                "details": { "type": "array", "items": {
+                    "type": "object", "additionalProperties": false, "required": ["field", "issue"],
+                    "properties": { "field": { "type": "string" }, "issue": { "type": "string" } }
+                } }
+            }
+        }),
+    );
+    schemas.insert(
+        "Network".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["network", "name", "chain_id", "native_asset", "required_confirmations"],
+            "properties": {
+                "network": { "$ref": "#/components/schemas/NetworkName" },
+                "name": { "type": "string" },
+                "chain_id": { "type": "integer" },
+                "native_asset": { "type": "string" },
+                "required_confirmations": { "type": "integer" }
+            }
+        }),
+    );
+    schemas.insert(
+        "Asset".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["network", "code", "kind", "decimals", "contract"],
+            "properties": {
+                "network": { "$ref": "#/components/schemas/NetworkName" },
+                "code": { "type": "string" },
+                "kind": { "type": "string", "enum": ["native", "BEP20", "TRC20"] },
+                "decimals": { "type": "integer", "minimum": 0 },
+                "contract": { "type": ["string", "null"] }
+            }
+        }),
+    );
+    schemas.insert(
+        "CreateWallet".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["external_user_id", "network"],
+            "properties": {
+                "external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
+                "network": { "$ref": "#/components/schemas/NetworkName" }
+            }
+        }),
+    );
+    schemas.insert("InternalTransfer".into(), json!({
+                    "type": "object", "additionalProperties": false,
+                    "required": ["sender_external_user_id", "recipient_external_user_id", "asset", "network", "amount_units"],
+                    "properties": {
+                        "sender_external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
+                        "recipient_external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
+                        "asset": { "type": "string" },
+                        "network": { "$ref": "#/components/schemas/NetworkName" },
+                        "amount_units": { "$ref": "#/components/schemas/Units" }
+                    }
+                }));
+    schemas.insert("Wallet".into(), json!({
+                    "type": "object", "additionalProperties": false,
+                    "required": ["id", "external_user_id", "network", "address", "derivation_path", "created_at"],
+                    "properties": {
+                        "id": { "type": "string", "format": "uuid" },
+                        "external_user_id": { "type": "string" },
+                        "network": { "$ref": "#/components/schemas/NetworkName" },
+                        "address": { "type": "string" },
+                        "derivation_path": { "type": "string" },
+                        "created_at": { "type": "string", "format": "date-time" }
+                    }
+                }));
+    schemas.insert("WalletBalances".into(), json!({
+                    "type": "object", "additionalProperties": false,
+                    "required": ["wallet_id", "network", "address", "balances"],
+                    "properties": {
+                        "wallet_id": { "type": "string", "format": "uuid" },
+                        "network": { "$ref": "#/components/schemas/NetworkName" },
+                        "address": { "type": "string" },
+                        "balances": { "type": "array", "items": {
+                            "type": "object", "additionalProperties": false,
+                            "required": ["asset", "decimals", "ledger", "onchain", "onchain_error"],
+                            "properties": {
+                                "asset": { "type": "string" },
+                                "decimals": { "type": "integer" },
+                                "ledger": {
+                                    "type": "object", "additionalProperties": false,
+                                    "required": ["available_units", "reserved_units", "pending_units"],
+                                    "properties": {
+                                        "available_units": { "$ref": "#/components/schemas/Units" },
+                                        "reserved_units": { "$ref": "#/components/schemas/Units" },
+                                        "pending_units": { "$ref": "#/components/schemas/Units" }
+                                    }
+                                },
+                                "onchain": { "oneOf": [ { "type": "null" }, {
+                                    "type": "object", "additionalProperties": false,
+                                    "required": ["units", "block_number"],
+                                    "properties": { "units": { "$ref": "#/components/schemas/Units" }, "block_number": { "type": "integer" } }
+                                } ] },
+                                "onchain_error": { "type": ["string", "null"] }
+                            }
+                        } }
+                    }
+                }));
+    schemas.insert("WalletTransaction".into(), json!({
+                    "type": "object", "additionalProperties": false,
+                    "required": ["id", "kind", "asset", "direction", "amount_units", "balance_after_units", "reference_type", "reference_id", "created_at"],
+                    "properties": {
+                        "id": { "type": "string", "format": "uuid" },
+                        "kind": { "type": "string" },
+                        "asset": { "type": "string" },
+                        "direction": { "type": "string", "enum": ["credit", "debit"] },
+                        "amount_units": { "$ref": "#/components/schemas/Units" },
+                        "balance_after_units": { "$ref": "#/components/schemas/Units" },
+                        "reference_type": { "type": "string" },
+                        "reference_id": { "type": "string", "format": "uuid" },
+                        "created_at": { "type": "string", "format": "date-time" }
+                    }
+                }));
+    schemas.insert("InternalTransferResult".into(), json!({
+                    "type": "object", "additionalProperties": false,
+                    "required": ["id", "sender_external_user_id", "recipient_external_user_id", "network", "asset", "amount_units", "status", "created_at"],
+                    "properties": {
+                        "id": { "type": "string", "format": "uuid" },
+                        "sender_external_user_id": { "type": "string" },
+                        "recipient_external_user_id": { "type": "string" },
+                        "network": { "$ref": "#/components/schemas/NetworkName" },
+                        "asset": { "type": "string" },
+                        "amount_units": { "$ref": "#/components/schemas/Units" },
+                        "status": { "const": "settled" },
+                        "created_at": { "type": "string", "format": "date-time" }
+                    }
+                }));
+    schemas.insert(
+        "SwapPair".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["network", "pair", "base_asset", "quote_asset", "enabled"],
+            "properties": {
+                "network": { "const": "BSC" },
+                "pair": { "type": "string" },
+                "base_asset": { "type": "string" },
+                "quote_asset": { "type": "string" },
+                "enabled": { "type": "boolean" }
+            }
+        }),
+    );
+    Value::Object(schemas)
 }
 
 /// The document, serialized once.

@@ -1,10 +1,11 @@
 //! What every request handler can reach: the ports and the settings of this process.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use custody_core::auth::RateLimiter;
 use custody_core::idempotency::InFlight;
-use custody_core::ports::{Clock, Entropy, Signer, Store};
+use custody_core::ports::{ChainSource, Clock, Entropy, Signer, Store};
 use custody_core::{AssetCatalog, Network};
 
 /// Per-network settings shown by the catalog.
@@ -45,6 +46,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub entropy: Arc<dyn Entropy>,
     pub signer: Arc<dyn Signer>,
+    /// Chain adapters by network; a network without one answers on-chain figures as unknown.
+    pub chains: BTreeMap<Network, Arc<dyn ChainSource>>,
     pub catalog: AssetCatalog,
     pub networks: Vec<NetworkSettings>,
     pub swap_pairs: Vec<SwapPair>,

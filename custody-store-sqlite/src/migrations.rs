@@ -5,10 +5,20 @@
 use rusqlite::Connection;
 
 /// In order; never edit one that has shipped, add a new one.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_foundation",
-    include_str!("../migrations/0001_foundation.sql"),
-)];
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_foundation",
+        include_str!("../migrations/0001_foundation.sql"),
+    ),
+    (
+        "0002_ledger_wallets",
+        include_str!("../migrations/0002_ledger_wallets.sql"),
+    ),
+    (
+        "0004_deposits",
+        include_str!("../migrations/0004_deposits.sql"),
+    ),
+];
 
 pub fn latest_version() -> usize {
     MIGRATIONS.len()

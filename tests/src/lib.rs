@@ -248,10 +248,22 @@ pub fn raw_request(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> Resp {
-    let mut stream = TcpStream::connect(addr).expect("connect");
+    try_raw_request(addr, method, target, headers, body).expect("the server answers")
+}
+
+/// Like [`raw_request`], but `None` when the connection fails or no whole response comes back
+/// (a server killed mid-request).
+pub fn try_raw_request(
+    addr: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Option<Resp> {
+    let mut stream = TcpStream::connect(addr).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
+        .ok()?;
     let mut req = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
@@ -263,7 +275,7 @@ pub fn raw_request(
         ));
     }
     req.push_str("\r\n");
-    stream.write_all(req.as_bytes()).unwrap();
+    stream.write_all(req.as_bytes()).ok()?;
     // A server may answer (413) before reading a large body; a failed write is then expected.
     let _ = stream.write_all(body);
     let mut raw = Vec::new();
@@ -271,31 +283,28 @@ pub fn raw_request(
     parse_response(&raw)
 }
 
-fn parse_response(raw: &[u8]) -> Resp {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP response: {:?}", String::from_utf8_lossy(raw)));
+fn parse_response(raw: &[u8]) -> Option<Resp> {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let status: u16 = lines.next()?.split(' ').nth(1)?.parse().ok()?;
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_owned()))
         .collect();
     let body = raw[split + 4..].to_vec();
-    Resp {
+    let declared = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n != body.len()) {
+        return None;
+    }
+    Some(Resp {
         status,
         headers,
         body,
-    }
+    })
 }
 
 /// The contract's canonical string, written from interface §5 independently of the server.
@@ -400,6 +409,26 @@ impl Client {
         self.send_with(s, &self.cred.secret, &s.body, None)
     }
 
+    /// Sends `s` signed; `None` if the server went away mid-request.
+    pub fn try_send(&self, s: &Signed) -> Option<Resp> {
+        let path = s.target.split('?').next().unwrap();
+        let idem = s.idempotency_key.clone().unwrap_or_default();
+        let sig = sign(
+            &self.cred.secret,
+            &canonical(&s.method, path, &s.timestamp, &s.nonce, &idem, &s.body),
+        );
+        let mut headers = vec![
+            ("X-Service-Key", self.cred.api_key.clone()),
+            ("X-Service-Timestamp", s.timestamp.clone()),
+            ("X-Service-Nonce", s.nonce.clone()),
+            ("X-Service-Signature", sig),
+        ];
+        if let Some(k) = &s.idempotency_key {
+            headers.push(("Idempotency-Key", k.clone()));
+        }
+        try_raw_request(&self.addr, &s.method, &s.target, &headers, &s.body)
+    }
+
     pub fn get(&self, target: &str) -> Resp {
         self.send(&self.signed("GET", target, b"", None))
     }
@@ -408,4 +437,112 @@ impl Client {
         let bytes = serde_json::to_vec(body).unwrap();
         self.send(&self.signed("POST", target, &bytes, idem))
     }
+}
+
+/// A fixed mnemonic (a BIP39 test vector) so tests can derive expected addresses independently.
+pub const TEST_MNEMONIC: &str =
+    "legal winner thank year wave sausage worth useful legal winner thank yellow";
+
+impl Custody {
+    /// A data dir whose seed is [`TEST_MNEMONIC`].
+    pub fn init_with_test_mnemonic() -> Self {
+        let file = std::env::temp_dir().join(format!("custody-mnemonic-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&file, TEST_MNEMONIC).unwrap();
+        let c = Self::init_with(
+            &[
+                "--insecure-dev-seed",
+                "--mnemonic-file",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        );
+        let _ = std::fs::remove_file(file);
+        c
+    }
+
+    /// Credits (or debits) a user's ledger balance through `custody ledger adjust`.
+    pub fn adjust(
+        &self,
+        tenant: &str,
+        user: &str,
+        network: &str,
+        asset: &str,
+        credit: bool,
+        units: &str,
+    ) -> Value {
+        self.cli_ok(&[
+            "ledger",
+            "adjust",
+            "--tenant",
+            tenant,
+            "--external-user-id",
+            user,
+            "--network",
+            network,
+            "--asset",
+            asset,
+            if credit { "--credit" } else { "--debit" },
+            "--amount-units",
+            units,
+            "--reason",
+            "test funding",
+        ])
+    }
+}
+
+impl Client {
+    /// Creates (or fetches) the wallet of `user` on `network` with a fresh idempotency key.
+    pub fn wallet(&self, user: &str, network: &str) -> Value {
+        let key = format!("wallet-{}", uuid::Uuid::new_v4());
+        let r = self.post(
+            "/v1/wallets",
+            &serde_json::json!({ "external_user_id": user, "network": network }),
+            Some(&key),
+        );
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        r.json()
+    }
+
+    /// The ledger figures of one asset of a wallet.
+    pub fn ledger_balance(&self, wallet_id: &str, asset: &str) -> Value {
+        let r = self.get(&format!("/v1/wallets/{wallet_id}/balances"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        r.json()["balances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["asset"] == asset)
+            .unwrap_or_else(|| panic!("no {asset} balance"))["ledger"]
+            .clone()
+    }
+}
+
+/// Derives the address of a BIP44 path with bip-utils (Python), an implementation independent
+/// of ours. Needs `scripts/install-pytools.sh` (the test command runs it).
+pub fn oracle_address(mnemonic: &str, network: &str, account: u32, index: u32) -> String {
+    let python = std::env::var("CUSTODY_PYTHON").unwrap_or_else(|_| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_owned();
+        root.join(".cache/py/bin/python").display().to_string()
+    });
+    let coin = if network == "BSC" { "ETHEREUM" } else { "TRON" };
+    let script = format!(
+        "from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins, Bip44Changes\n\
+         seed = Bip39SeedGenerator({mnemonic:?}).Generate()\n\
+         a = Bip44.FromSeed(seed, Bip44Coins.{coin}).Purpose().Coin().Account({account}).Change(Bip44Changes.CHAIN_EXT).AddressIndex({index})\n\
+         print(a.PublicKey().ToAddress())\n"
+    );
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap_or_else(|e| panic!("{python} (run scripts/install-pytools.sh): {e}"));
+    assert!(
+        out.status.success(),
+        "bip-utils failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }

@@ -19,6 +19,9 @@ pub trait StoreTx:
     + crate::idempotency::IdempotencyRepo
     + crate::outbox::OutboxRepo
     + crate::admin::AuditRepo
+    + crate::ledger::LedgerRepo
+    + crate::wallet::WalletRepo
+    + crate::deposit::DepositRepo
 {
 }
 
@@ -28,6 +31,9 @@ impl<T> StoreTx for T where
         + crate::idempotency::IdempotencyRepo
         + crate::outbox::OutboxRepo
         + crate::admin::AuditRepo
+        + crate::ledger::LedgerRepo
+        + crate::wallet::WalletRepo
+        + crate::deposit::DepositRepo
 {
 }
 

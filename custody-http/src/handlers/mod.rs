@@ -3,6 +3,8 @@
 
 pub(crate) mod admin;
 mod catalog;
+mod transfers;
+mod wallets;
 
 use custody_core::error::CoreResult;
 
@@ -29,6 +31,11 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::ListNetworks => Ok(catalog::networks(state)),
         RouteId::ListAssets => catalog::assets(state, call),
         RouteId::ListSwapPairs => Ok(catalog::swap_pairs(state)),
+        RouteId::CreateWallet => wallets::create(state, call).await,
+        RouteId::GetWallet => wallets::get(state, call).await,
+        RouteId::GetWalletBalances => wallets::balances(state, call).await,
+        RouteId::ListWalletTransactions => wallets::transactions(state, call).await,
+        RouteId::CreateInternalTransfer => transfers::create(state, call).await,
         RouteId::AdminList => admin::list(state, call).await,
     }
 }

@@ -2,8 +2,11 @@
 
 mod audit;
 mod credentials;
+mod deposits;
 mod idempotency;
+mod ledger;
 mod outbox;
+mod wallets;
 
 use custody_core::error::PortError;
 use custody_core::time::Timestamp;
@@ -15,4 +18,13 @@ pub(crate) fn ts(ms: i64) -> Timestamp {
 
 pub(crate) fn parse_uuid(s: &str) -> Result<Uuid, PortError> {
     Uuid::parse_str(s).map_err(|e| PortError::permanent("store", format!("bad uuid {s:?}: {e}")))
+}
+
+pub(crate) fn amount(s: &str) -> Result<custody_core::Amount, PortError> {
+    custody_core::Amount::parse_units(s)
+        .map_err(|e| PortError::permanent("store", format!("bad amount {s:?}: {e}")))
+}
+
+pub(crate) fn bad(what: &str, value: &str) -> PortError {
+    PortError::permanent("store", format!("bad stored {what} {value:?}"))
 }

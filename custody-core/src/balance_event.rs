@@ -1,0 +1,43 @@
+//! `balance.updated`: emitted in the same transaction as any ledger change of a user.
+
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::error::CoreResult;
+use crate::ledger::{self, ReferenceType, UserAccount};
+use crate::outbox::{EventType, NewEvent};
+use crate::ports::store::StoreTx;
+use crate::time::Timestamp;
+
+/// Queues `balance.updated` for `account` with its balance as of this transaction. `data` is the
+/// account's ledger figures and the cause; on-chain figures are not part of a ledger event.
+pub fn emit(
+    tx: &mut dyn StoreTx,
+    event_id: Uuid,
+    account: &UserAccount,
+    cause: (ReferenceType, Uuid),
+    now: Timestamp,
+) -> CoreResult<()> {
+    let balance = ledger::user_balance(tx, account)?;
+    let wallet = tx.wallet_by_user(&account.tenant, &account.user, account.asset.network)?;
+    let data = json!({
+        "wallet_id": wallet.map(|w| w.id),
+        "external_user_id": account.user,
+        "network": account.asset.network,
+        "asset": account.asset.code,
+        "ledger": {
+            "available_units": balance.available,
+            "reserved_units": balance.reserved,
+        },
+        "reference_type": cause.0,
+        "reference_id": cause.1,
+    });
+    tx.enqueue_event(&NewEvent::new(
+        event_id,
+        &account.tenant,
+        EventType::BalanceUpdated,
+        &data,
+        now,
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! Deposits: a transfer into one of our addresses, from first sight to ledger credit.
+//!
+//! States (decisions §4): `detected` → `confirming` → `confirmed` → `credited`; `orphaned` when
+//! its block leaves the canonical chain before credit (back to `detected` if the transfer
+//! reappears); `reversed` when that happens after credit (a compensating ledger entry and an
+//! alert). Every move appends to `history`: nothing is erased.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::amount::Amount;
+use crate::error::PortError;
+use crate::network::Network;
+use crate::time::Timestamp;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DepositStatus {
+    Detected,
+    Confirming,
+    Confirmed,
+    Credited,
+    Orphaned,
+    Reversed,
+}
+
+impl DepositStatus {
+    pub const ALL: [DepositStatus; 6] = [
+        DepositStatus::Detected,
+        DepositStatus::Confirming,
+        DepositStatus::Confirmed,
+        DepositStatus::Credited,
+        DepositStatus::Orphaned,
+        DepositStatus::Reversed,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DepositStatus::Detected => "detected",
+            DepositStatus::Confirming => "confirming",
+            DepositStatus::Confirmed => "confirmed",
+            DepositStatus::Credited => "credited",
+            DepositStatus::Orphaned => "orphaned",
+            DepositStatus::Reversed => "reversed",
+        }
+    }
+
+    /// Seen on the canonical chain, not yet credited: counted as `pending` in balances.
+    pub const fn is_pending(self) -> bool {
+        matches!(
+            self,
+            DepositStatus::Detected | DepositStatus::Confirming | DepositStatus::Confirmed
+        )
+    }
+
+    /// The only legal moves. Anything else is a bug the caller must not persist.
+    pub fn can_move_to(self, next: DepositStatus) -> bool {
+        use DepositStatus::*;
+        matches!(
+            (self, next),
+            (Detected, Confirming)
+                | (Detected, Confirmed)
+                | (Confirming, Confirmed)
+                | (Confirmed, Credited)
+                | (Detected | Confirming | Confirmed, Orphaned)
+                | (Orphaned, Detected)
+                | (Credited, Reversed)
+        )
+    }
+}
+
+impl fmt::Display for DepositStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DepositStatus {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        DepositStatus::ALL
+            .into_iter()
+            .find(|d| d.as_str() == s)
+            .ok_or(())
+    }
+}
+
+/// One step of a deposit's life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct HistoryStep {
+    pub status: String,
+    pub block_number: Option<u64>,
+    pub block_hash: Option<String>,
+    pub at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deposit {
+    pub id: Uuid,
+    pub tenant: String,
+    pub network: Network,
+    pub asset: String,
+    pub external_user_id: String,
+    pub wallet_id: Uuid,
+    pub address: String,
+    pub tx_hash: String,
+    /// `None` for native coin transfers.
+    pub log_index: Option<u32>,
+    pub from_address: String,
+    pub amount: Amount,
+    /// `None` while orphaned.
+    pub block_number: Option<u64>,
+    pub block_hash: Option<String>,
+    pub confirmations: u32,
+    pub required_confirmations: u32,
+    pub status: DepositStatus,
+    pub history: Vec<HistoryStep>,
+    /// The ledger transaction that credited it.
+    pub credit_tx_id: Option<Uuid>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DepositView<'a> {
+    pub id: Uuid,
+    pub network: Network,
+    pub asset: &'a str,
+    pub external_user_id: &'a str,
+    pub wallet_id: Uuid,
+    pub address: &'a str,
+    pub tx_hash: &'a str,
+    pub log_index: Option<u32>,
+    pub from_address: &'a str,
+    pub amount_units: Amount,
+    pub block_number: Option<u64>,
+    pub block_hash: Option<&'a str>,
+    pub confirmations: u32,
+    pub required_confirmations: u32,
+    pub status: DepositStatus,
+    pub history: &'a [HistoryStep],
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Deposit {
+    /// The resource as `GET /deposits/{id}` shows it (decisions §3).
+    pub fn view(&self) -> DepositView<'_> {
+        DepositView {
+            id: self.id,
+            network: self.network,
+            asset: &self.asset,
+            external_user_id: &self.external_user_id,
+            wallet_id: self.wallet_id,
+            address: &self.address,
+            tx_hash: &self.tx_hash,
+            log_index: self.log_index,
+            from_address: &self.from_address,
+            amount_units: self.amount,
+            block_number: self.block_number,
+            block_hash: self.block_hash.as_deref(),
+            confirmations: self.confirmations,
+            required_confirmations: self.required_confirmations,
+            status: self.status,
+            history: &self.history,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+
+    /// Moves to `next`, appending to the history. Refuses an illegal move.
+    pub fn transition(&mut self, next: DepositStatus, now: Timestamp) -> Result<(), String> {
+        if !self.status.can_move_to(next) {
+            return Err(format!(
+                "deposit {} cannot move from {} to {}",
+                self.id, self.status, next
+            ));
+        }
+        self.status = next;
+        self.updated_at = now;
+        self.history.push(HistoryStep {
+            status: next.as_str().to_owned(),
+            block_number: self.block_number,
+            block_hash: self.block_hash.clone(),
+            at: now.to_rfc3339(),
+        });
+        Ok(())
+    }
+}
+
+/// Filters of the deposit listing.
+#[derive(Debug, Clone, Default)]
+pub struct DepositFilter {
+    pub status: Option<DepositStatus>,
+    pub external_user_id: Option<String>,
+}
+
+/// The scanner's position on one network: the last block applied and its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainCursor {
+    pub number: u64,
+    pub hash: String,
+}
+
+pub trait DepositRepo {
+    /// The deposit with this identity: (network, tx hash, log index or native marker).
+    fn deposit_by_identity(
+        &mut self,
+        network: Network,
+        tx_hash: &str,
+        log_index: Option<u32>,
+    ) -> Result<Option<Deposit>, PortError>;
+    fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError>;
+    /// MUST fail if the identity exists (a constraint).
+    fn insert_deposit(&mut self, deposit: &Deposit) -> Result<(), PortError>;
+    fn update_deposit(&mut self, deposit: &Deposit) -> Result<(), PortError>;
+    /// The tenant's deposits, newest first, at most `limit`.
+    fn list_deposits(
+        &mut self,
+        tenant: &str,
+        filter: &DepositFilter,
+        limit: usize,
+    ) -> Result<Vec<Deposit>, PortError>;
+    /// Deposits of `network` in a pending state, or credited at or above `min_block` (the ones a
+    /// reorganization or a new block can still change).
+    fn open_deposits(
+        &mut self,
+        network: Network,
+        min_block: u64,
+    ) -> Result<Vec<Deposit>, PortError>;
+    /// Sum of pending deposits of one user account.
+    fn pending_deposit_units(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+        asset: &str,
+    ) -> Result<Amount, PortError>;
+    fn chain_cursor(&mut self, network: Network) -> Result<Option<ChainCursor>, PortError>;
+    /// Records block `number` as applied with `hash` and moves the cursor to it.
+    fn record_block(
+        &mut self,
+        network: Network,
+        number: u64,
+        hash: &str,
+        parent_hash: &str,
+    ) -> Result<(), PortError>;
+    /// The hash recorded for block `number`, if still kept.
+    fn recorded_block_hash(
+        &mut self,
+        network: Network,
+        number: u64,
+    ) -> Result<Option<String>, PortError>;
+    /// Forgets recorded blocks above `number` and moves the cursor back to it.
+    fn rewind_blocks(&mut self, network: Network, number: u64) -> Result<(), PortError>;
+    /// Forgets recorded blocks below `number` (they are final for us).
+    fn prune_blocks(&mut self, network: Network, below: u64) -> Result<(), PortError>;
+}

@@ -1,0 +1,164 @@
+//! HD deposit wallets: one per (tenant, external user, network). Each tenant gets one BIP44
+//! account index, allocated once and never reused; each wallet of a tenant on a network takes
+//! the next address index. Addresses are derived from the account's external-chain public key,
+//! so creating a wallet never touches a private key.
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::error::{CoreResult, ErrorCode, PortError, Refusal};
+use crate::keys::derive_address;
+use crate::network::Network;
+use crate::outbox::{EventType, NewEvent};
+use crate::ports::signer::{HdPath, Signer};
+use crate::ports::store::StoreTx;
+use crate::time::Timestamp;
+
+/// Longest `external_user_id` (interface §2).
+pub const EXTERNAL_USER_ID_CHARS_MAX: usize = 160;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wallet {
+    pub id: Uuid,
+    pub tenant: String,
+    pub external_user_id: String,
+    pub network: Network,
+    pub address: String,
+    pub account: u32,
+    pub index: u32,
+    pub created_at: Timestamp,
+}
+
+impl Wallet {
+    pub fn path(&self) -> HdPath {
+        HdPath {
+            network: self.network,
+            account: self.account,
+            index: self.index,
+        }
+    }
+
+    /// The resource as `GET /wallets/{id}` shows it (decisions §3).
+    pub fn view(&self) -> WalletView<'_> {
+        WalletView {
+            id: self.id,
+            external_user_id: &self.external_user_id,
+            network: self.network,
+            address: &self.address,
+            derivation_path: self.path().render(),
+            created_at: self.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct WalletView<'a> {
+    pub id: Uuid,
+    pub external_user_id: &'a str,
+    pub network: Network,
+    pub address: &'a str,
+    pub derivation_path: String,
+    pub created_at: Timestamp,
+}
+
+/// Persistence of wallets and of the account and address index allocation.
+pub trait WalletRepo {
+    fn wallet_by_user(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+    ) -> Result<Option<Wallet>, PortError>;
+    /// A wallet of `tenant` by id; another tenant's wallet is `None`, like a missing one.
+    fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError>;
+    /// The tenant's account index, if one was allocated.
+    fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError>;
+    /// Allocates the next unused account index to `tenant`. MUST fail if it already has one.
+    fn allocate_tenant_account(&mut self, tenant: &str, at: Timestamp) -> Result<u32, PortError>;
+    /// Takes the next address index of (tenant, network); indexes are never handed out twice.
+    fn take_address_index(&mut self, tenant: &str, network: Network) -> Result<u32, PortError>;
+    /// MUST fail if (tenant, user, network) or the address already has a wallet.
+    fn insert_wallet(&mut self, wallet: &Wallet) -> Result<(), PortError>;
+    /// The wallet holding `address` on `network`, of any tenant (deposit matching).
+    fn wallet_by_address(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<Wallet>, PortError>;
+    /// Every address on `network` (the scanner's watch set).
+    fn wallet_addresses(&mut self, network: Network) -> Result<Vec<String>, PortError>;
+}
+
+/// Validates an `external_user_id`: 1 to 160 characters, no control characters.
+pub fn check_external_user_id(field: &str, id: &str) -> Result<(), Refusal> {
+    let n = id.chars().count();
+    if n == 0 || n > EXTERNAL_USER_ID_CHARS_MAX {
+        return Err(Refusal::validation(field, "must be 1 to 160 characters"));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(Refusal::validation(
+            field,
+            "must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `create_wallet` made a new wallet or found the existing one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub wallet: Wallet,
+    pub new: bool,
+}
+
+/// Returns the wallet of (tenant, user, network), creating it if needed, inside the caller's
+/// transaction: the allocation, the wallet row and the `wallet.created` event commit together.
+pub fn create_wallet(
+    tx: &mut dyn StoreTx,
+    signer: &dyn Signer,
+    ids: [Uuid; 2],
+    tenant: &str,
+    external_user_id: &str,
+    network: Network,
+    now: Timestamp,
+) -> CoreResult<Created> {
+    if let Some(wallet) = tx.wallet_by_user(tenant, external_user_id, network)? {
+        return Ok(Created { wallet, new: false });
+    }
+    let account = match tx.tenant_account(tenant)? {
+        Some(a) => a,
+        None => tx.allocate_tenant_account(tenant, now)?,
+    };
+    let index = tx.take_address_index(tenant, network)?;
+    if account > HdPath::COMPONENT_MAX || index > HdPath::COMPONENT_MAX {
+        return Err(Refusal::new(
+            ErrorCode::InternalError,
+            "no derivation index is left for this tenant and network",
+        )
+        .into());
+    }
+    let (pubkey, chain_code) = signer.external_chain_public_key(network, account)?;
+    let (address, _) = derive_address(network, &pubkey, &chain_code, index)
+        .map_err(|e| PortError::permanent("signer", e.to_string()))?;
+    let [wallet_id, event_id] = ids;
+    let wallet = Wallet {
+        id: wallet_id,
+        tenant: tenant.to_owned(),
+        external_user_id: external_user_id.to_owned(),
+        network,
+        address,
+        account,
+        index,
+        created_at: now,
+    };
+    tx.insert_wallet(&wallet)?;
+    let data = serde_json::to_value(wallet.view()).expect("a wallet view serializes");
+    tx.enqueue_event(&NewEvent::new(
+        event_id,
+        tenant,
+        EventType::WalletCreated,
+        &data,
+        now,
+    ))?;
+    Ok(Created { wallet, new: true })
+}

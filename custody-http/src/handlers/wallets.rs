@@ -1,0 +1,164 @@
+//! Wallets: create (idempotent), read, balances (ledger and on-chain apart), history.
+
+use std::time::Duration;
+
+use custody_core::error::{CoreResult, Refusal};
+use custody_core::idempotency::StoredResponse;
+use custody_core::ledger::{self, UserAccount};
+use custody_core::ports::clock::new_uuid;
+use custody_core::ports::store::read;
+use custody_core::wallet::{self, Wallet};
+use custody_core::{AssetId, Network};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::dispatch::Call;
+use crate::idempotent;
+use crate::input::{self, Fields};
+use crate::reply::Reply;
+use crate::state::AppState;
+
+/// How long the balances endpoint waits for a chain before answering without it.
+pub const ONCHAIN_TIMEOUT_MS: u64 = 3_000;
+
+fn parse_network(fields: &mut Fields, map: &serde_json::Map<String, Value>) -> Option<Network> {
+    let raw = fields.string(map, "network", 16)?;
+    match raw.parse::<Network>() {
+        Ok(n) => Some(n),
+        Err(_) => {
+            fields.issue("network", "must be BSC or TRON");
+            None
+        }
+    }
+}
+
+pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let map = input::json_object(&call.body)?;
+    let mut fields = Fields::new();
+    fields.no_unknown(&map, &["external_user_id", "network"]);
+    let user = fields.string(&map, "external_user_id", wallet::EXTERNAL_USER_ID_CHARS_MAX);
+    let network = parse_network(&mut fields, &map);
+    fields.finish()?;
+    let (Some(user), Some(network)) = (user, network) else {
+        unreachable!("finish() refuses missing fields")
+    };
+    wallet::check_external_user_id("external_user_id", &user)?;
+
+    let signer = std::sync::Arc::clone(&state.signer);
+    let ids = [
+        new_uuid(state.entropy.as_ref()),
+        new_uuid(state.entropy.as_ref()),
+    ];
+    let tenant = call.credential().tenant.clone();
+    idempotent::run(state, call, 409, move |tx, now| {
+        let created =
+            wallet::create_wallet(tx, signer.as_ref(), ids, &tenant, &user, network, now)?;
+        Ok(StoredResponse {
+            status: 201,
+            body: serde_json::to_vec(&created.wallet.view()).expect("a wallet serializes"),
+        })
+    })
+    .await
+}
+
+/// The caller's wallet by path id; a malformed id or another tenant's wallet is a 404, exactly
+/// like a missing one.
+pub async fn load(state: &AppState, call: &Call) -> CoreResult<Wallet> {
+    let not_found = || Refusal::not_found("wallet");
+    let id = Uuid::parse_str(&call.params[0]).map_err(|_| not_found())?;
+    let tenant = call.credential().tenant.clone();
+    read(state.store.as_ref(), move |tx| {
+        Ok(tx.wallet_by_id(&tenant, id)?)
+    })
+    .await?
+    .ok_or_else(|| not_found().into())
+}
+
+pub async fn get(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let w = load(state, call).await?;
+    Ok(Reply::json(200, &w.view()))
+}
+
+pub async fn balances(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let w = load(state, call).await?;
+    let assets: Vec<_> = state.catalog.of_network(w.network).cloned().collect();
+    let (tenant, user, network) = (w.tenant.clone(), w.external_user_id.clone(), w.network);
+    let codes: Vec<String> = assets.iter().map(|a| a.code.clone()).collect();
+    let ledger_figures = read(state.store.as_ref(), move |tx| {
+        let mut out = Vec::with_capacity(codes.len());
+        for code in &codes {
+            let account = UserAccount::new(
+                tenant.clone(),
+                user.clone(),
+                AssetId::new(network, code.clone()),
+            );
+            let balance = ledger::user_balance(tx, &account)?;
+            let pending = tx.pending_deposit_units(&tenant, &user, network, code)?;
+            out.push((balance, pending));
+        }
+        Ok(out)
+    })
+    .await?;
+
+    let chain = state.chains.get(&w.network).cloned();
+    let mut balances = Vec::with_capacity(assets.len());
+    for (asset, (ledger_balance, pending)) in assets.iter().zip(ledger_figures) {
+        let (onchain, onchain_error) = match &chain {
+            None => (
+                Value::Null,
+                json!(format!("no {} endpoint is configured", w.network)),
+            ),
+            Some(chain) => {
+                let call = chain.balance(&w.address, asset);
+                match tokio::time::timeout(Duration::from_millis(ONCHAIN_TIMEOUT_MS), call).await {
+                    Ok(Ok(b)) => (
+                        json!({ "units": b.units, "block_number": b.block_number }),
+                        Value::Null,
+                    ),
+                    Ok(Err(e)) => {
+                        tracing::warn!(wallet_id = %w.id, error = %e, "on-chain balance failed");
+                        (
+                            Value::Null,
+                            json!(format!("the {} node could not be reached", w.network)),
+                        )
+                    }
+                    Err(_) => (
+                        Value::Null,
+                        json!(format!("the {} node did not answer in time", w.network)),
+                    ),
+                }
+            }
+        };
+        balances.push(json!({
+            "asset": asset.code,
+            "decimals": asset.decimals,
+            "ledger": {
+                "available_units": ledger_balance.available,
+                "reserved_units": ledger_balance.reserved,
+                "pending_units": pending,
+            },
+            "onchain": onchain,
+            "onchain_error": onchain_error,
+        }));
+    }
+    Ok(Reply::json(
+        200,
+        &json!({ "wallet_id": w.id, "network": w.network, "address": w.address, "balances": balances }),
+    ))
+}
+
+pub async fn transactions(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let limit = input::limit(&call.query)?;
+    let w = load(state, call).await?;
+    let page = read(state.store.as_ref(), move |tx| {
+        Ok(ledger::history(
+            tx,
+            &w.tenant,
+            &w.external_user_id,
+            w.network,
+            limit,
+        )?)
+    })
+    .await?;
+    Ok(Reply::json(200, &page))
+}

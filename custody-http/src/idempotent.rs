@@ -1,0 +1,58 @@
+//! Running a mutation under its `Idempotency-Key` (decisions §6): claim the key in memory,
+//! then one store job that replays, conflicts, or runs the command and stores its response
+//! together with its effects.
+
+use custody_core::error::{CoreResult, Refusal};
+use custody_core::idempotency::{self, fingerprint, Outcome, StoredResponse};
+use custody_core::ports::store::{write, StoreTx};
+use custody_core::Timestamp;
+
+use crate::dispatch::Call;
+use crate::errors::status_for;
+use crate::reply::{error_body, Reply};
+use crate::state::AppState;
+
+/// Runs `command` once per (tenant, key). `insufficient_balance_status` is the status this route
+/// gives `INSUFFICIENT_BALANCE` (409 or 422, decisions §7).
+pub async fn run<F>(
+    state: &AppState,
+    call: &Call,
+    insufficient_balance_status: u16,
+    command: F,
+) -> CoreResult<Reply>
+where
+    F: FnOnce(&mut dyn StoreTx, Timestamp) -> CoreResult<StoredResponse> + Send + 'static,
+{
+    let key = custody_core::auth::check_idempotency_key(
+        call.headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok()),
+    )?
+    .to_owned();
+    let tenant = call.credential().tenant.clone();
+    let fp = fingerprint(&call.method, &call.path, &call.body);
+    let _claim = state.inflight.enter(&tenant, &key, fp)?;
+    let now = state.clock.now();
+    let trace_id = call.trace_id;
+    let outcome = write(state.store.as_ref(), move |tx| {
+        idempotency::run_in_tx(
+            tx,
+            &tenant,
+            &key,
+            fp,
+            now,
+            |tx| command(tx, now),
+            |r: &Refusal| StoredResponse {
+                status: status_for(r, insufficient_balance_status),
+                body: error_body(r, trace_id),
+            },
+        )
+    })
+    .await?;
+    Ok(match outcome {
+        Outcome::Executed(r) => Reply::raw_json(r.status, r.body),
+        Outcome::Replayed(r) => {
+            Reply::raw_json(r.status, r.body).with_header("idempotent-replayed", "true")
+        }
+    })
+}

@@ -1,0 +1,161 @@
+use custody_core::error::PortError;
+use custody_core::time::Timestamp;
+use custody_core::wallet::{Wallet, WalletRepo};
+use custody_core::Network;
+use rusqlite::{params, OptionalExtension, Row};
+use uuid::Uuid;
+
+use super::{bad, parse_uuid, ts};
+use crate::tx::{db_err, SqliteTx};
+
+const COLUMNS: &str =
+    "id, tenant, external_user_id, network, address, account, address_index, created_at";
+
+type RawWallet = (String, String, String, String, String, i64, i64, i64);
+
+fn raw(r: &Row<'_>) -> rusqlite::Result<RawWallet> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+    ))
+}
+
+fn decode(
+    (id, tenant, user, network, address, account, index, created): RawWallet,
+) -> Result<Wallet, PortError> {
+    Ok(Wallet {
+        id: parse_uuid(&id)?,
+        tenant,
+        external_user_id: user,
+        network: network.parse().map_err(|_| bad("network", &network))?,
+        address,
+        account: u32::try_from(account).map_err(|_| bad("account", &account.to_string()))?,
+        index: u32::try_from(index).map_err(|_| bad("index", &index.to_string()))?,
+        created_at: ts(created),
+    })
+}
+
+impl SqliteTx<'_> {
+    fn one_wallet(
+        &self,
+        sql_where: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Option<Wallet>, PortError> {
+        self.conn
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM wallets WHERE {sql_where}"))
+            .map_err(db_err)?
+            .query_row(args, raw)
+            .optional()
+            .map_err(db_err)?
+            .map(decode)
+            .transpose()
+    }
+}
+
+impl WalletRepo for SqliteTx<'_> {
+    fn wallet_by_user(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+    ) -> Result<Option<Wallet>, PortError> {
+        self.one_wallet(
+            "tenant = ?1 AND external_user_id = ?2 AND network = ?3",
+            params![tenant, external_user_id, network.as_str()],
+        )
+    }
+
+    fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError> {
+        self.one_wallet("id = ?1 AND tenant = ?2", params![id.to_string(), tenant])
+    }
+
+    fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError> {
+        let account: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT account FROM tenant_accounts WHERE tenant = ?1")
+            .map_err(db_err)?
+            .query_row([tenant], |r| r.get(0))
+            .optional()
+            .map_err(db_err)?;
+        account
+            .map(|a| u32::try_from(a).map_err(|_| bad("account", &a.to_string())))
+            .transpose()
+    }
+
+    fn allocate_tenant_account(&mut self, tenant: &str, at: Timestamp) -> Result<u32, PortError> {
+        // The next index after the highest ever allocated: rows are never deleted, so an
+        // index is never reused.
+        let account: i64 = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO tenant_accounts (tenant, account, created_at) \
+                 VALUES (?1, (SELECT COALESCE(MAX(account) + 1, 0) FROM tenant_accounts), ?2) \
+                 RETURNING account",
+            )
+            .map_err(db_err)?
+            .query_row(params![tenant, at.unix_millis()], |r| r.get(0))
+            .map_err(db_err)?;
+        u32::try_from(account).map_err(|_| bad("account", &account.to_string()))
+    }
+
+    fn take_address_index(&mut self, tenant: &str, network: Network) -> Result<u32, PortError> {
+        let next: i64 = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO address_counters (tenant, network, next_index) VALUES (?1, ?2, 1) \
+                 ON CONFLICT (tenant, network) DO UPDATE SET next_index = next_index + 1 \
+                 RETURNING next_index",
+            )
+            .map_err(db_err)?
+            .query_row(params![tenant, network.as_str()], |r| r.get(0))
+            .map_err(db_err)?;
+        u32::try_from(next - 1).map_err(|_| bad("address index", &next.to_string()))
+    }
+
+    fn insert_wallet(&mut self, w: &Wallet) -> Result<(), PortError> {
+        self.conn
+            .prepare_cached(&format!(
+                "INSERT INTO wallets ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"
+            ))
+            .map_err(db_err)?
+            .execute(params![
+                w.id.to_string(),
+                w.tenant,
+                w.external_user_id,
+                w.network.as_str(),
+                w.address,
+                i64::from(w.account),
+                i64::from(w.index),
+                w.created_at.unix_millis(),
+            ])
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn wallet_by_address(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<Wallet>, PortError> {
+        self.one_wallet(
+            "network = ?1 AND address = ?2",
+            params![network.as_str(), address],
+        )
+    }
+
+    fn wallet_addresses(&mut self, network: Network) -> Result<Vec<String>, PortError> {
+        self.conn
+            .prepare_cached("SELECT address FROM wallets WHERE network = ?1")
+            .map_err(db_err)?
+            .query_map([network.as_str()], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<Result<Vec<String>, _>>()
+            .map_err(db_err)
+    }
+}
