@@ -23,5 +23,14 @@ echo "== test oracles (bip-utils)"
 CUSTODY_PYTHON=$(./scripts/install-pytools.sh)
 export CUSTODY_PYTHON
 
+echo "== local EVM node (anvil) and the OpenZeppelin test token"
+CUSTODY_ANVIL_BIN=$(./scripts/install-anvil.sh)
+CUSTODY_OZ_DIR="$PWD/.cache/node/node_modules/@openzeppelin/contracts"
+export CUSTODY_ANVIL_BIN CUSTODY_OZ_DIR
+
+echo "== TRON encoding oracle (TronWeb)"
+CUSTODY_NODE_DIR=$(./scripts/install-tronweb.sh)
+export CUSTODY_NODE_DIR
+
 echo "== tests"
 cargo test --workspace --locked

@@ -1,1 +1,35 @@
-//! Placeholder crate root; filled by its issue.
+//! `custody-chain-tron`: the TRON adapter.
+//!
+//! - [`client`]: a client for the TRON full-node HTTP API (the API TronGrid serves) with
+//!   endpoint failover, health ([`EndpointHealth`], serde-serializable for the admin `rpcs`
+//!   listing), the optional `TRON-PRO-API-KEY` header, timeouts and transient/permanent errors.
+//! - [`chain`]: [`TronChain`], the [`ChainSource`](custody_core::ports::ChainSource) port:
+//!   head, headers (`blockID`, `parentHash`, `number`, `timestamp`), blocks with their TRX and
+//!   TRC20 transfers ([`scan`] says exactly what is reported), balances.
+//! - [`tx`]: the `raw_data` protobuf of TRX and TRC20 transfers ([`proto`] has the messages),
+//!   txID, signing through the [`Signer`](custody_core::ports::Signer) port, broadcast hex.
+//! - [`fees`]: the TRX a transaction burns, from bandwidth, energy, the account's staked and
+//!   free resources and the chain's prices.
+//! - [`api`]: the node's JSON, with the documentation each field was checked against.
+//!
+//! Nothing here decides what is a deposit: the core does, from the returned data.
+
+pub mod abi;
+pub mod api;
+pub mod chain;
+pub mod client;
+pub mod fees;
+pub mod proto;
+pub mod scan;
+pub mod tx;
+
+pub use chain::TronChain;
+pub use client::{
+    redact_url, BroadcastOutcome, EndpointHealth, SettingsError, TronClient, TronSettings,
+    API_KEY_HEADER,
+};
+pub use fees::{estimate, FeeEstimate, FeeInputs};
+pub use tx::{
+    sign, trc20_transfer, trx_transfer, RefBlock, SignedTransaction, TxError, TxTiming,
+    UnsignedTransaction,
+};

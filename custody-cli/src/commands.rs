@@ -306,13 +306,18 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let result = rt.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let chains = crate::chains::build(&config, &catalog)?;
+        let watch = crate::chains::load_watch_set(store.as_ref()).await?;
         let state = Arc::new(AppState {
             store: store.clone() as Arc<dyn Store>,
             clock: Arc::clone(&clock),
             entropy: Arc::new(OsEntropy),
             signer,
-            chains: std::collections::BTreeMap::new(),
-            catalog,
+            chains: chains.sources.clone(),
+            chain_health: chains.health.clone(),
+            scan_status: chains.status.clone(),
+            watch: Arc::clone(&watch),
+            catalog: catalog.clone(),
             networks: custody_core::Network::ALL
                 .iter()
                 .map(|&n| NetworkSettings {
@@ -334,12 +339,27 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
+        let webhooks = crate::webhooks::start_worker(
+            store.clone() as Arc<dyn Store>,
+            Arc::clone(&clock),
+            &config.webhooks,
+        )?;
+        let scanners = crate::chains::start_scanners(
+            &chains,
+            &config,
+            &catalog,
+            store.clone() as Arc<dyn Store>,
+            Arc::clone(&clock),
+            Arc::new(OsEntropy),
+            watch,
+        );
         tokio::spawn(maintenance(store.clone() as Arc<dyn Store>, clock));
         tracing::info!(listen = %local, "serving");
         print_json(&json!({ "listening": format!("http://{local}/v1") }))?;
-        custody_http::serve(listener, state, shutdown_signal())
-            .await
-            .map_err(|e| format!("server error: {e}"))
+        let served = custody_http::serve(listener, state, shutdown_signal()).await;
+        webhooks.stop().await;
+        scanners.stop().await;
+        served.map_err(|e| format!("server error: {e}"))
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(5));
     store.close();

@@ -18,6 +18,8 @@ pub struct Config {
     pub tron: ChainConfig,
     #[serde(default)]
     pub swaps: SwapsConfig,
+    #[serde(default)]
+    pub webhooks: crate::webhooks::WebhooksConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -75,6 +77,22 @@ pub struct ChainConfig {
     pub confirmations: u32,
     pub poll_interval_ms: u64,
     pub assets: Vec<AssetConfig>,
+    /// First block to scan on a fresh data dir; absent = the node's head at first start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_block: Option<u64>,
+    /// Block hashes kept for reorganization detection (the deepest reorg handled).
+    #[serde(default = "default_blocks_kept")]
+    pub blocks_kept: u64,
+    /// Accept plain-http endpoints off loopback (never for real funds).
+    #[serde(default)]
+    pub allow_insecure_http: bool,
+    /// TRON only: sent as TRON-PRO-API-KEY. Env `CUSTODY_TRON_API_KEY` overrides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+}
+
+fn default_blocks_kept() -> u64 {
+    1_000
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,6 +119,10 @@ impl Config {
             chain_id: network.default_chain_id(),
             confirmations: network.default_confirmations(),
             poll_interval_ms,
+            start_block: None,
+            blocks_kept: default_blocks_kept(),
+            allow_insecure_http: false,
+            api_key: None,
             assets: mainnet
                 .of_network(network)
                 .map(|a| AssetConfig {
@@ -117,6 +139,7 @@ impl Config {
             bsc: chain(Network::Bsc, 1_000),
             tron: chain(Network::Tron, 3_000),
             swaps: SwapsConfig::default(),
+            webhooks: crate::webhooks::WebhooksConfig::default(),
         }
     }
 
@@ -141,6 +164,9 @@ impl Config {
                     .map(String::from)
                     .collect();
             }
+        }
+        if let Ok(key) = std::env::var("CUSTODY_TRON_API_KEY") {
+            self.tron.api_key = Some(key).filter(|k| !k.is_empty());
         }
     }
 

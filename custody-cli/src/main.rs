@@ -1,9 +1,12 @@
 //! `custody`: the command line of the custody service (decisions §1).
 
+mod chains;
 mod commands;
 mod config;
 mod datadir;
 mod ledger_cmd;
+mod scanner;
+mod webhooks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +36,9 @@ enum Command {
     Credentials(CredentialsCommand),
     /// Serve the API and run the background workers.
     Serve(ServeArgs),
+    /// Manage webhook endpoints and events.
+    #[command(subcommand)]
+    Webhooks(webhooks::WebhooksCommand),
     /// Operator actions on the ledger.
     #[command(subcommand)]
     Ledger(LedgerCommand),
@@ -147,6 +153,7 @@ fn main() -> ExitCode {
             commands::revoke_credential(&dir, &api_key)
         }
         Command::Serve(args) => commands::serve(&dir, &args),
+        Command::Webhooks(command) => webhooks::run(&dir, &command),
         Command::Ledger(LedgerCommand::Adjust(args)) => ledger_cmd::adjust(&dir, &args),
         Command::Ledger(LedgerCommand::Reconcile) => ledger_cmd::reconcile(&dir),
     };

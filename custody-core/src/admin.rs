@@ -24,3 +24,103 @@ pub trait AuditRepo {
     /// The newest `limit` records, newest first.
     fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError>;
 }
+
+/// Something an operator must look at (a reversed deposit, a reorg deeper than we keep).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Alert {
+    pub id: Uuid,
+    pub kind: String,
+    /// `critical` needs action; `warning` is worth a look.
+    pub severity: String,
+    pub message: String,
+    pub reference_type: Option<String>,
+    pub reference_id: Option<Uuid>,
+    pub created_at: Timestamp,
+}
+
+pub trait AlertRepo {
+    fn raise_alert(&mut self, alert: &Alert) -> Result<(), PortError>;
+    /// The newest `limit` alerts, newest first.
+    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError>;
+    fn open_alert_count(&mut self) -> Result<u64, PortError>;
+}
+
+/// The kill switches and maintenance controls of decisions §8. Enabled = the restriction is on.
+pub const CONTROL_KEYS: [&str; 7] = [
+    "kill_switch.global",
+    "kill_switch.withdrawals",
+    "kill_switch.swaps",
+    "kill_switch.internal_transfers",
+    "kill_switch.deposit_crediting",
+    "maintenance.BSC",
+    "maintenance.TRON",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Control {
+    pub control_key: String,
+    pub enabled: bool,
+    pub reason: String,
+    pub updated_by: String,
+    pub updated_at: Timestamp,
+}
+
+pub trait ControlRepo {
+    fn control(&mut self, key: &str) -> Result<Option<Control>, PortError>;
+    fn put_control(&mut self, control: &Control) -> Result<(), PortError>;
+    fn list_controls(&mut self) -> Result<Vec<Control>, PortError>;
+}
+
+/// Whether the restriction `key` (or the global kill switch) is on.
+pub fn restricted(repo: &mut dyn ControlRepo, key: &str) -> Result<bool, PortError> {
+    for k in [key, "kill_switch.global"] {
+        if repo.control(k)?.is_some_and(|c| c.enabled) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Sets a control, with its audit record, in the caller's transaction.
+pub fn set_control(
+    tx: &mut dyn crate::ports::store::StoreTx,
+    audit_id: Uuid,
+    actor: &str,
+    key: &str,
+    enabled: bool,
+    reason: &str,
+    now: Timestamp,
+) -> crate::error::CoreResult<Control> {
+    use crate::error::Refusal;
+    if !CONTROL_KEYS.contains(&key) {
+        return Err(Refusal::validation(
+            "control_key",
+            format!("must be one of {}", CONTROL_KEYS.join(", ")),
+        )
+        .into());
+    }
+    let reason = reason.trim();
+    if reason.is_empty() || reason.chars().count() > 500 {
+        return Err(Refusal::validation("reason", "must be 1 to 500 characters").into());
+    }
+    let old = tx.control(key)?;
+    let control = Control {
+        control_key: key.to_owned(),
+        enabled,
+        reason: reason.to_owned(),
+        updated_by: actor.to_owned(),
+        updated_at: now,
+    };
+    tx.put_control(&control)?;
+    tx.append_audit(&AuditRecord {
+        id: audit_id,
+        actor: actor.to_owned(),
+        action: "control.update".into(),
+        target: key.to_owned(),
+        old_value: Some(serde_json::json!({ "enabled": old.as_ref().is_some_and(|c| c.enabled) })),
+        new_value: Some(serde_json::json!({ "enabled": enabled })),
+        reason: reason.to_owned(),
+        created_at: now,
+    })?;
+    Ok(control)
+}

@@ -24,6 +24,7 @@ pub mod time;
 pub mod transfer;
 pub mod vault;
 pub mod wallet;
+pub mod webhook;
 
 pub use amount::Amount;
 pub use asset::{Asset, AssetCatalog, AssetId, AssetKind};

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::admin::restricted;
 use crate::amount::Amount;
 use crate::asset::AssetId;
 use crate::balance_event;
@@ -52,6 +53,13 @@ pub fn execute(
     req: &TransferRequest,
     now: Timestamp,
 ) -> CoreResult<TransferView> {
+    if restricted(tx, "kill_switch.internal_transfers")? {
+        return Err(Refusal::new(
+            ErrorCode::KillSwitchActive,
+            "internal transfers are suspended by an operator",
+        )
+        .into());
+    }
     if tx
         .wallet_by_user(&req.tenant, &req.recipient, req.network)?
         .is_none()

@@ -16,6 +16,8 @@ pub mod routes;
 pub mod server;
 pub mod state;
 pub mod system;
+pub mod webhook_client;
+pub mod webhook_worker;
 
 pub use server::serve;
-pub use state::{AppState, HttpLimits, NetworkSettings, SwapPair};
+pub use state::{AppState, HealthProbe, HttpLimits, NetworkSettings, ScanStatus, SwapPair};

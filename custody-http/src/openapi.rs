@@ -33,6 +33,10 @@ fn success_schema(route: &Route) -> Value {
         RouteId::CreateInternalTransfer => {
             json!({ "$ref": "#/components/schemas/InternalTransferResult" })
         }
+        RouteId::ListDeposits => list_of("#/components/schemas/Deposit"),
+        RouteId::GetDeposit => json!({ "$ref": "#/components/schemas/Deposit" }),
+        RouteId::AdminDashboard => json!({ "type": "object" }),
+        RouteId::AdminUpdateControl => json!({ "$ref": "#/components/schemas/Control" }),
         RouteId::AdminList => list_of_any(),
     }
 }
@@ -43,6 +47,9 @@ fn request_schema(route: &Route) -> Option<Value> {
         RouteId::CreateWallet => Some(json!({ "$ref": "#/components/schemas/CreateWallet" })),
         RouteId::CreateInternalTransfer => {
             Some(json!({ "$ref": "#/components/schemas/InternalTransfer" }))
+        }
+        RouteId::AdminUpdateControl => {
+            Some(json!({ "$ref": "#/components/schemas/ControlUpdate" }))
         }
         _ => None,
     }
@@ -78,9 +85,22 @@ fn parameters(route: &Route) -> Vec<Value> {
         let schema = match *q {
             "limit" => json!({ "type": "integer", "minimum": 1, "maximum": 100, "default": 50 }),
             "network" => json!({ "$ref": "#/components/schemas/NetworkName" }),
+            "status" => json!({
+                "type": "string",
+                "enum": ["detected", "confirming", "confirmed", "credited", "orphaned", "reversed"]
+            }),
             _ => json!({ "type": "string" }),
         };
         out.push(json!({ "name": q, "in": "query", "required": false, "schema": schema }));
+    }
+    if route.id == RouteId::AdminUpdateControl {
+        for name in ["X-Service-Pin", "X-Service-OTP"] {
+            out.push(json!({
+                "name": name, "in": "header", "required": false,
+                "description": "mandatory when the credential was created with a PIN / TOTP",
+                "schema": { "type": "string" }
+            }));
+        }
     }
     if route.idempotency_key {
         out.push(json!({
@@ -368,6 +388,70 @@ fn component_schemas() -> Value {
                 "base_asset": { "type": "string" },
                 "quote_asset": { "type": "string" },
                 "enabled": { "type": "boolean" }
+            }
+        }),
+    );
+    schemas.insert(
+        "Deposit".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["id", "network", "asset", "external_user_id", "wallet_id", "address", "tx_hash",
+                "log_index", "from_address", "amount_units", "block_number", "block_hash", "confirmations",
+                "required_confirmations", "status", "history", "created_at", "updated_at"],
+            "properties": {
+                "id": { "type": "string", "format": "uuid" },
+                "network": { "$ref": "#/components/schemas/NetworkName" },
+                "asset": { "type": "string" },
+                "external_user_id": { "type": "string" },
+                "wallet_id": { "type": "string", "format": "uuid" },
+                "address": { "type": "string" },
+                "tx_hash": { "type": "string" },
+                "log_index": { "type": ["integer", "null"] },
+                "from_address": { "type": "string" },
+                "amount_units": { "$ref": "#/components/schemas/Units" },
+                "block_number": { "type": ["integer", "null"] },
+                "block_hash": { "type": ["string", "null"] },
+                "confirmations": { "type": "integer" },
+                "required_confirmations": { "type": "integer" },
+                "status": { "type": "string", "enum": ["detected", "confirming", "confirmed", "credited", "orphaned", "reversed"] },
+                "history": { "type": "array", "items": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["status", "block_number", "block_hash", "at"],
+                    "properties": {
+                        "status": { "type": "string" },
+                        "block_number": { "type": ["integer", "null"] },
+                        "block_hash": { "type": ["string", "null"] },
+                        "at": { "type": "string", "format": "date-time" }
+                    }
+                } },
+                "created_at": { "type": "string", "format": "date-time" },
+                "updated_at": { "type": "string", "format": "date-time" }
+            }
+        }),
+    );
+    schemas.insert(
+        "ControlUpdate".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["control_key", "enabled", "reason"],
+            "properties": {
+                "control_key": { "type": "string", "enum": custody_core::admin::CONTROL_KEYS },
+                "enabled": { "type": "boolean" },
+                "reason": { "type": "string", "minLength": 1, "maxLength": 500 }
+            }
+        }),
+    );
+    schemas.insert(
+        "Control".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["control_key", "enabled", "reason", "updated_by", "updated_at"],
+            "properties": {
+                "control_key": { "type": "string" },
+                "enabled": { "type": "boolean" },
+                "reason": { "type": "string" },
+                "updated_by": { "type": "string" },
+                "updated_at": { "type": "string", "format": "date-time" }
             }
         }),
     );

@@ -16,6 +16,24 @@ pub struct NetworkSettings {
     pub confirmations: u32,
 }
 
+/// What the scanner of one network last saw, for the admin views.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ScanStatus {
+    pub head_block: Option<u64>,
+    pub scanned_block: Option<u64>,
+    pub last_error: Option<String>,
+    pub updated_at: Option<custody_core::Timestamp>,
+}
+
+impl ScanStatus {
+    pub fn lag_blocks(&self) -> Option<u64> {
+        Some(self.head_block?.saturating_sub(self.scanned_block?))
+    }
+}
+
+/// Endpoint health of a chain adapter, as JSON (each adapter has its own record type).
+pub type HealthProbe = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 /// An enabled swap pair on BSC (asset codes of the catalog).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SwapPair {
@@ -48,6 +66,10 @@ pub struct AppState {
     pub signer: Arc<dyn Signer>,
     /// Chain adapters by network; a network without one answers on-chain figures as unknown.
     pub chains: BTreeMap<Network, Arc<dyn ChainSource>>,
+    pub chain_health: BTreeMap<Network, HealthProbe>,
+    pub scan_status: BTreeMap<Network, Arc<std::sync::Mutex<ScanStatus>>>,
+    /// Addresses the scanners watch; a new wallet joins once its creation committed.
+    pub watch: Arc<custody_core::deposit::WatchSet>,
     pub catalog: AssetCatalog,
     pub networks: Vec<NetworkSettings>,
     pub swap_pairs: Vec<SwapPair>,

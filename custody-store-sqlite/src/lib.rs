@@ -190,4 +190,8 @@ impl Store for SqliteStore {
 }
 
 #[cfg(test)]
+mod pipeline_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_support;

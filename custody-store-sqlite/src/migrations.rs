@@ -15,8 +15,16 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0002_ledger_wallets.sql"),
     ),
     (
+        "0003_webhooks",
+        include_str!("../migrations/0003_webhooks.sql"),
+    ),
+    (
         "0004_deposits",
         include_str!("../migrations/0004_deposits.sql"),
+    ),
+    (
+        "0005_alerts_controls",
+        include_str!("../migrations/0005_alerts_controls.sql"),
     ),
 ];
 

@@ -2,6 +2,10 @@
 //! signs requests with its own implementation of the contract's canonical string (it must not
 //! share code with the server, or a shared bug would pass).
 
+pub mod anvil;
+pub mod receiver;
+pub mod tron_api;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -503,6 +507,22 @@ impl Client {
         r.json()
     }
 
+    /// `GET /v1/deposits{query}`'s data.
+    pub fn deposits(&self, query: &str) -> Vec<Value> {
+        let r = self.get(&format!("/v1/deposits{query}"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        r.json()["data"].as_array().unwrap().clone()
+    }
+
+    /// The available ledger balance of one asset of a wallet, as a number.
+    pub fn available(&self, wallet: &Value, asset: &str) -> u128 {
+        self.ledger_balance(wallet["id"].as_str().unwrap(), asset)["available_units"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
     /// The ledger figures of one asset of a wallet.
     pub fn ledger_balance(&self, wallet_id: &str, asset: &str) -> Value {
         let r = self.get(&format!("/v1/wallets/{wallet_id}/balances"));
@@ -545,4 +565,33 @@ pub fn oracle_address(mnemonic: &str, network: &str, account: u32, index: u32) -
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+impl Custody {
+    /// Replaces `from` by `to` in `custody.toml` (which must contain `from` once).
+    pub fn edit_config(&self, from: &str, to: &str) {
+        let path = self.data_dir().join("custody.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.matches(from).count(),
+            1,
+            "{from:?} once in custody.toml"
+        );
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    }
+
+    /// Polls `check` every 100 ms until it returns `Some`, for at most `secs` seconds.
+    pub fn wait_for<T>(&self, secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+        let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = check() {
+                return v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use custody_e2e::{Client, Custody};
+use custody_e2e::Custody;
 use serde_json::{json, Value};
 
 fn transfer(from: &str, to: &str, asset: &str, network: &str, units: &str) -> Value {
@@ -16,14 +16,6 @@ fn transfer(from: &str, to: &str, asset: &str, network: &str, units: &str) -> Va
         "network": network,
         "amount_units": units,
     })
-}
-
-fn available(client: &Client, wallet: &Value, asset: &str) -> u128 {
-    client.ledger_balance(wallet["id"].as_str().unwrap(), asset)["available_units"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 #[test]
@@ -68,13 +60,10 @@ fn a_transfer_settles_at_once_and_shows_in_both_histories() {
         ]
     );
     assert_eq!(
-        available(&client, &alice, "USDT"),
+        client.available(&alice, "USDT"),
         750_000_000_000_000_000_000
     );
-    assert_eq!(
-        available(&client, &bob, "USDT"),
-        250_000_000_000_000_000_000
-    );
+    assert_eq!(client.available(&bob, "USDT"), 250_000_000_000_000_000_000);
 
     let bob_history = client
         .get(&format!(
@@ -190,7 +179,7 @@ fn transfer_rules_answer_their_codes() {
     }
     let alice = client.wallet("alice", "TRON");
     assert_eq!(
-        available(&client, &alice, "TRX"),
+        client.available(&alice, "TRX"),
         100,
         "no refusal moved money"
     );
@@ -215,7 +204,7 @@ fn a_key_replays_and_a_stored_refusal_stays_refused() {
         (201, Some("true"))
     );
     assert_eq!(again.body, first.body);
-    assert_eq!(available(&client, &bob, "BNB"), 4, "executed once");
+    assert_eq!(client.available(&bob, "BNB"), 4, "executed once");
 
     let conflict = client.post(
         "/v1/internal-transfers",
@@ -238,7 +227,7 @@ fn a_key_replays_and_a_stored_refusal_stays_refused() {
     let replayed = client.post("/v1/internal-transfers", &big, Some("pay-bob-0002"));
     assert_eq!(replayed.body, refused.body);
     assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
-    assert_eq!(available(&client, &alice, "BNB"), 1006);
+    assert_eq!(client.available(&alice, "BNB"), 1006);
 }
 
 #[test]
@@ -278,8 +267,8 @@ fn sixty_four_concurrent_tenths_let_exactly_ten_through() {
         Some(&54),
         "{outcomes:?}"
     );
-    assert_eq!(available(&client, &alice, "USDT"), 0);
-    assert_eq!(available(&client, &bob, "USDT"), 1000);
+    assert_eq!(client.available(&alice, "USDT"), 0);
+    assert_eq!(client.available(&bob, "USDT"), 1000);
 }
 
 #[test]
@@ -320,8 +309,8 @@ fn back_and_forth_under_load_neither_deadlocks_nor_loses_updates() {
         })
         .collect();
     let net: i64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    let a = available(&client, &alice, "USDC");
-    let b = available(&client, &bob, "USDC");
+    let a = client.available(&alice, "USDC");
+    let b = client.available(&bob, "USDC");
     assert_eq!(a + b, 1000, "conserved");
     assert_eq!(
         i64::try_from(a).unwrap(),
@@ -410,10 +399,7 @@ fn kill_9_during_a_burst_loses_no_acknowledged_transfer() {
     let after = c.client(&cred);
     let alice = after.wallet("alice", "TRON");
     let bob = after.wallet("bob", "TRON");
-    let (a, b) = (
-        available(&after, &alice, "TRX"),
-        available(&after, &bob, "TRX"),
-    );
+    let (a, b) = (after.available(&alice, "TRX"), after.available(&bob, "TRX"));
     assert_eq!(a + b, 1_000_000, "nothing half-written");
     assert!(b >= 3 * acknowledged.len() as u128);
 }
@@ -430,4 +416,33 @@ impl CodeOrEmpty for custody_e2e::Resp {
             self.code()
         }
     }
+}
+
+#[test]
+fn the_kill_switch_suspends_transfers_without_using_up_the_key() {
+    let mut c = Custody::init();
+    let cred = c.credential("acme", &[]);
+    let admin = c.credential("ops", &["--admin"]);
+    c.start();
+    let client = c.client(&cred);
+    client.wallet("alice", "BSC");
+    let bob = client.wallet("bob", "BSC");
+    c.adjust("acme", "alice", "BSC", "BNB", true, "10");
+    let switch = |enabled: bool| {
+        let r = c.client(&admin).post(
+            "/v1/admin/controls",
+            &json!({ "control_key": "kill_switch.internal_transfers", "enabled": enabled, "reason": "drill" }),
+            None,
+        );
+        assert_eq!(r.status, 200);
+    };
+    switch(true);
+    let body = transfer("alice", "bob", "BNB", "BSC", "3");
+    let r = client.post("/v1/internal-transfers", &body, Some("during-drill-1"));
+    assert_eq!((r.status, r.code().as_str()), (503, "KILL_SWITCH_ACTIVE"));
+    switch(false);
+    let r = client.post("/v1/internal-transfers", &body, Some("during-drill-1"));
+    assert_eq!(r.status, 201, "a 503 is not stored under the key");
+    assert_eq!(r.header("idempotent-replayed"), None);
+    assert_eq!(client.available(&bob, "BNB"), 3);
 }

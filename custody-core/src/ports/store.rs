@@ -15,6 +15,7 @@ use crate::error::{CoreError, CoreResult, PortError};
 /// the repository trait it needs; a store adapter implements all of them on its transaction.
 pub trait StoreTx:
     Savepoints
+    + crate::webhook::WebhookRepo
     + crate::auth::CredentialRepo
     + crate::idempotency::IdempotencyRepo
     + crate::outbox::OutboxRepo
@@ -22,11 +23,14 @@ pub trait StoreTx:
     + crate::ledger::LedgerRepo
     + crate::wallet::WalletRepo
     + crate::deposit::DepositRepo
+    + crate::admin::AlertRepo
+    + crate::admin::ControlRepo
 {
 }
 
 impl<T> StoreTx for T where
     T: Savepoints
+        + crate::webhook::WebhookRepo
         + crate::auth::CredentialRepo
         + crate::idempotency::IdempotencyRepo
         + crate::outbox::OutboxRepo
@@ -34,6 +38,8 @@ impl<T> StoreTx for T where
         + crate::ledger::LedgerRepo
         + crate::wallet::WalletRepo
         + crate::deposit::DepositRepo
+        + crate::admin::AlertRepo
+        + crate::admin::ControlRepo
 {
 }
 
@@ -100,18 +106,21 @@ fn downcast<T: 'static>(value: Box<dyn Any + Send>) -> CoreResult<T> {
         .map_err(|_| CoreError::Port(PortError::permanent("store", "job result of another type")))
 }
 
+fn erase<T, F>(f: F) -> WriteJob
+where
+    T: Send + 'static,
+    F: FnOnce(&mut dyn StoreTx) -> CoreResult<T> + Send + 'static,
+{
+    Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>))
+}
+
 /// Runs a typed write command on `store`.
 pub async fn write<T, F>(store: &dyn Store, f: F) -> CoreResult<T>
 where
     T: Send + 'static,
     F: FnOnce(&mut dyn StoreTx) -> CoreResult<T> + Send + 'static,
 {
-    let out = store
-        .write(Box::new(move |tx| {
-            f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>)
-        }))
-        .await?;
-    downcast(out)
+    downcast(store.write(erase(f)).await?)
 }
 
 /// Runs a typed read-only query on `store`.
@@ -120,10 +129,5 @@ where
     T: Send + 'static,
     F: FnOnce(&mut dyn StoreTx) -> CoreResult<T> + Send + 'static,
 {
-    let out = store
-        .read(Box::new(move |tx| {
-            f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>)
-        }))
-        .await?;
-    downcast(out)
+    downcast(store.read(erase(f)).await?)
 }

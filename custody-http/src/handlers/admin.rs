@@ -1,5 +1,10 @@
+use custody_core::admin;
+use custody_core::auth;
 use custody_core::error::{CoreResult, Refusal};
+use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::read;
+use custody_core::ports::store::write;
+use serde_json::json;
 
 use super::catalog;
 use crate::dispatch::Call;
@@ -40,6 +45,23 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
                 .collect();
             Ok(super::list(&data, false))
         }
+        "alerts" => {
+            let mut rows = read(state.store.as_ref(), move |tx| {
+                Ok(tx.list_alerts(limit + 1)?)
+            })
+            .await?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
+            Ok(super::list(&rows, has_more))
+        }
+        "rpcs" => {
+            let data: Vec<_> = state
+                .chain_health
+                .iter()
+                .map(|(network, probe)| json!({ "network": network, "endpoints": probe() }))
+                .collect();
+            Ok(super::list(&data, false))
+        }
         "audit" => {
             let mut rows = read(
                 state.store.as_ref(),
@@ -50,7 +72,105 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
             rows.truncate(limit);
             Ok(super::list(&rows, has_more))
         }
+        "webhooks" => {
+            // Every tenant's events, newest first, with their attempts (no bodies, no secrets).
+            let mut rows = read(state.store.as_ref(), move |tx| {
+                Ok(tx.list_webhook_events(limit + 1)?)
+            })
+            .await?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
+            Ok(super::list(&rows, has_more))
+        }
         // Allowlisted names whose feature is not built answer like an unknown path.
         _ => Err(Refusal::not_found("admin resource").into()),
     }
+}
+
+fn header<'a>(call: &'a Call, name: &str) -> Option<&'a str> {
+    call.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let map = crate::input::json_object(&call.body)?;
+    let mut fields = crate::input::Fields::new();
+    fields.no_unknown(&map, &["control_key", "enabled", "reason"]);
+    let key = fields.string(&map, "control_key", 64);
+    let enabled = fields.bool(&map, "enabled");
+    let reason = fields.string(&map, "reason", 500);
+    fields.finish()?;
+    let (Some(key), Some(enabled), Some(reason)) = (key, enabled, reason) else {
+        unreachable!("finish() refuses missing fields")
+    };
+    let credential = call.credential();
+    let now = state.clock.now();
+    let step = auth::check_second_factors(
+        credential,
+        header(call, "x-service-pin"),
+        header(call, "x-service-otp"),
+        now,
+    )?;
+    let (credential_id, actor) = (credential.id, format!("credential:{}", credential.id));
+    let audit_id = new_uuid(state.entropy.as_ref());
+    let control = write(state.store.as_ref(), move |tx| {
+        auth::consume_totp_step(tx, credential_id, step)?;
+        admin::set_control(tx, audit_id, &actor, &key, enabled, &reason, now)
+    })
+    .await?;
+    Ok(Reply::json(200, &control))
+}
+
+pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
+    let networks: Vec<_> = state.networks.iter().map(|n| n.network).collect();
+    let (controls, alerts, pending) = read(state.store.as_ref(), move |tx| {
+        let controls = tx.list_controls()?;
+        let alerts = tx.open_alert_count()?;
+        let mut pending = Vec::new();
+        for network in networks {
+            pending.push((network, tx.open_deposits(network, u64::MAX)?.len()));
+        }
+        Ok((controls, alerts, pending))
+    })
+    .await?;
+    let chains: Vec<_> = state
+        .networks
+        .iter()
+        .map(|n| {
+            let status = state
+                .scan_status
+                .get(&n.network)
+                .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                .unwrap_or_default();
+            json!({
+                "network": n.network,
+                "configured": state.chains.contains_key(&n.network),
+                "head_block": status.head_block,
+                "scanned_block": status.scanned_block,
+                "lag_blocks": status.lag_blocks(),
+                "last_error": status.last_error,
+                "rpc_health": state.chain_health.get(&n.network).map(|probe| probe()),
+            })
+        })
+        .collect();
+    let controls_view: Vec<_> = admin::CONTROL_KEYS
+        .iter()
+        .map(|key| {
+            let c = controls.iter().find(|c| c.control_key == *key);
+            json!({
+                "control_key": key,
+                "enabled": c.is_some_and(|c| c.enabled),
+                "reason": c.map(|c| c.reason.clone()),
+                "updated_at": c.map(|c| c.updated_at),
+            })
+        })
+        .collect();
+    Ok(Reply::json(
+        200,
+        &json!({
+            "chains": chains,
+            "controls": controls_view,
+            "pending_deposits": pending.iter().map(|(n, c)| json!({ "network": n, "count": c })).collect::<Vec<_>>(),
+            "open_alerts": alerts,
+        }),
+    ))
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod admin;
 mod catalog;
+mod deposits;
 mod transfers;
 mod wallets;
 
@@ -36,6 +37,10 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::GetWalletBalances => wallets::balances(state, call).await,
         RouteId::ListWalletTransactions => wallets::transactions(state, call).await,
         RouteId::CreateInternalTransfer => transfers::create(state, call).await,
+        RouteId::ListDeposits => deposits::list(state, call).await,
+        RouteId::GetDeposit => deposits::get(state, call).await,
+        RouteId::AdminDashboard => admin::dashboard(state).await,
+        RouteId::AdminUpdateControl => admin::update_control(state, call).await,
         RouteId::AdminList => admin::list(state, call).await,
     }
 }

@@ -50,7 +50,7 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
         new_uuid(state.entropy.as_ref()),
     ];
     let tenant = call.credential().tenant.clone();
-    idempotent::run(state, call, 409, move |tx, now| {
+    let reply = idempotent::run(state, call, 409, move |tx, now| {
         let created =
             wallet::create_wallet(tx, signer.as_ref(), ids, &tenant, &user, network, now)?;
         Ok(StoredResponse {
@@ -58,7 +58,18 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
             body: serde_json::to_vec(&created.wallet.view()).expect("a wallet serializes"),
         })
     })
-    .await
+    .await?;
+    // Watched once committed (`run` answers after the commit) and before the partner learns
+    // the address, so no deposit to it can be missed. Adding it again on a replay is harmless.
+    if reply.status == 201 {
+        if let Some(address) = serde_json::from_slice::<Value>(&reply.body)
+            .ok()
+            .and_then(|w| w["address"].as_str().map(str::to_owned))
+        {
+            state.watch.extend(network, [address]);
+        }
+    }
+    Ok(reply)
 }
 
 /// The caller's wallet by path id; a malformed id or another tenant's wallet is a 404, exactly
@@ -101,6 +112,8 @@ pub async fn balances(state: &AppState, call: &Call) -> CoreResult<Reply> {
     .await?;
 
     let chain = state.chains.get(&w.network).cloned();
+    // One deadline for all assets: a hanging node costs the caller 3 s, not 3 s per asset.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ONCHAIN_TIMEOUT_MS);
     let mut balances = Vec::with_capacity(assets.len());
     for (asset, (ledger_balance, pending)) in assets.iter().zip(ledger_figures) {
         let (onchain, onchain_error) = match &chain {
@@ -110,7 +123,7 @@ pub async fn balances(state: &AppState, call: &Call) -> CoreResult<Reply> {
             ),
             Some(chain) => {
                 let call = chain.balance(&w.address, asset);
-                match tokio::time::timeout(Duration::from_millis(ONCHAIN_TIMEOUT_MS), call).await {
+                match tokio::time::timeout_at(deadline, call).await {
                     Ok(Ok(b)) => (
                         json!({ "units": b.units, "block_number": b.block_number }),
                         Value::Null,

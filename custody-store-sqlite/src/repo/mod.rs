@@ -1,5 +1,6 @@
 //! One file per repository trait of the core, all implemented on [`crate::tx::SqliteTx`].
 
+mod alerts_controls;
 mod audit;
 mod credentials;
 mod deposits;
@@ -7,6 +8,7 @@ mod idempotency;
 mod ledger;
 mod outbox;
 mod wallets;
+mod webhooks;
 
 use custody_core::error::PortError;
 use custody_core::time::Timestamp;

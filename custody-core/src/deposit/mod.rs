@@ -259,3 +259,9 @@ pub trait DepositRepo {
     /// Forgets recorded blocks below `number` (they are final for us).
     fn prune_blocks(&mut self, network: Network, below: u64) -> Result<(), PortError>;
 }
+
+mod pipeline;
+mod watch;
+
+pub use pipeline::{advance, apply_block, rewind, BlockOutcome, PipelineSettings};
+pub use watch::WatchSet;

@@ -1,0 +1,569 @@
+//! [`BscChain`]: the [`ChainSource`] of BSC. See the crate documentation for what a scan
+//! returns and what it cannot see.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use custody_core::address::BscAddress;
+use custody_core::asset::{Asset, AssetKind};
+use custody_core::error::PortError;
+use custody_core::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
+use custody_core::ports::{ChainSource, OnchainBalance};
+use custody_core::{Amount, Network};
+use serde_json::{json, Value};
+
+use crate::codec::{self, TRANSFER_TOPIC};
+use crate::rpc::{RpcClient, RpcHealth, RpcSettings, PORT};
+use crate::settings::{BscConfigError, BscSettings, Catalog};
+
+/// The BSC adapter: reads blocks, transfers and balances through [`RpcClient`].
+#[derive(Debug)]
+pub struct BscChain {
+    rpc: RpcClient,
+    chain_id: u64,
+    catalog: Catalog,
+    /// Whether to ask `eth_getBlockReceipts`; turned off for good the first time a node says
+    /// it does not have the method.
+    block_receipts: AtomicBool,
+}
+
+/// A native value transfer found in the block body, waiting for its receipt status.
+struct NativeCandidate {
+    tx_index: u64,
+    tx_hash: String,
+    from: BscAddress,
+    to: BscAddress,
+    amount: Amount,
+}
+
+/// A `Transfer` log of a catalog token.
+struct TokenCandidate {
+    tx_index: u64,
+    tx_hash: String,
+    log_index: u32,
+    asset_code: String,
+    from: BscAddress,
+    to: BscAddress,
+    amount: Amount,
+}
+
+fn malformed(what: impl std::fmt::Display) -> PortError {
+    PortError::permanent(PORT, format!("malformed answer: {what}"))
+}
+
+/// The block changed under the scan (a reorganization between two calls): try again later.
+fn changed_under_scan(what: impl std::fmt::Display) -> PortError {
+    PortError::transient(
+        PORT,
+        format!("block changed during the scan (reorganization?): {what}"),
+    )
+}
+
+fn field<'a>(obj: &'a Value, name: &str, what: &str) -> Result<&'a Value, PortError> {
+    obj.get(name)
+        .ok_or_else(|| malformed(format!("{what} has no {name:?}")))
+}
+
+impl BscChain {
+    /// Checks the settings and builds the adapter. Does no I/O: each endpoint's chain id is
+    /// checked the first time it is used (a mismatch is a permanent error, logged at `error`).
+    pub fn new(settings: BscSettings) -> Result<Self, BscConfigError> {
+        let catalog = Catalog::from_assets(&settings.assets)?;
+        let rpc = RpcClient::new(&RpcSettings {
+            urls: settings.urls,
+            expected_chain_id: Some(settings.chain_id),
+            request_timeout_ms: settings.request_timeout_ms,
+            response_bytes_max: settings.response_bytes_max,
+            batch_max: settings.batch_max,
+            allow_insecure_http: settings.allow_insecure_http,
+        })?;
+        Ok(BscChain {
+            rpc,
+            chain_id: settings.chain_id,
+            catalog,
+            block_receipts: AtomicBool::new(settings.use_block_receipts),
+        })
+    }
+
+    /// Health of every configured endpoint, in configured order (for the admin `rpcs` list).
+    pub fn health(&self) -> Vec<RpcHealth> {
+        self.rpc.health()
+    }
+
+    /// Contacts every endpoint once so that [`BscChain::health`] is fresh for all of them.
+    pub async fn probe_all(&self) {
+        self.rpc.probe_all().await;
+    }
+
+    /// The JSON-RPC client, for other BSC adapters (a DEX router) sharing its endpoints.
+    pub fn rpc(&self) -> &RpcClient {
+        &self.rpc
+    }
+
+    pub fn chain_id(&self) -> u64 {
+        self.chain_id
+    }
+
+    async fn block_by_number(&self, number: u64, full: bool) -> Result<Option<Value>, PortError> {
+        let block = self
+            .rpc
+            .call(
+                "eth_getBlockByNumber",
+                json!([codec::quantity_hex(number), full]),
+            )
+            .await?;
+        if block.is_null() {
+            return Ok(None);
+        }
+        if !block.is_object() {
+            return Err(malformed("eth_getBlockByNumber: not an object"));
+        }
+        Ok(Some(block))
+    }
+
+    async fn scan(&self, number: u64) -> Result<Option<ScannedBlock>, PortError> {
+        let Some(block) = self.block_by_number(number, true).await? else {
+            return Ok(None);
+        };
+        let header = parse_header(&block, number)?;
+        let txs = field(&block, "transactions", "block")?
+            .as_array()
+            .ok_or_else(|| malformed("block transactions is not a list"))?;
+        if txs.is_empty() {
+            return Ok(Some(ScannedBlock {
+                header,
+                transfers: Vec::new(),
+            }));
+        }
+        let natives = txs
+            .iter()
+            .filter_map(|tx| native_candidate(tx).transpose())
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let block_hash = format!("0x{}", header.hash);
+        let use_block_receipts = self.block_receipts.load(Ordering::Relaxed);
+        let mut calls: Vec<(&str, Value)> = Vec::new();
+        let logs_at = if self.catalog.log_filter.is_empty() {
+            None
+        } else {
+            calls.push((
+                "eth_getLogs",
+                json!([{
+                    "blockHash": block_hash,
+                    "address": self.catalog.log_filter,
+                    "topics": [TRANSFER_TOPIC],
+                }]),
+            ));
+            Some(calls.len() - 1)
+        };
+        let receipts_from = calls.len();
+        if use_block_receipts {
+            calls.push(("eth_getBlockReceipts", json!([block_hash])));
+        } else {
+            for n in &natives {
+                calls.push((
+                    "eth_getTransactionReceipt",
+                    json!([format!("0x{}", n.tx_hash)]),
+                ));
+            }
+        }
+        let mut answers = self.rpc.batch(&calls).await?;
+
+        let tokens = match logs_at {
+            Some(i) => {
+                let logs = std::mem::replace(&mut answers[i], Ok(Value::Null)).map_err(|e| {
+                    if e.message.to_ascii_lowercase().contains("unknown block")
+                        || e.message.to_ascii_lowercase().contains("not found")
+                    {
+                        changed_under_scan(format!("eth_getLogs: {}", e.message))
+                    } else {
+                        e.into_port_error("eth_getLogs")
+                    }
+                })?;
+                self.token_candidates(&logs, &header.hash)?
+            }
+            None => Vec::new(),
+        };
+
+        // Status of every transaction that carries a candidate.
+        let needed: HashSet<&str> = natives
+            .iter()
+            .map(|n| n.tx_hash.as_str())
+            .chain(tokens.iter().map(|t| t.tx_hash.as_str()))
+            .collect();
+        let mut statuses: HashMap<String, bool> = HashMap::new();
+        if use_block_receipts {
+            match std::mem::replace(&mut answers[receipts_from], Ok(Value::Null)) {
+                Ok(Value::Null) => {
+                    return Err(changed_under_scan("eth_getBlockReceipts: unknown block"))
+                }
+                Ok(receipts) => {
+                    let list = receipts
+                        .as_array()
+                        .ok_or_else(|| malformed("eth_getBlockReceipts: not a list"))?;
+                    for r in list {
+                        let (hash, ok) = receipt_status(r, &header.hash)?;
+                        statuses.insert(hash, ok);
+                    }
+                }
+                Err(e) if e.is_method_not_found() => {
+                    tracing::warn!(
+                        error = %e.message,
+                        "the BSC node has no eth_getBlockReceipts: using eth_getTransactionReceipt"
+                    );
+                    self.block_receipts.store(false, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e.into_port_error("eth_getBlockReceipts")),
+            }
+        } else {
+            for (n, answer) in natives.iter().zip(&answers[receipts_from..]) {
+                let r = answer
+                    .clone()
+                    .map_err(|e| e.into_port_error("eth_getTransactionReceipt"))?;
+                if r.is_null() {
+                    return Err(changed_under_scan(format!(
+                        "no receipt for 0x{}",
+                        n.tx_hash
+                    )));
+                }
+                let (hash, ok) = receipt_status(&r, &header.hash)?;
+                statuses.insert(hash, ok);
+            }
+        }
+        let missing: Vec<&str> = needed
+            .iter()
+            .copied()
+            .filter(|h| !statuses.contains_key(*h))
+            .collect();
+        if !missing.is_empty() {
+            statuses.extend(self.receipts(&missing, &header.hash).await?);
+        }
+
+        let status = |hash: &str| -> Result<bool, PortError> {
+            statuses
+                .get(hash)
+                .copied()
+                .ok_or_else(|| changed_under_scan(format!("no receipt for 0x{hash}")))
+        };
+        let mut ordered: Vec<((u64, Option<u32>), ObservedTransfer)> =
+            Vec::with_capacity(natives.len() + tokens.len());
+        for n in natives {
+            let succeeded = status(&n.tx_hash)?;
+            ordered.push((
+                (n.tx_index, None),
+                ObservedTransfer {
+                    tx_hash: n.tx_hash,
+                    log_index: None,
+                    asset_code: self.catalog.native_code.clone(),
+                    from: n.from.to_string(),
+                    to: n.to.to_string(),
+                    amount: n.amount,
+                    succeeded,
+                },
+            ));
+        }
+        for t in tokens {
+            let succeeded = status(&t.tx_hash)?;
+            ordered.push((
+                (t.tx_index, Some(t.log_index)),
+                ObservedTransfer {
+                    tx_hash: t.tx_hash,
+                    log_index: Some(t.log_index),
+                    asset_code: t.asset_code,
+                    from: t.from.to_string(),
+                    to: t.to.to_string(),
+                    amount: t.amount,
+                    succeeded,
+                },
+            ));
+        }
+        ordered.sort_by_key(|(key, _)| *key);
+        let transfers: Vec<ObservedTransfer> = ordered.into_iter().map(|(_, t)| t).collect();
+        tracing::debug!(
+            block = number,
+            hash = %header.hash,
+            transactions = txs.len(),
+            transfers = transfers.len(),
+            "scanned BSC block"
+        );
+        Ok(Some(ScannedBlock { header, transfers }))
+    }
+
+    /// Receipt status of each of `hashes`, checked to belong to block `block_hash`.
+    async fn receipts(
+        &self,
+        hashes: &[&str],
+        block_hash: &str,
+    ) -> Result<HashMap<String, bool>, PortError> {
+        let calls: Vec<(&str, Value)> = hashes
+            .iter()
+            .map(|h| ("eth_getTransactionReceipt", json!([format!("0x{h}")])))
+            .collect();
+        let answers = self.rpc.batch(&calls).await?;
+        let mut out = HashMap::with_capacity(hashes.len());
+        for (h, answer) in hashes.iter().zip(answers) {
+            let r = answer.map_err(|e| e.into_port_error("eth_getTransactionReceipt"))?;
+            if r.is_null() {
+                return Err(changed_under_scan(format!("no receipt for 0x{h}")));
+            }
+            let (hash, ok) = receipt_status(&r, block_hash)?;
+            out.insert(hash, ok);
+        }
+        Ok(out)
+    }
+
+    /// The catalog `Transfer` logs of `logs` (the answer of `eth_getLogs` for `block_hash`).
+    fn token_candidates(
+        &self,
+        logs: &Value,
+        block_hash: &str,
+    ) -> Result<Vec<TokenCandidate>, PortError> {
+        let list = logs
+            .as_array()
+            .ok_or_else(|| malformed("eth_getLogs: not a list"))?;
+        let mut out = Vec::with_capacity(list.len());
+        for log in list {
+            if log.get("removed").and_then(Value::as_bool) == Some(true) {
+                return Err(changed_under_scan("eth_getLogs returned a removed log"));
+            }
+            let log_block = codec::hash(field(log, "blockHash", "log")?).map_err(malformed)?;
+            if log_block != block_hash {
+                return Err(changed_under_scan(format!(
+                    "a log of block 0x{log_block} answered for 0x{block_hash}"
+                )));
+            }
+            let contract = codec::address(field(log, "address", "log")?).map_err(malformed)?;
+            let Some(asset_code) = self.catalog.tokens.get(&contract) else {
+                // The node ignored the address filter: only catalog contracts are reported.
+                continue;
+            };
+            let topics = field(log, "topics", "log")?
+                .as_array()
+                .ok_or_else(|| malformed("log topics is not a list"))?;
+            let topic0 = topics.first().and_then(Value::as_str).unwrap_or("");
+            if !topic0.eq_ignore_ascii_case(TRANSFER_TOPIC) {
+                continue;
+            }
+            let tx_hash = codec::hash(field(log, "transactionHash", "log")?).map_err(malformed)?;
+            let tx_index =
+                codec::quantity_u64(field(log, "transactionIndex", "log")?).map_err(malformed)?;
+            let log_index = codec::quantity_u64(field(log, "logIndex", "log")?)
+                .map_err(malformed)
+                .and_then(|i| {
+                    u32::try_from(i).map_err(|_| malformed(format!("log index {i} above u32")))
+                })?;
+            let data = codec::data(field(log, "data", "log")?).map_err(malformed)?;
+            let shape_error = |why: String| {
+                malformed(format!(
+                    "{asset_code} Transfer log 0x{tx_hash}#{log_index} has an unexpected shape: {why}"
+                ))
+            };
+            // Standard: from and to indexed. Some old tokens index nothing and put all three
+            // words in the data.
+            let (from, to, value) = match (topics.len(), data.len()) {
+                (3, 32) => {
+                    let word =
+                        |i: usize| codec::data(&topics[i]).map_err(|e| shape_error(e.to_string()));
+                    (
+                        codec::word_address(&word(1)?).map_err(shape_error)?,
+                        codec::word_address(&word(2)?).map_err(shape_error)?,
+                        codec::word_u128_opt(&data).map_err(shape_error)?,
+                    )
+                }
+                (1, 96) => (
+                    codec::word_address(&data[..32]).map_err(shape_error)?,
+                    codec::word_address(&data[32..64]).map_err(shape_error)?,
+                    codec::word_u128_opt(&data[64..]).map_err(shape_error)?,
+                ),
+                (t, d) => return Err(shape_error(format!("{t} topics and {d} data bytes"))),
+            };
+            let Some(value) = value else {
+                tracing::error!(
+                    asset = %asset_code,
+                    tx = %tx_hash,
+                    log_index,
+                    "BEP20 transfer above 2^128 units ignored: no ledger can hold it"
+                );
+                continue;
+            };
+            if value == 0 {
+                continue;
+            }
+            out.push(TokenCandidate {
+                tx_index,
+                tx_hash,
+                log_index,
+                asset_code: asset_code.clone(),
+                from,
+                to,
+                amount: Amount::from_units(value),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The header fields the core needs, checked to be block `number`.
+fn parse_header(block: &Value, number: u64) -> Result<BlockHeader, PortError> {
+    let got = codec::quantity_u64(field(block, "number", "block")?).map_err(malformed)?;
+    if got != number {
+        return Err(malformed(format!("asked for block {number}, got {got}")));
+    }
+    let hash = codec::hash(field(block, "hash", "block")?).map_err(malformed)?;
+    let parent_hash = codec::hash(field(block, "parentHash", "block")?).map_err(malformed)?;
+    // BSC nodes since BEP-520 (sub-second blocks) add `milliTimestamp`; others have seconds.
+    let timestamp_ms = match block.get("milliTimestamp").filter(|v| !v.is_null()) {
+        Some(ms) => codec::quantity_u64(ms).map_err(malformed)?,
+        None => codec::quantity_u64(field(block, "timestamp", "block")?)
+            .map_err(malformed)?
+            .checked_mul(1000)
+            .ok_or_else(|| malformed("timestamp overflows"))?,
+    };
+    let timestamp_ms =
+        i64::try_from(timestamp_ms).map_err(|_| malformed("timestamp above i64 milliseconds"))?;
+    Ok(BlockHeader {
+        number,
+        hash,
+        parent_hash,
+        timestamp_ms,
+    })
+}
+
+/// A native transfer candidate: a transaction with a recipient and a value above zero.
+fn native_candidate(tx: &Value) -> Result<Option<NativeCandidate>, PortError> {
+    if !tx.is_object() {
+        return Err(malformed(
+            "eth_getBlockByNumber(full) returned transaction hashes, not objects",
+        ));
+    }
+    let to = match tx.get("to") {
+        None | Some(Value::Null) => return Ok(None), // contract creation
+        Some(to) => codec::address(to).map_err(malformed)?,
+    };
+    let tx_hash = codec::hash(field(tx, "hash", "transaction")?).map_err(malformed)?;
+    let Some(value) =
+        codec::quantity_u128_opt(field(tx, "value", "transaction")?).map_err(malformed)?
+    else {
+        tracing::error!(tx = %tx_hash, "native value above 2^128 wei ignored");
+        return Ok(None);
+    };
+    if value == 0 {
+        return Ok(None);
+    }
+    Ok(Some(NativeCandidate {
+        tx_index: codec::quantity_u64(field(tx, "transactionIndex", "transaction")?)
+            .map_err(malformed)?,
+        tx_hash,
+        from: codec::address(field(tx, "from", "transaction")?).map_err(malformed)?,
+        to,
+        amount: Amount::from_units(value),
+    }))
+}
+
+/// (transaction hash, succeeded) of a receipt, checked to belong to block `block_hash`.
+fn receipt_status(receipt: &Value, block_hash: &str) -> Result<(String, bool), PortError> {
+    let hash = codec::hash(field(receipt, "transactionHash", "receipt")?).map_err(malformed)?;
+    let in_block = codec::hash(field(receipt, "blockHash", "receipt")?).map_err(malformed)?;
+    if in_block != block_hash {
+        return Err(changed_under_scan(format!(
+            "the receipt of 0x{hash} is in block 0x{in_block}, not 0x{block_hash}"
+        )));
+    }
+    let status = codec::quantity_u64(field(receipt, "status", "receipt")?).map_err(malformed)?;
+    match status {
+        0 => Ok((hash, false)),
+        1 => Ok((hash, true)),
+        other => Err(malformed(format!("receipt status {other}"))),
+    }
+}
+
+#[async_trait]
+impl ChainSource for BscChain {
+    fn network(&self) -> Network {
+        Network::Bsc
+    }
+
+    async fn head_number(&self) -> Result<u64, PortError> {
+        let v = self.rpc.call("eth_blockNumber", json!([])).await?;
+        codec::quantity_u64(&v).map_err(malformed)
+    }
+
+    async fn header(&self, number: u64) -> Result<Option<BlockHeader>, PortError> {
+        match self.block_by_number(number, false).await? {
+            Some(block) => parse_header(&block, number).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn scan_block(&self, number: u64) -> Result<Option<ScannedBlock>, PortError> {
+        self.scan(number).await
+    }
+
+    async fn balance(&self, address: &str, asset: &Asset) -> Result<OnchainBalance, PortError> {
+        if asset.network != Network::Bsc {
+            return Err(PortError::permanent(
+                PORT,
+                format!(
+                    "balance: {} {} is not a BSC asset",
+                    asset.network, asset.code
+                ),
+            ));
+        }
+        let owner = BscAddress::parse(address).map_err(|e| {
+            PortError::permanent(
+                PORT,
+                format!("balance: {address:?} is not a BSC address: {e}"),
+            )
+        })?;
+        let block_number = self.head_number().await?;
+        let at = codec::quantity_hex(block_number);
+        let units = match (asset.kind, &asset.contract) {
+            (AssetKind::Native, _) => {
+                let v = self
+                    .rpc
+                    .call("eth_getBalance", json!([owner.to_lowercase_hex(), at]))
+                    .await?;
+                codec::quantity_u128_opt(&v).map_err(malformed)?
+            }
+            (AssetKind::Bep20, Some(contract)) => {
+                let contract = BscAddress::parse(contract).map_err(|e| {
+                    PortError::permanent(PORT, format!("balance: {} contract: {e}", asset.code))
+                })?;
+                let call = json!({
+                    "to": contract.to_lowercase_hex(),
+                    "data": codec::balance_of_call(&owner),
+                });
+                let v = self.rpc.call("eth_call", json!([call, at])).await?;
+                let word = codec::data(&v).map_err(malformed)?;
+                if word.is_empty() {
+                    return Err(PortError::permanent(
+                        PORT,
+                        format!(
+                            "balance: {} contract {contract} answered nothing (no code at that \
+                             address on this chain?)",
+                            asset.code
+                        ),
+                    ));
+                }
+                codec::word_u128_opt(&word).map_err(malformed)?
+            }
+            _ => {
+                return Err(PortError::permanent(
+                    PORT,
+                    format!("balance: {} is not a native or BEP20 asset", asset.code),
+                ))
+            }
+        };
+        let units = units.ok_or_else(|| {
+            PortError::permanent(
+                PORT,
+                format!("balance of {owner} in {} is above 2^128 units", asset.code),
+            )
+        })?;
+        Ok(OnchainBalance {
+            units: Amount::from_units(units),
+            block_number,
+        })
+    }
+}

@@ -1,0 +1,275 @@
+//! The JSON the TRON full-node HTTP API answers (java-tron's servlets, also served by TronGrid),
+//! as far as this adapter reads it. Every request is sent with `visible` unset (false), so
+//! addresses come back as hex.
+//!
+//! The node prints protobuf messages with proto3 JSON rules: a field at its default (0, empty,
+//! the first enum value) is left out. Every field here is therefore optional or defaulted.
+//!
+//! Formats, as documented by the TRON developer documentation (tronprotocol.github.io
+//! `documentation-en/api/http/...` and developers.tron.network `reference/...`):
+//!
+//! - Blocks (`wallet/getnowblock`, `wallet/getblockbynum`, `walletsolidity/getnowblock`):
+//!   `{"blockID", "block_header": {"raw_data": {"number", "txTrieRoot", "witness_address",
+//!   "parentHash", "version", "timestamp"}, "witness_signature"}, "transactions": [...]}`;
+//!   `getblockbynum` "Returns {} if the block number does not exist". A block id's first 8
+//!   bytes are the block number.
+//! - Transactions: `{"ret": [{"contractRet": "SUCCESS"}], "signature": [...], "txID",
+//!   "raw_data": {"contract": [{"parameter": {"value": {...}, "type_url"}, "type"}],
+//!   "ref_block_bytes", "ref_block_hash", "expiration", "fee_limit", "timestamp"},
+//!   "raw_data_hex"}`. A `TransferContract` value is `{"amount", "owner_address",
+//!   "to_address"}`, a `TriggerSmartContract` value `{"data", "owner_address",
+//!   "contract_address"}`; addresses are `41…` hex.
+//! - `wallet/gettransactioninfobyblocknum`: "a JSON array ... each element has the same
+//!   structure as /wallet/gettransactioninfobyid"; "An empty block (no transactions) returns
+//!   []; num <= 0 returns {}". A `TransactionInfo` is `{"id", "fee", "blockNumber",
+//!   "blockTimeStamp", "contractResult", "contract_address", "receipt": {..., "result"},
+//!   "log": [{"address", "topics", "data"}], "result", "resMessage"}`. `log[].address` is "a hex
+//!   format address without the prefix 0x41" (20 bytes); `result` "will not be displayed" on
+//!   success and is `"FAILED"` otherwise; `receipt.result` is the contract result
+//!   (`SUCCESS`, `REVERT`, `OUT_OF_ENERGY`, ...: `Transaction.Result.contractResult`).
+//! - `wallet/getaccount`: a `protocol.Account` (`{"address", "balance", ...}`, `balance` in sun);
+//!   `{}` for an account that does not exist.
+//! - `wallet/getaccountresource`: `{"freeNetUsed", "freeNetLimit", "NetUsed", "NetLimit",
+//!   "EnergyUsed", "EnergyLimit", "TotalNetLimit", "TotalNetWeight", "TotalEnergyLimit",
+//!   "TotalEnergyWeight", ...}`; "Returns {} if ... the account does not exist".
+//! - `wallet/triggerconstantcontract`: `{"result": {"result": true}, "energy_used",
+//!   "constant_result": ["<64 hex>"], "transaction": {...}}`; on failure `result` carries
+//!   `code` and a hex `message`.
+//! - `wallet/broadcasthex`: `{"result": true, "code": "SUCCESS", "txid", "message",
+//!   "transaction"}`; on refusal `result` is absent or false and `code` names the reason
+//!   (`SIGERROR`, `TAPOS_ERROR`, `DUP_TRANSACTION_ERROR`, `TRANSACTION_EXPIRATION_ERROR`, ...).
+//! - `wallet/getchainparameters`: `{"chainParameter": [{"key", "value"}, ...]}`.
+//! - Any servlet failure: `{"Error": "<class> : <message>"}` with status 200.
+
+use serde::Deserialize;
+
+/// `blockID` and `block_header` only: the `transactions` array is skipped without being built.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct BlockHead {
+    #[serde(rename = "blockID", default)]
+    pub block_id: String,
+    #[serde(default)]
+    pub block_header: Option<BlockHeaderJson>,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+/// A block with its transactions.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Block {
+    #[serde(rename = "blockID", default)]
+    pub block_id: String,
+    #[serde(default)]
+    pub block_header: Option<BlockHeaderJson>,
+    #[serde(default)]
+    pub transactions: Vec<Transaction>,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct BlockHeaderJson {
+    #[serde(default)]
+    pub raw_data: BlockHeaderRaw,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct BlockHeaderRaw {
+    #[serde(default)]
+    pub number: i64,
+    #[serde(rename = "parentHash", default)]
+    pub parent_hash: String,
+    #[serde(default)]
+    pub timestamp: i64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Transaction {
+    #[serde(rename = "txID", default)]
+    pub tx_id: String,
+    #[serde(default)]
+    pub ret: Vec<TransactionRet>,
+    #[serde(default)]
+    pub raw_data: TransactionRaw,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TransactionRet {
+    /// Absent means `DEFAULT` (proto3 leaves the first enum value out).
+    #[serde(rename = "contractRet", default)]
+    pub contract_ret: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TransactionRaw {
+    #[serde(default)]
+    pub contract: Vec<Contract>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Contract {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub parameter: ContractParameter,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ContractParameter {
+    #[serde(default)]
+    pub value: ContractValue,
+}
+
+/// The fields of `TransferContract` and `TriggerSmartContract` values; the other contract
+/// types' fields are skipped.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ContractValue {
+    #[serde(default)]
+    pub owner_address: Option<String>,
+    #[serde(default)]
+    pub to_address: Option<String>,
+    #[serde(default)]
+    pub amount: Option<i64>,
+    #[serde(default)]
+    pub contract_address: Option<String>,
+    #[serde(default)]
+    pub data: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TransactionInfo {
+    #[serde(default)]
+    pub id: String,
+    #[serde(rename = "blockNumber", default)]
+    pub block_number: i64,
+    #[serde(default)]
+    pub receipt: Option<Receipt>,
+    #[serde(default)]
+    pub log: Vec<Log>,
+    /// Absent on success, `"FAILED"` otherwise.
+    #[serde(default)]
+    pub result: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Receipt {
+    #[serde(default)]
+    pub result: Option<String>,
+    #[serde(default)]
+    pub energy_usage_total: i64,
+    #[serde(default)]
+    pub net_usage: i64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Log {
+    #[serde(default)]
+    pub address: String,
+    #[serde(default)]
+    pub topics: Vec<String>,
+    #[serde(default)]
+    pub data: String,
+}
+
+/// `{}` (or an error) where an array was expected.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EmptyOrError {
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Account {
+    #[serde(default)]
+    pub address: Option<String>,
+    #[serde(default)]
+    pub balance: i64,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+/// `wallet/getaccountresource`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct AccountResource {
+    #[serde(rename = "freeNetUsed", default)]
+    pub free_net_used: i64,
+    #[serde(rename = "freeNetLimit", default)]
+    pub free_net_limit: i64,
+    #[serde(rename = "NetUsed", default)]
+    pub net_used: i64,
+    #[serde(rename = "NetLimit", default)]
+    pub net_limit: i64,
+    #[serde(rename = "EnergyUsed", default)]
+    pub energy_used: i64,
+    #[serde(rename = "EnergyLimit", default)]
+    pub energy_limit: i64,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ConstantCall {
+    #[serde(default)]
+    pub result: ReturnJson,
+    #[serde(default)]
+    pub energy_used: i64,
+    #[serde(default)]
+    pub constant_result: Vec<String>,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+/// `api.Return`: `{"result": true}` or `{"code": "...", "message": "<hex>"}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ReturnJson {
+    #[serde(default)]
+    pub result: bool,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Broadcast {
+    #[serde(default)]
+    pub result: bool,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub txid: Option<String>,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChainParameters {
+    #[serde(rename = "chainParameter", default)]
+    pub chain_parameter: Vec<ChainParameter>,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChainParameter {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub value: i64,
+}
+
+/// A node message that may be hex-encoded UTF-8 (broadcast and constant-call messages are
+/// printed as hex by some node versions and as text by others): the decoded text when it is
+/// hex of valid UTF-8, the input otherwise.
+pub fn readable_message(message: &str) -> String {
+    if !message.is_empty() && message.len() % 2 == 0 {
+        if let Ok(bytes) = hex::decode(message) {
+            if let Ok(text) = String::from_utf8(bytes) {
+                return text;
+            }
+        }
+    }
+    message.to_owned()
+}

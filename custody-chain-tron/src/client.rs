@@ -1,0 +1,780 @@
+//! A client for the TRON full-node HTTP API (java-tron's `/wallet/*` and `/walletsolidity/*`
+//! servlets; TronGrid serves the same API): a list of endpoints with failover and health,
+//! an optional `TRON-PRO-API-KEY` header, timeouts, a response size limit, and every failure
+//! classified as transient or permanent.
+//!
+//! Failover (reads): endpoints are tried in their configured order, skipping those that failed
+//! within the last `cooldown_ms` (tried last, oldest failure first, when every endpoint is
+//! cooling down). Any failure of one endpoint — connection, timeout, HTTP status, a node
+//! `{"Error": ...}` or an answer that does not parse — moves on to the next. The error
+//! returned after the last endpoint is transient if any endpoint failed in a way that may
+//! pass (connection, timeout, 408/429/5xx), permanent otherwise.
+//!
+//! Writes (`wallet/broadcasthex`) go to one endpoint only (the first that is not cooling
+//! down) and are never repeated here: the caller retries later. Rebroadcasting the same signed
+//! transaction is harmless (same txID; the node answers `DUP_TRANSACTION_ERROR`).
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use custody_core::address::TronAddress;
+use custody_core::error::{PortError, Retry};
+use custody_core::time::Timestamp;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::abi;
+use crate::api;
+
+/// The header TronGrid reads the API key from.
+pub const API_KEY_HEADER: &str = "TRON-PRO-API-KEY";
+
+/// The owner of read-only contract calls: the all-zero address, which the documentation of
+/// `triggerconstantcontract` allows ("For constant call you can use the all-zero address").
+const ZERO_OWNER_HEX: &str = "410000000000000000000000000000000000000000";
+
+/// Settings of the client. Every limit is named with its unit last.
+#[derive(Clone)]
+pub struct TronSettings {
+    /// Base URLs in order of preference, e.g. `https://api.trongrid.io` (http or https).
+    pub urls: Vec<String>,
+    /// Sent as `TRON-PRO-API-KEY` on every request when set. Never logged or shown.
+    pub api_key: Option<String>,
+    /// One attempt on one endpoint, from sending the request to the last body byte.
+    pub request_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    /// Largest answer read (a full mainnet block with its transaction infos is a few MB).
+    pub response_bytes_max: usize,
+    /// How long an endpoint that failed is tried only after the others.
+    pub cooldown_ms: u64,
+}
+
+impl TronSettings {
+    pub const REQUEST_TIMEOUT_MS: u64 = 10_000;
+    pub const CONNECT_TIMEOUT_MS: u64 = 3_000;
+    pub const RESPONSE_BYTES_MAX: usize = 32 * 1024 * 1024;
+    pub const COOLDOWN_MS: u64 = 30_000;
+
+    /// The given URLs with the default limits and no API key.
+    pub fn new(urls: Vec<String>) -> Self {
+        TronSettings {
+            urls,
+            api_key: None,
+            request_timeout_ms: Self::REQUEST_TIMEOUT_MS,
+            connect_timeout_ms: Self::CONNECT_TIMEOUT_MS,
+            response_bytes_max: Self::RESPONSE_BYTES_MAX,
+            cooldown_ms: Self::COOLDOWN_MS,
+        }
+    }
+
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+}
+
+impl fmt::Debug for TronSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TronSettings")
+            .field(
+                "urls",
+                &self.urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>(),
+            )
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("response_bytes_max", &self.response_bytes_max)
+            .field("cooldown_ms", &self.cooldown_ms)
+            .finish()
+    }
+}
+
+/// Why the settings cannot make a client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("TRON endpoint {0:?} is not an http:// or https:// URL")]
+    BadUrl(String),
+    #[error("the TRON API key is not a valid header value")]
+    BadApiKey,
+    #[error("TLS setup failed: {0}")]
+    Tls(String),
+    #[error("{0}")]
+    Catalog(String),
+}
+
+/// `scheme://host[:port]`, plus `/…` when the URL has a path: providers put access tokens in
+/// paths and user info, and this text is logged and shown to admins.
+pub fn redact_url(url: &str) -> String {
+    match url.parse::<Uri>() {
+        Ok(uri) if uri.host().is_some() => {
+            let mut out = format!(
+                "{}://{}",
+                uri.scheme_str().unwrap_or("http"),
+                uri.host().unwrap_or_default()
+            );
+            if let Some(port) = uri.port_u16() {
+                out.push_str(&format!(":{port}"));
+            }
+            if !uri.path().trim_end_matches('/').is_empty() || uri.query().is_some() {
+                out.push_str("/…");
+            }
+            out
+        }
+        _ => String::from("<invalid url>"),
+    }
+}
+
+/// Health of one endpoint, as the admin `rpcs` listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EndpointHealth {
+    /// The URL without path, query or user info (see [`redact_url`]).
+    pub url: String,
+    /// The last attempt succeeded (or none was made yet).
+    pub healthy: bool,
+    pub consecutive_failures: u32,
+    pub requests: u64,
+    pub failures: u64,
+    pub last_error: Option<String>,
+    pub last_success_at: Option<Timestamp>,
+    pub last_failure_at: Option<Timestamp>,
+    pub last_latency_ms: Option<u64>,
+    /// The newest block this endpoint reported as its head.
+    pub head_block: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct EndpointState {
+    consecutive_failures: u32,
+    requests: u64,
+    failures: u64,
+    last_error: Option<String>,
+    last_success_at: Option<Timestamp>,
+    last_failure_at: Option<Timestamp>,
+    last_failure: Option<Instant>,
+    last_latency_ms: Option<u64>,
+    head_block: Option<u64>,
+}
+
+struct Endpoint {
+    /// Without a trailing slash.
+    base: String,
+    shown: String,
+    state: Mutex<EndpointState>,
+}
+
+impl Endpoint {
+    fn state(&self) -> MutexGuard<'_, EndpointState> {
+        // The state is plain counters: a panic while holding the lock leaves it usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A failed attempt on one endpoint.
+#[derive(Debug, Clone)]
+struct CallError {
+    retry: Retry,
+    message: String,
+}
+
+impl CallError {
+    fn transient(message: impl Into<String>) -> Self {
+        CallError {
+            retry: Retry::Transient,
+            message: message.into(),
+        }
+    }
+    fn permanent(message: impl Into<String>) -> Self {
+        CallError {
+            retry: Retry::Permanent,
+            message: message.into(),
+        }
+    }
+}
+
+/// The API key as a header value marked sensitive (hyper leaves it out of `Debug` and out of
+/// HPACK tables).
+struct ApiKey(HeaderValue);
+
+type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+struct Inner {
+    endpoints: Vec<Endpoint>,
+    http: HttpClient,
+    api_key: Option<ApiKey>,
+    request_timeout: Duration,
+    response_bytes_max: usize,
+    cooldown: Duration,
+}
+
+/// The TRON HTTP API client. Cheap to clone (shared connection pool and health).
+#[derive(Clone)]
+pub struct TronClient {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for TronClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TronClient")
+            .field(
+                "endpoints",
+                &self
+                    .inner
+                    .endpoints
+                    .iter()
+                    .map(|e| e.shown.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A node answer that is an object with an `Error` member is a failure of the call.
+fn node_error(error: &Option<String>) -> Result<(), CallError> {
+    match error {
+        Some(e) => Err(CallError::permanent(format!("node error: {e}"))),
+        None => Ok(()),
+    }
+}
+
+fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, CallError> {
+    serde_json::from_slice(body)
+        .map_err(|e| CallError::permanent(format!("answer does not parse: {e}")))
+}
+
+/// The outcome of `wallet/broadcasthex`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BroadcastOutcome {
+    /// The node accepted the transaction into its pool.
+    pub accepted: bool,
+    /// `SUCCESS`, `SIGERROR`, `TAPOS_ERROR`, `DUP_TRANSACTION_ERROR`, ... (`api.Return`).
+    pub code: String,
+    /// Readable failure reason.
+    pub message: String,
+    pub txid: Option<String>,
+}
+
+impl TronClient {
+    /// Builds the client; no request is sent.
+    pub fn new(settings: &TronSettings) -> Result<Self, SettingsError> {
+        let mut endpoints = Vec::with_capacity(settings.urls.len());
+        for url in &settings.urls {
+            let uri: Uri = url
+                .parse()
+                .map_err(|_| SettingsError::BadUrl(redact_url(url)))?;
+            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+                return Err(SettingsError::BadUrl(redact_url(url)));
+            }
+            endpoints.push(Endpoint {
+                base: url.trim_end_matches('/').to_owned(),
+                shown: redact_url(url),
+                state: Mutex::new(EndpointState::default()),
+            });
+        }
+        let api_key = match &settings.api_key {
+            Some(k) => {
+                let mut value = HeaderValue::from_str(k).map_err(|_| SettingsError::BadApiKey)?;
+                value.set_sensitive(true);
+                Some(ApiKey(value))
+            }
+            None => None,
+        };
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(Duration::from_millis(settings.connect_timeout_ms)));
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+            .map_err(|e| SettingsError::Tls(e.to_string()))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let http = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(https);
+        Ok(TronClient {
+            inner: Arc::new(Inner {
+                endpoints,
+                http,
+                api_key,
+                request_timeout: Duration::from_millis(settings.request_timeout_ms),
+                response_bytes_max: settings.response_bytes_max,
+                cooldown: Duration::from_millis(settings.cooldown_ms),
+            }),
+        })
+    }
+
+    /// One entry per configured endpoint, in configured order.
+    pub fn health(&self) -> Vec<EndpointHealth> {
+        self.inner
+            .endpoints
+            .iter()
+            .map(|e| {
+                let s = e.state();
+                EndpointHealth {
+                    url: e.shown.clone(),
+                    healthy: s.consecutive_failures == 0,
+                    consecutive_failures: s.consecutive_failures,
+                    requests: s.requests,
+                    failures: s.failures,
+                    last_error: s.last_error.clone(),
+                    last_success_at: s.last_success_at,
+                    last_failure_at: s.last_failure_at,
+                    last_latency_ms: s.last_latency_ms,
+                    head_block: s.head_block,
+                }
+            })
+            .collect()
+    }
+
+    /// Endpoint indexes in the order to try them.
+    fn order(&self) -> Vec<usize> {
+        let now = Instant::now();
+        let mut ready = Vec::new();
+        let mut cooling: Vec<(Instant, usize)> = Vec::new();
+        for (i, e) in self.inner.endpoints.iter().enumerate() {
+            let s = e.state();
+            match s.last_failure {
+                Some(at) if s.consecutive_failures > 0 && now - at < self.inner.cooldown => {
+                    cooling.push((at, i));
+                }
+                _ => ready.push(i),
+            }
+        }
+        cooling.sort();
+        ready.extend(cooling.into_iter().map(|(_, i)| i));
+        ready
+    }
+
+    /// One POST of `body` to `path` on endpoint `index`: the body bytes of a 2xx answer.
+    async fn attempt(&self, index: usize, path: &str, body: &Bytes) -> Result<Bytes, CallError> {
+        let endpoint = &self.inner.endpoints[index];
+        let uri = format!("{}{path}", endpoint.base);
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(key) = &self.inner.api_key {
+            request = request.header(API_KEY_HEADER, key.0.clone());
+        }
+        let request = request
+            .body(Full::new(body.clone()))
+            .map_err(|e| CallError::permanent(format!("request: {e}")))?;
+        let limit = self.inner.response_bytes_max;
+        let exchange = async {
+            let response = self.inner.http.request(request).await.map_err(|e| {
+                // The error chain names the cause (refused, reset, DNS); it holds no secret.
+                let mut text = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    text.push_str(": ");
+                    text.push_str(&s.to_string());
+                    source = s.source();
+                }
+                CallError::transient(format!("connection: {text}"))
+            })?;
+            let status = response.status();
+            let bytes = Limited::new(response.into_body(), limit)
+                .collect()
+                .await
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        CallError::permanent(format!("answer larger than {limit} bytes"))
+                    } else {
+                        CallError::transient(format!("reading the answer: {e}"))
+                    }
+                })?
+                .to_bytes();
+            if !status.is_success() {
+                let retry = status == StatusCode::REQUEST_TIMEOUT
+                    || status == StatusCode::TOO_MANY_REQUESTS
+                    || status.is_server_error();
+                let message = format!("HTTP {}", status.as_u16());
+                return Err(if retry {
+                    CallError::transient(message)
+                } else {
+                    CallError::permanent(message)
+                });
+            }
+            Ok(bytes)
+        };
+        match tokio::time::timeout(self.inner.request_timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(CallError::transient(format!(
+                "no answer within {} ms",
+                self.inner.request_timeout.as_millis()
+            ))),
+        }
+    }
+
+    fn record(&self, index: usize, started: Instant, outcome: Result<(), &CallError>) {
+        let endpoint = &self.inner.endpoints[index];
+        let latency = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut s = endpoint.state();
+        s.requests += 1;
+        s.last_latency_ms = Some(latency);
+        match outcome {
+            Ok(()) => {
+                s.consecutive_failures = 0;
+                s.last_success_at = Some(Timestamp::from_unix_millis(now_ms()));
+            }
+            Err(e) => {
+                s.consecutive_failures = s.consecutive_failures.saturating_add(1);
+                s.failures += 1;
+                s.last_error = Some(e.message.clone());
+                s.last_failure_at = Some(Timestamp::from_unix_millis(now_ms()));
+                s.last_failure = Some(Instant::now());
+                drop(s);
+                tracing::warn!(
+                    endpoint = %endpoint.shown,
+                    retry = ?e.retry,
+                    error = %e.message,
+                    "TRON API call failed"
+                );
+            }
+        }
+    }
+
+    fn set_head(&self, index: usize, head: u64) {
+        let mut s = self.inner.endpoints[index].state();
+        s.head_block = Some(s.head_block.map_or(head, |h| h.max(head)));
+    }
+
+    /// A read with failover: `parse` turns a 2xx body into the answer; its failure counts as
+    /// a failure of the endpoint.
+    async fn read<T>(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+        parse: impl Fn(&[u8]) -> Result<T, CallError>,
+    ) -> Result<(usize, T), PortError> {
+        if self.inner.endpoints.is_empty() {
+            return Err(PortError::transient(
+                "tron",
+                "no TRON endpoint is configured",
+            ));
+        }
+        let body = Bytes::from(body.to_string());
+        let mut any_transient = false;
+        let mut errors = Vec::new();
+        for index in self.order() {
+            let started = Instant::now();
+            let result = match self.attempt(index, path, &body).await {
+                Ok(bytes) => parse(&bytes),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(value) => {
+                    self.record(index, started, Ok(()));
+                    return Ok((index, value));
+                }
+                Err(e) => {
+                    self.record(index, started, Err(&e));
+                    any_transient |= e.retry == Retry::Transient;
+                    errors.push(format!(
+                        "{}: {}",
+                        self.inner.endpoints[index].shown, e.message
+                    ));
+                }
+            }
+        }
+        let message = format!("{path}: {}", errors.join("; "));
+        Err(if any_transient {
+            PortError::transient("tron", message)
+        } else {
+            PortError::permanent("tron", message)
+        })
+    }
+
+    /// The head block's id and header (`wallet/getnowblock`; its transactions are skipped).
+    pub async fn now_block(&self) -> Result<api::BlockHead, PortError> {
+        let (index, head) = self
+            .read("/wallet/getnowblock", json!({}), |b| {
+                let head: api::BlockHead = parse_json(b)?;
+                node_error(&head.error)?;
+                if head.block_header.is_none() {
+                    return Err(CallError::permanent("head block without block_header"));
+                }
+                Ok(head)
+            })
+            .await?;
+        if let Some(h) = &head.block_header {
+            if let Ok(n) = u64::try_from(h.raw_data.number) {
+                self.set_head(index, n);
+            }
+        }
+        Ok(head)
+    }
+
+    /// The newest solidified (irreversible) block (`walletsolidity/getnowblock`).
+    pub async fn solid_block(&self) -> Result<api::BlockHead, PortError> {
+        let (_, head) = self
+            .read("/walletsolidity/getnowblock", json!({}), |b| {
+                let head: api::BlockHead = parse_json(b)?;
+                node_error(&head.error)?;
+                if head.block_header.is_none() {
+                    return Err(CallError::permanent("solid block without block_header"));
+                }
+                Ok(head)
+            })
+            .await?;
+        Ok(head)
+    }
+
+    /// Block `number` without its transactions, `None` when the node has none (`{}`).
+    pub async fn block_head_by_num(
+        &self,
+        number: u64,
+    ) -> Result<Option<api::BlockHead>, PortError> {
+        let (_, block) = self
+            .read("/wallet/getblockbynum", json!({ "num": number }), |b| {
+                let head: api::BlockHead = parse_json(b)?;
+                node_error(&head.error)?;
+                Ok(head)
+            })
+            .await?;
+        Ok(block.block_header.is_some().then_some(block))
+    }
+
+    /// Block `number` with its transactions, `None` when the node has none (`{}`).
+    pub async fn block_by_num(&self, number: u64) -> Result<Option<api::Block>, PortError> {
+        let (_, block) = self
+            .read("/wallet/getblockbynum", json!({ "num": number }), |b| {
+                let block: api::Block = parse_json(b)?;
+                node_error(&block.error)?;
+                Ok(block)
+            })
+            .await?;
+        Ok(block.block_header.is_some().then_some(block))
+    }
+
+    /// The transaction infos of block `number` (`wallet/gettransactioninfobyblocknum`): `[]`
+    /// for an empty block; `{}` (which the node answers for `num <= 0`) is read as none.
+    pub async fn transaction_infos_by_block_num(
+        &self,
+        number: u64,
+    ) -> Result<Vec<api::TransactionInfo>, PortError> {
+        let (_, infos) = self
+            .read(
+                "/wallet/gettransactioninfobyblocknum",
+                json!({ "num": number }),
+                |b| {
+                    let first = b.iter().find(|c| !c.is_ascii_whitespace());
+                    match first {
+                        Some(b'[') => parse_json::<Vec<api::TransactionInfo>>(b),
+                        Some(b'{') => {
+                            let e: api::EmptyOrError = parse_json(b)?;
+                            node_error(&e.error)?;
+                            Ok(Vec::new())
+                        }
+                        _ => Err(CallError::permanent(
+                            "answer is neither an array nor an object",
+                        )),
+                    }
+                },
+            )
+            .await?;
+        Ok(infos)
+    }
+
+    /// `wallet/getaccount`: `None` for an account the chain does not know (`{}`).
+    pub async fn account(&self, address: &TronAddress) -> Result<Option<api::Account>, PortError> {
+        let (_, account) = self
+            .read(
+                "/wallet/getaccount",
+                json!({ "address": address.to_hex41() }),
+                |b| {
+                    let account: api::Account = parse_json(b)?;
+                    node_error(&account.error)?;
+                    Ok(account)
+                },
+            )
+            .await?;
+        Ok(account.address.is_some().then_some(account))
+    }
+
+    /// `wallet/getaccountresource`: all zeros for an account the chain does not know.
+    pub async fn account_resource(
+        &self,
+        address: &TronAddress,
+    ) -> Result<api::AccountResource, PortError> {
+        let (_, resource) = self
+            .read(
+                "/wallet/getaccountresource",
+                json!({ "address": address.to_hex41() }),
+                |b| {
+                    let r: api::AccountResource = parse_json(b)?;
+                    node_error(&r.error)?;
+                    Ok(r)
+                },
+            )
+            .await?;
+        Ok(resource)
+    }
+
+    /// `wallet/getchainparameters`.
+    pub async fn chain_parameters(&self) -> Result<api::ChainParameters, PortError> {
+        let (_, params) = self
+            .read("/wallet/getchainparameters", json!({}), |b| {
+                let p: api::ChainParameters = parse_json(b)?;
+                node_error(&p.error)?;
+                Ok(p)
+            })
+            .await?;
+        Ok(params)
+    }
+
+    /// A read-only contract call (`wallet/triggerconstantcontract`) from the all-zero owner.
+    /// The node's refusal (`result.code`) is a permanent error.
+    pub async fn trigger_constant(
+        &self,
+        contract: &TronAddress,
+        function_selector: &str,
+        parameter: &[u8],
+    ) -> Result<api::ConstantCall, PortError> {
+        let body = json!({
+            "owner_address": ZERO_OWNER_HEX,
+            "contract_address": contract.to_hex41(),
+            "function_selector": function_selector,
+            "parameter": hex::encode(parameter),
+        });
+        let (_, call) = self
+            .read("/wallet/triggerconstantcontract", body, |b| {
+                let call: api::ConstantCall = parse_json(b)?;
+                node_error(&call.error)?;
+                if !call.result.result {
+                    return Err(CallError::permanent(format!(
+                        "contract call refused: {} {}",
+                        call.result.code.as_deref().unwrap_or("(no code)"),
+                        api::readable_message(call.result.message.as_deref().unwrap_or(""))
+                    )));
+                }
+                Ok(call)
+            })
+            .await?;
+        Ok(call)
+    }
+
+    /// `balanceOf(holder)` of a TRC20 token. A result above 128 bits is a permanent error.
+    pub async fn trc20_balance(
+        &self,
+        token: &TronAddress,
+        holder: &TronAddress,
+    ) -> Result<u128, PortError> {
+        let call = self
+            .trigger_constant(
+                token,
+                "balanceOf(address)",
+                &abi::balance_of_parameter(holder),
+            )
+            .await?;
+        let word = call
+            .constant_result
+            .first()
+            .and_then(|r| abi::hex_word(r))
+            .ok_or_else(|| {
+                PortError::permanent("tron", "balanceOf returned no 32-byte constant_result")
+            })?;
+        abi::word_u128(&word)
+            .ok_or_else(|| PortError::permanent("tron", "balanceOf returned more than 128 bits"))
+    }
+
+    /// Sends a signed transaction (`wallet/broadcasthex`) to ONE endpoint. A refusal by the
+    /// node is an `Ok` outcome with `accepted == false`; only a failure to get an answer is an
+    /// error (transient when it may pass).
+    pub async fn broadcast_hex(
+        &self,
+        transaction_hex: &str,
+    ) -> Result<BroadcastOutcome, PortError> {
+        let index = *self
+            .order()
+            .first()
+            .ok_or_else(|| PortError::transient("tron", "no TRON endpoint is configured"))?;
+        let body = Bytes::from(json!({ "transaction": transaction_hex }).to_string());
+        let started = Instant::now();
+        let result = match self.attempt(index, "/wallet/broadcasthex", &body).await {
+            Ok(bytes) => parse_json::<api::Broadcast>(&bytes).and_then(|b| {
+                node_error(&b.error)?;
+                Ok(b)
+            }),
+            Err(e) => Err(e),
+        };
+        self.record(index, started, result.as_ref().map(|_| ()));
+        let answer = result.map_err(|e| {
+            let message = format!("broadcasthex: {}", e.message);
+            match e.retry {
+                Retry::Transient => PortError::transient("tron", message),
+                Retry::Permanent => PortError::permanent("tron", message),
+            }
+        })?;
+        Ok(BroadcastOutcome {
+            accepted: answer.result,
+            code: answer
+                .code
+                .unwrap_or_else(|| if answer.result { "SUCCESS" } else { "" }.into()),
+            message: api::readable_message(answer.message.as_deref().unwrap_or("")),
+            txid: answer.txid,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted_for_logs_and_admins() {
+        assert_eq!(
+            redact_url("https://api.trongrid.io"),
+            "https://api.trongrid.io"
+        );
+        assert_eq!(
+            redact_url("https://api.trongrid.io/"),
+            "https://api.trongrid.io"
+        );
+        assert_eq!(
+            redact_url("https://user:pw@x.quiknode.pro:8443/SECRET-TOKEN/"),
+            "https://x.quiknode.pro:8443/…"
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:9/?key=k"),
+            "http://127.0.0.1:9/…"
+        );
+        assert_eq!(redact_url("not a url"), "<invalid url>");
+    }
+
+    #[test]
+    fn settings_are_checked_and_debug_hides_secrets() {
+        let s = TronSettings::new(vec!["https://h.example/TOKEN".into()]).with_api_key("k-123");
+        let shown = format!("{s:?}");
+        assert!(
+            !shown.contains("TOKEN") && !shown.contains("k-123"),
+            "{shown}"
+        );
+        assert!(matches!(
+            TronClient::new(&TronSettings::new(vec!["ftp://h".into()])),
+            Err(SettingsError::BadUrl(_))
+        ));
+        assert!(matches!(
+            TronClient::new(&TronSettings::new(vec!["http://h".into()]).with_api_key("a\nb")),
+            Err(SettingsError::BadApiKey)
+        ));
+    }
+}

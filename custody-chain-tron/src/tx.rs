@@ -1,0 +1,486 @@
+//! Transaction encoding and signing for withdrawals and sweeps: the `raw_data` protobuf of a
+//! TRX `TransferContract` and of a TRC20 `transfer(address,uint256)` through
+//! `TriggerSmartContract`, its txID, and its signature through the [`Signer`] port.
+//!
+//! - `raw_data` is `protocol.Transaction.raw` (see [`crate::proto`] for the field numbers).
+//! - txID = SHA-256 of the `raw_data` bytes (java-tron `TransactionCapsule.getTransactionId`;
+//!   TronWeb `txPbToTxID`). The signature does not enter the txID, so a transaction has its id
+//!   before it is signed and a rebroadcast keeps it.
+//! - TaPoS: `ref_block_bytes` are bytes 6..8 of the reference block's number as a big-endian
+//!   int64, and `ref_block_hash` bytes 8..16 of its block id (developers.tron.network,
+//!   "Transaction": "ref_block_bytes ... the 6th to 8th (exclusive) bytes of the reference block
+//!   height", "ref_block_hash ... the 8th to 16th (exclusive) bytes of the reference block
+//!   hash"). The node refuses a transaction whose reference block is not on its chain
+//!   (`TAPOS_ERROR`), so a transaction built on an orphaned block can never be included.
+//! - `expiration` (ms) must be after the head block's time and at most 24 h later; `timestamp`
+//!   (ms) is informative. Both are chosen by the caller ([`TxTiming`]), never read from a clock
+//!   here, so a rebuilt transaction is byte-identical.
+//! - The signature is the 65 bytes `r ‖ s ‖ v` of
+//!   [`RecoverableSignature::to_rsv`](custody_core::ports::RecoverableSignature::to_rsv), with
+//!   `v` the recovery id 0 or 1. java-tron accepts both this and the `27 + id` form TronWeb
+//!   writes (`crypto/.../Rsv.fromSignature`: `if (v < 27) v += 27`); `r` and `s` are the same
+//!   (RFC 6979, low s) — the oracle test checks both against TronWeb.
+
+use custody_core::address::TronAddress;
+use custody_core::amount::Amount;
+use custody_core::error::PortError;
+use custody_core::network::Network;
+use custody_core::ports::chain::BlockHeader;
+use custody_core::ports::signer::{HdPath, Signer};
+use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
+use prost::Message;
+use sha2::{Digest, Sha256};
+
+use crate::abi;
+use crate::proto;
+
+/// What the node adds to a transaction's serialized size when it charges bandwidth: java-tron
+/// `BandwidthProcessor.consume` adds `Constant.MAX_RESULT_SIZE_IN_TX` (64 bytes) per contract to
+/// the size of the signed transaction without its `ret`.
+pub const BANDWIDTH_RESULT_BYTES: u64 = 64;
+
+/// Why a transaction cannot be built. Every case is permanent: the same input fails again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TxError {
+    #[error("the amount must be above zero")]
+    AmountZero,
+    #[error("a TRX amount is an int64 of sun: at most 9223372036854775807")]
+    AmountTooLarge,
+    #[error("the sender and the recipient are the same account")]
+    SameAccount,
+    #[error("fee_limit must be between 1 and 9223372036854775807 sun")]
+    FeeLimit,
+    #[error("the expiration must be after the timestamp")]
+    Expiration,
+    #[error("a block id must be 64 hex digits, got {0:?}")]
+    BlockId(String),
+    #[error("signing path is for {0}, not TRON")]
+    PathNetwork(Network),
+    #[error("the signature does not recover to the transaction's owner {0}")]
+    WrongKey(TronAddress),
+}
+
+impl From<TxError> for PortError {
+    fn from(e: TxError) -> Self {
+        PortError::permanent("tron", e.to_string())
+    }
+}
+
+/// The TaPoS reference of a transaction: two bytes of a recent block's number and eight bytes
+/// of its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefBlock {
+    pub bytes: [u8; 2],
+    pub hash: [u8; 8],
+}
+
+impl RefBlock {
+    /// From a block's number and 32-byte id (`blockID`).
+    pub fn from_block(number: u64, block_id: &[u8; 32]) -> Self {
+        let n = number.to_be_bytes();
+        let mut hash = [0u8; 8];
+        hash.copy_from_slice(&block_id[8..16]);
+        RefBlock {
+            bytes: [n[6], n[7]],
+            hash,
+        }
+    }
+
+    /// From a header as [`ChainSource::header`](custody_core::ports::ChainSource::header)
+    /// returns it (hash in lowercase hex). Use a recent, preferably solidified, block.
+    pub fn from_header(header: &BlockHeader) -> Result<Self, TxError> {
+        let mut id = [0u8; 32];
+        hex::decode_to_slice(&header.hash, &mut id)
+            .map_err(|_| TxError::BlockId(header.hash.clone()))?;
+        Ok(RefBlock::from_block(header.number, &id))
+    }
+}
+
+/// `timestamp` and `expiration` of a transaction, in Unix milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxTiming {
+    pub timestamp_ms: i64,
+    pub expiration_ms: i64,
+}
+
+impl TxTiming {
+    /// `expiration = timestamp + lifetime_ms`. TronWeb's default lifetime is 60 s; the node
+    /// accepts up to 24 h after its head block.
+    pub fn new(timestamp_ms: i64, lifetime_ms: i64) -> Self {
+        TxTiming {
+            timestamp_ms,
+            expiration_ms: timestamp_ms.saturating_add(lifetime_ms),
+        }
+    }
+}
+
+/// A built, unsigned transaction: its owner, `raw_data` bytes and txID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsignedTransaction {
+    owner: TronAddress,
+    raw_data: Vec<u8>,
+    txid: [u8; 32],
+}
+
+impl UnsignedTransaction {
+    fn from_raw(owner: TronAddress, raw: &proto::TransactionRaw) -> Self {
+        let raw_data = raw.encode_to_vec();
+        let txid: [u8; 32] = Sha256::digest(&raw_data).into();
+        UnsignedTransaction {
+            owner,
+            raw_data,
+            txid,
+        }
+    }
+
+    /// The account that must sign.
+    pub fn owner(&self) -> &TronAddress {
+        &self.owner
+    }
+
+    /// The serialized `raw_data` (`protocol.Transaction.raw`).
+    pub fn raw_data(&self) -> &[u8] {
+        &self.raw_data
+    }
+
+    /// `raw_data_hex` as the node and TronWeb write it: lowercase hex.
+    pub fn raw_data_hex(&self) -> String {
+        hex::encode(&self.raw_data)
+    }
+
+    /// SHA-256 of `raw_data`: the digest that is signed.
+    pub fn txid(&self) -> &[u8; 32] {
+        &self.txid
+    }
+
+    /// The transaction hash as the chain and this service write it: lowercase hex.
+    pub fn txid_hex(&self) -> String {
+        hex::encode(self.txid)
+    }
+}
+
+/// A signed transaction, ready for `wallet/broadcasthex`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedTransaction {
+    unsigned: UnsignedTransaction,
+    signature: [u8; 65],
+}
+
+impl SignedTransaction {
+    pub fn unsigned(&self) -> &UnsignedTransaction {
+        &self.unsigned
+    }
+
+    pub fn txid_hex(&self) -> String {
+        self.unsigned.txid_hex()
+    }
+
+    /// `r ‖ s ‖ v` with `v` the recovery id (0 or 1).
+    pub fn signature(&self) -> &[u8; 65] {
+        &self.signature
+    }
+
+    /// The complete `protocol.Transaction` (raw_data and one signature), serialized.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // raw_data is already serialized: write field 1 and field 2 around the stored bytes so
+        // the signed bytes are exactly the hashed ones.
+        let mut out = Vec::with_capacity(self.unsigned.raw_data.len() + 80);
+        prost::encoding::bytes::encode(1, &self.unsigned.raw_data, &mut out);
+        prost::encoding::bytes::encode(2, &self.signature.to_vec(), &mut out);
+        out
+    }
+
+    /// The hex the `transaction` field of `wallet/broadcasthex` takes.
+    pub fn broadcast_hex(&self) -> String {
+        hex::encode(self.to_bytes())
+    }
+
+    /// The bandwidth points the node charges for this transaction: its serialized size plus
+    /// [`BANDWIDTH_RESULT_BYTES`].
+    pub fn bandwidth_bytes(&self) -> u64 {
+        u64::try_from(self.to_bytes().len())
+            .unwrap_or(u64::MAX)
+            .saturating_add(BANDWIDTH_RESULT_BYTES)
+    }
+}
+
+fn raw_with(
+    contract: proto::Contract,
+    ref_block: RefBlock,
+    timing: TxTiming,
+    fee_limit: i64,
+) -> Result<proto::TransactionRaw, TxError> {
+    if timing.expiration_ms <= timing.timestamp_ms {
+        return Err(TxError::Expiration);
+    }
+    Ok(proto::TransactionRaw {
+        ref_block_bytes: ref_block.bytes.to_vec(),
+        ref_block_num: 0,
+        ref_block_hash: ref_block.hash.to_vec(),
+        expiration: timing.expiration_ms,
+        data: Vec::new(),
+        contract: vec![contract],
+        timestamp: timing.timestamp_ms,
+        fee_limit,
+    })
+}
+
+/// A TRX transfer of `amount` sun from `owner` to `to` (`TransferContract`).
+pub fn trx_transfer(
+    owner: &TronAddress,
+    to: &TronAddress,
+    amount: Amount,
+    ref_block: RefBlock,
+    timing: TxTiming,
+) -> Result<UnsignedTransaction, TxError> {
+    if amount.is_zero() {
+        return Err(TxError::AmountZero);
+    }
+    let amount = i64::try_from(amount.units()).map_err(|_| TxError::AmountTooLarge)?;
+    if owner == to {
+        return Err(TxError::SameAccount);
+    }
+    let parameter = proto::TransferContract {
+        owner_address: owner.to_versioned_bytes().to_vec(),
+        to_address: to.to_versioned_bytes().to_vec(),
+        amount,
+    };
+    let contract = proto::Contract {
+        r#type: proto::CONTRACT_TYPE_TRANSFER,
+        parameter: Some(proto::Any {
+            type_url: proto::TYPE_URL_TRANSFER.into(),
+            value: parameter.encode_to_vec(),
+        }),
+        permission_id: 0,
+    };
+    let raw = raw_with(contract, ref_block, timing, 0)?;
+    Ok(UnsignedTransaction::from_raw(*owner, &raw))
+}
+
+/// A TRC20 `transfer(to, amount)` on `token` from `owner` (`TriggerSmartContract`, no TRX
+/// attached), burning at most `fee_limit_sun` for energy.
+pub fn trc20_transfer(
+    owner: &TronAddress,
+    token: &TronAddress,
+    to: &TronAddress,
+    amount: Amount,
+    fee_limit_sun: u64,
+    ref_block: RefBlock,
+    timing: TxTiming,
+) -> Result<UnsignedTransaction, TxError> {
+    if amount.is_zero() {
+        return Err(TxError::AmountZero);
+    }
+    let fee_limit = i64::try_from(fee_limit_sun).map_err(|_| TxError::FeeLimit)?;
+    if fee_limit == 0 {
+        return Err(TxError::FeeLimit);
+    }
+    let parameter = proto::TriggerSmartContract {
+        owner_address: owner.to_versioned_bytes().to_vec(),
+        contract_address: token.to_versioned_bytes().to_vec(),
+        call_value: 0,
+        data: abi::transfer_call_data(to, amount.units()),
+        call_token_value: 0,
+        token_id: 0,
+    };
+    let contract = proto::Contract {
+        r#type: proto::CONTRACT_TYPE_TRIGGER_SMART_CONTRACT,
+        parameter: Some(proto::Any {
+            type_url: proto::TYPE_URL_TRIGGER_SMART_CONTRACT.into(),
+            value: parameter.encode_to_vec(),
+        }),
+        permission_id: 0,
+    };
+    let raw = raw_with(contract, ref_block, timing, fee_limit)?;
+    Ok(UnsignedTransaction::from_raw(*owner, &raw))
+}
+
+/// Signs the txID with the key at `path` through the [`Signer`] port and checks that the
+/// signature recovers to the transaction's owner, so a wrong path can never produce a
+/// transaction that the node would refuse (or, worse, that spends from another account).
+pub fn sign(
+    tx: UnsignedTransaction,
+    signer: &dyn Signer,
+    path: &HdPath,
+) -> Result<SignedTransaction, PortError> {
+    if path.network != Network::Tron {
+        return Err(TxError::PathNetwork(path.network).into());
+    }
+    let sig = signer.sign_digest(path, tx.txid())?;
+    let signature = Signature::from_scalars(sig.r, sig.s)
+        .map_err(|_| PortError::permanent("tron", "the signer returned an invalid signature"))?;
+    let recovery = RecoveryId::from_byte(sig.recovery_id)
+        .ok_or_else(|| PortError::permanent("tron", "the signer returned a bad recovery id"))?;
+    let key = VerifyingKey::recover_from_prehash(tx.txid(), &signature, recovery)
+        .map_err(|_| TxError::WrongKey(tx.owner))?;
+    let point = key.to_encoded_point(false);
+    let mut uncompressed = [0u8; 65];
+    uncompressed.copy_from_slice(point.as_bytes());
+    if TronAddress::from_uncompressed_public_key(&uncompressed) != tx.owner {
+        return Err(TxError::WrongKey(tx.owner).into());
+    }
+    Ok(SignedTransaction {
+        unsigned: tx,
+        signature: sig.to_rsv(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use custody_core::keys::{HdSigner, Mnemonic};
+
+    use super::*;
+
+    const ABANDON_12: &str = "abandon abandon abandon abandon abandon abandon abandon abandon \
+                              abandon abandon abandon about";
+
+    fn signer() -> HdSigner {
+        HdSigner::from_seed(&Mnemonic::parse(ABANDON_12).unwrap().to_seed()).unwrap()
+    }
+
+    fn path(index: u32) -> HdPath {
+        HdPath {
+            network: Network::Tron,
+            account: 0,
+            index,
+        }
+    }
+
+    fn owner(signer: &HdSigner, index: u32) -> TronAddress {
+        TronAddress::parse(&signer.keys().address(&path(index)).unwrap().0).unwrap()
+    }
+
+    fn reference() -> (RefBlock, TxTiming) {
+        let mut id = [0u8; 32];
+        id[..8].copy_from_slice(&70_000_123u64.to_be_bytes());
+        id[8..].fill(0xab);
+        (
+            RefBlock::from_block(70_000_123, &id),
+            TxTiming::new(1_760_000_000_000, 60_000),
+        )
+    }
+
+    #[test]
+    fn ref_block_takes_bytes_6_to_8_of_the_number_and_8_to_16_of_the_id() {
+        let (r, _) = reference();
+        let n = 70_000_123u64.to_be_bytes();
+        assert_eq!(r.bytes, [n[6], n[7]]);
+        assert_eq!(r.hash, [0xab; 8]);
+        let header = BlockHeader {
+            number: 70_000_123,
+            hash: format!("{}{}", hex::encode(n), "ab".repeat(24)),
+            parent_hash: String::new(),
+            timestamp_ms: 0,
+        };
+        assert_eq!(RefBlock::from_header(&header).unwrap(), r);
+        let bad = BlockHeader {
+            hash: "zz".into(),
+            ..header
+        };
+        assert!(RefBlock::from_header(&bad).is_err());
+    }
+
+    #[test]
+    fn txid_is_sha256_of_raw_data_and_the_raw_data_decodes() {
+        let s = signer();
+        let (r, t) = reference();
+        let from = owner(&s, 0);
+        let to = owner(&s, 1);
+        let tx = trx_transfer(&from, &to, Amount::from_units(1_234_567), r, t).unwrap();
+        let digest: [u8; 32] = Sha256::digest(tx.raw_data()).into();
+        assert_eq!(&digest, tx.txid());
+        let raw = proto::TransactionRaw::decode(tx.raw_data()).unwrap();
+        assert_eq!(raw.expiration, t.expiration_ms);
+        assert_eq!(raw.fee_limit, 0);
+        let any = raw.contract[0].parameter.clone().unwrap();
+        assert_eq!(any.type_url, proto::TYPE_URL_TRANSFER);
+        let transfer = proto::TransferContract::decode(&any.value[..]).unwrap();
+        assert_eq!(transfer.amount, 1_234_567);
+        assert_eq!(transfer.to_address, to.to_versioned_bytes());
+
+        let token = TronAddress::parse("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t").unwrap();
+        let tx =
+            trc20_transfer(&from, &token, &to, Amount::from_units(5), 30_000_000, r, t).unwrap();
+        let raw = proto::TransactionRaw::decode(tx.raw_data()).unwrap();
+        assert_eq!(raw.fee_limit, 30_000_000);
+        let any = raw.contract[0].parameter.clone().unwrap();
+        let call = proto::TriggerSmartContract::decode(&any.value[..]).unwrap();
+        assert_eq!(call.contract_address, token.to_versioned_bytes());
+        assert_eq!(
+            abi::decode_transfer_call(&call.data).unwrap(),
+            abi::DecodedCall {
+                from: None,
+                to,
+                amount: 5
+            }
+        );
+    }
+
+    #[test]
+    fn refuses_bad_inputs() {
+        let s = signer();
+        let (r, t) = reference();
+        let a = owner(&s, 0);
+        let b = owner(&s, 1);
+        assert_eq!(
+            trx_transfer(&a, &b, Amount::ZERO, r, t),
+            Err(TxError::AmountZero)
+        );
+        assert_eq!(
+            trx_transfer(&a, &b, Amount::from_units(1 << 63), r, t),
+            Err(TxError::AmountTooLarge)
+        );
+        assert_eq!(
+            trx_transfer(&a, &a, Amount::from_units(1), r, t),
+            Err(TxError::SameAccount)
+        );
+        assert_eq!(
+            trc20_transfer(&a, &b, &b, Amount::from_units(1), 0, r, t),
+            Err(TxError::FeeLimit)
+        );
+        assert_eq!(
+            trc20_transfer(&a, &b, &b, Amount::from_units(1), u64::MAX, r, t),
+            Err(TxError::FeeLimit)
+        );
+        let backwards = TxTiming {
+            timestamp_ms: 10,
+            expiration_ms: 10,
+        };
+        assert_eq!(
+            trx_transfer(&a, &b, Amount::from_units(1), r, backwards),
+            Err(TxError::Expiration)
+        );
+    }
+
+    #[test]
+    fn signs_deterministically_and_checks_the_owner() {
+        let s = signer();
+        let (r, t) = reference();
+        let from = owner(&s, 0);
+        let to = owner(&s, 1);
+        let tx = trx_transfer(&from, &to, Amount::from_units(1), r, t).unwrap();
+        let signed = sign(tx.clone(), &s, &path(0)).unwrap();
+        assert!(signed.signature()[64] <= 1);
+        assert_eq!(sign(tx.clone(), &s, &path(0)).unwrap(), signed);
+        let decoded = proto::Transaction::decode(&signed.to_bytes()[..]).unwrap();
+        assert_eq!(
+            decoded.raw_data.unwrap().encode_to_vec(),
+            tx.raw_data().to_vec()
+        );
+        assert_eq!(decoded.signature, vec![signed.signature().to_vec()]);
+        assert_eq!(
+            signed.bandwidth_bytes(),
+            u64::try_from(signed.to_bytes().len()).unwrap() + 64
+        );
+
+        // The key of another index does not own the transaction.
+        let e = sign(tx.clone(), &s, &path(1)).unwrap_err();
+        assert!(e.message.contains("does not recover"), "{e}");
+        // A BSC path is refused before anything is signed.
+        let bsc = HdPath {
+            network: Network::Bsc,
+            ..path(0)
+        };
+        assert!(sign(tx, &s, &bsc).is_err());
+    }
+}

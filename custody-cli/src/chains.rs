@@ -1,0 +1,138 @@
+//! Building the chain adapters from `custody.toml` and running one scanner per network.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use custody_chain_bsc::{BscChain, BscSettings};
+use custody_chain_tron::{TronChain, TronSettings};
+use custody_core::deposit::{PipelineSettings, WatchSet};
+use custody_core::ports::store::read;
+use custody_core::ports::{ChainSource, Clock, Entropy, Store};
+use custody_core::{AssetCatalog, Network};
+use custody_http::{HealthProbe, ScanStatus};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::scanner::Scanner;
+
+/// The adapters of the networks that have endpoints configured.
+pub struct Chains {
+    pub sources: BTreeMap<Network, Arc<dyn ChainSource>>,
+    pub health: BTreeMap<Network, HealthProbe>,
+    pub status: BTreeMap<Network, Arc<Mutex<ScanStatus>>>,
+}
+
+/// Builds an adapter for each network with at least one URL. A network without one still
+/// serves catalog, wallets and ledger; its chain figures answer as unavailable.
+pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> {
+    let mut chains = Chains {
+        sources: BTreeMap::new(),
+        health: BTreeMap::new(),
+        status: BTreeMap::new(),
+    };
+    for network in Network::ALL {
+        chains
+            .status
+            .insert(network, Arc::new(Mutex::new(ScanStatus::default())));
+    }
+    if !config.bsc.urls.is_empty() {
+        let bsc = Arc::new(
+            BscChain::new(BscSettings {
+                urls: config.bsc.urls.clone(),
+                chain_id: config.bsc.chain_id,
+                allow_insecure_http: config.bsc.allow_insecure_http,
+                assets: catalog.of_network(Network::Bsc).cloned().collect(),
+                ..BscSettings::default()
+            })
+            .map_err(|e| format!("[bsc]: {e}"))?,
+        );
+        let probe = Arc::clone(&bsc);
+        chains.health.insert(
+            Network::Bsc,
+            Arc::new(move || serde_json::to_value(probe.health()).unwrap_or_default()),
+        );
+        chains.sources.insert(Network::Bsc, bsc);
+    }
+    if !config.tron.urls.is_empty() {
+        let mut settings = TronSettings::new(config.tron.urls.clone());
+        settings.api_key = config.tron.api_key.clone();
+        let tron =
+            Arc::new(TronChain::new(&settings, catalog).map_err(|e| format!("[tron]: {e}"))?);
+        let probe = Arc::clone(&tron);
+        chains.health.insert(
+            Network::Tron,
+            Arc::new(move || serde_json::to_value(probe.health()).unwrap_or_default()),
+        );
+        chains.sources.insert(Network::Tron, tron);
+    }
+    Ok(chains)
+}
+
+/// Loads every wallet address into the watch set (once, at start-up).
+pub async fn load_watch_set(store: &dyn Store) -> Result<Arc<WatchSet>, String> {
+    let watch = Arc::new(WatchSet::new());
+    for network in Network::ALL {
+        let addresses = read(store, move |tx| Ok(tx.wallet_addresses(network)?))
+            .await
+            .map_err(|e| format!("cannot load wallet addresses: {e}"))?;
+        watch.extend(network, addresses);
+    }
+    Ok(watch)
+}
+
+/// The running scanners; `stop` ends them and waits.
+pub struct Scanners {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Scanners {
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn start_scanners(
+    chains: &Chains,
+    config: &Config,
+    catalog: &AssetCatalog,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<dyn Entropy>,
+    watch_set: Arc<WatchSet>,
+) -> Scanners {
+    let (stop, stopped) = watch::channel(false);
+    let catalog = Arc::new(catalog.clone());
+    let tasks = chains
+        .sources
+        .iter()
+        .map(|(&network, chain)| {
+            let c = config.chain(network);
+            let scanner = Scanner {
+                chain: Arc::clone(chain),
+                store: Arc::clone(&store),
+                clock: Arc::clone(&clock),
+                entropy: Arc::clone(&entropy),
+                catalog: Arc::clone(&catalog),
+                watch: Arc::clone(&watch_set),
+                settings: PipelineSettings {
+                    network,
+                    required_confirmations: c.confirmations,
+                    blocks_kept: c.blocks_kept,
+                },
+                poll_interval: Duration::from_millis(c.poll_interval_ms.max(10)),
+                blocks_per_tick_max: 100,
+                start_block: c.start_block,
+                status: Arc::clone(&chains.status[&network]),
+            };
+            tokio::spawn(scanner.run(stopped.clone()))
+        })
+        .collect();
+    Scanners { stop, tasks }
+}

@@ -1,0 +1,236 @@
+//! The chain scanner of one network: a background loop that drives the core's deposit
+//! pipeline from a `ChainSource`. It does the I/O; the core decides.
+//!
+//! Each tick: read the node's head; make sure our cursor block is still the node's block at that
+//! height (if not, walk back block by block to the newest one both agree on and rewind there);
+//! then apply the following blocks one by one, each in its own store transaction together with
+//! the cursor move, so a crash resumes exactly after the last applied block.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use custody_core::admin::Alert;
+use custody_core::deposit::{self, PipelineSettings, WatchSet};
+use custody_core::error::{CoreError, CoreResult, PortError};
+use custody_core::ports::clock::new_uuid;
+use custody_core::ports::store::{read, write};
+use custody_core::ports::{ChainSource, Clock, Entropy, Store};
+use custody_core::AssetCatalog;
+use custody_http::ScanStatus;
+use tokio::sync::watch;
+
+pub struct Scanner {
+    pub chain: Arc<dyn ChainSource>,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub entropy: Arc<dyn Entropy>,
+    pub catalog: Arc<AssetCatalog>,
+    pub watch: Arc<WatchSet>,
+    pub settings: PipelineSettings,
+    pub poll_interval: Duration,
+    /// Most blocks applied in one tick, so a long catch-up still lets shutdown in.
+    pub blocks_per_tick_max: u64,
+    /// Where to start when there is no cursor yet; `None` = the node's head then.
+    pub start_block: Option<u64>,
+    pub status: Arc<Mutex<ScanStatus>>,
+}
+
+/// How a tick ended.
+enum Tick {
+    /// More blocks are waiting: tick again at once.
+    Behind,
+    UpToDate,
+}
+
+impl Scanner {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let network = self.settings.network;
+        tracing::info!(%network, "scanner started");
+        let mut failures: u32 = 0;
+        loop {
+            let wait = match self.tick().await {
+                Ok(Tick::Behind) => {
+                    failures = 0;
+                    Duration::ZERO
+                }
+                Ok(Tick::UpToDate) => {
+                    failures = 0;
+                    self.poll_interval
+                }
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(%network, error = %e, failures, "scan tick failed");
+                    self.note_error(&e);
+                    // Back off up to 32 poll intervals while the node is unreachable.
+                    self.poll_interval * 2u32.saturating_pow(failures.min(5))
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => break,
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+        }
+        tracing::info!(%network, "scanner stopped");
+    }
+
+    fn note_error(&self, e: &CoreError) {
+        let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        s.last_error = Some(match e {
+            CoreError::Port(p) => format!("{} ({:?})", p.message, p.retry),
+            other => other.to_string(),
+        });
+        s.updated_at = Some(self.clock.now());
+    }
+
+    fn note_progress(&self, head: u64, scanned: Option<u64>) {
+        let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        s.head_block = Some(head);
+        if scanned.is_some() {
+            s.scanned_block = scanned;
+        }
+        s.last_error = None;
+        s.updated_at = Some(self.clock.now());
+    }
+
+    async fn tick(&self) -> CoreResult<Tick> {
+        let network = self.settings.network;
+        let head = self.chain.head_number().await?;
+        let cursor = read(self.store.as_ref(), move |tx| Ok(tx.chain_cursor(network)?)).await?;
+        let (mut number, mut hash) = match cursor {
+            Some(c) => (c.number, c.hash),
+            None => {
+                let start = self.start_block.unwrap_or(head);
+                let Some(block) = self.chain.scan_block(start).await? else {
+                    return Ok(Tick::UpToDate);
+                };
+                self.apply(block.clone()).await?;
+                tracing::info!(%network, block = start, "scanning from its first block");
+                (block.header.number, block.header.hash)
+            }
+        };
+        self.note_progress(head, Some(number));
+
+        // Is our newest block still the node's?
+        let node_hash = self.chain.header(number).await?.map(|h| h.hash);
+        if node_hash.as_deref() != Some(hash.as_str()) {
+            let ancestor = self.common_ancestor(number).await?;
+            let (entropy, settings, now) = (
+                Arc::clone(&self.entropy),
+                self.settings.clone(),
+                self.clock.now(),
+            );
+            let moved = write(self.store.as_ref(), move |tx| {
+                deposit::rewind(tx, entropy.as_ref(), &settings, ancestor, now)
+            })
+            .await?;
+            tracing::warn!(%network, from = number, to = ancestor, deposits = moved, "reorganization: rewound");
+            return Ok(Tick::Behind);
+        }
+
+        let last = head.min(number.saturating_add(self.blocks_per_tick_max));
+        let mut applied = 0u64;
+        while number < last {
+            let Some(block) = self.chain.scan_block(number + 1).await? else {
+                break;
+            };
+            if block.header.parent_hash != hash {
+                // The chain moved under us; the next tick finds the fork point.
+                tracing::info!(%network, block = number + 1, "parent hash changed while scanning");
+                return Ok(Tick::Behind);
+            }
+            (number, hash) = (block.header.number, block.header.hash.clone());
+            self.apply(block).await?;
+            applied += 1;
+        }
+        if applied == 0 {
+            // Nothing new: still let held deposits move (e.g. crediting switched back on).
+            let (entropy, settings, now) = (
+                Arc::clone(&self.entropy),
+                self.settings.clone(),
+                self.clock.now(),
+            );
+            write(self.store.as_ref(), move |tx| {
+                deposit::advance(tx, entropy.as_ref(), &settings, number, now)
+            })
+            .await?;
+        }
+        self.note_progress(head, Some(number));
+        Ok(if number < head {
+            Tick::Behind
+        } else {
+            Tick::UpToDate
+        })
+    }
+
+    async fn apply(&self, block: custody_core::ports::chain::ScannedBlock) -> CoreResult<()> {
+        let (entropy, settings, now) = (
+            Arc::clone(&self.entropy),
+            self.settings.clone(),
+            self.clock.now(),
+        );
+        let (catalog, watch) = (Arc::clone(&self.catalog), Arc::clone(&self.watch));
+        let number = block.header.number;
+        let outcome = write(self.store.as_ref(), move |tx| {
+            deposit::apply_block(
+                tx,
+                entropy.as_ref(),
+                &settings,
+                &catalog,
+                &watch,
+                &block,
+                now,
+            )
+        })
+        .await?;
+        if outcome != deposit::BlockOutcome::default() {
+            tracing::info!(network = %self.settings.network, block = number, ?outcome, "deposits moved");
+        }
+        Ok(())
+    }
+
+    /// The newest block at or below `from` whose recorded hash the node still has.
+    async fn common_ancestor(&self, from: u64) -> CoreResult<u64> {
+        let network = self.settings.network;
+        let floor = from.saturating_sub(self.settings.blocks_kept);
+        let mut n = from;
+        while n > floor {
+            n -= 1;
+            let recorded = read(self.store.as_ref(), move |tx| {
+                Ok(tx.recorded_block_hash(network, n)?)
+            })
+            .await?;
+            let Some(recorded) = recorded else { break };
+            if self
+                .chain
+                .header(n)
+                .await?
+                .is_some_and(|h| h.hash == recorded)
+            {
+                return Ok(n);
+            }
+        }
+        // Deeper than what we keep: stop and ask for a human rather than guess.
+        let (id, now) = (new_uuid(self.entropy.as_ref()), self.clock.now());
+        let message = format!(
+            "{network}: reorganization deeper than the {} blocks kept below block {from}; scanning is stopped",
+            self.settings.blocks_kept
+        );
+        let alert_message = message.clone();
+        write(self.store.as_ref(), move |tx| {
+            Ok(tx.raise_alert(&Alert {
+                id,
+                kind: "deep_reorg".into(),
+                severity: "critical".into(),
+                message: alert_message,
+                reference_type: None,
+                reference_id: None,
+                created_at: now,
+            })?)
+        })
+        .await?;
+        Err(PortError::permanent("scanner", message).into())
+    }
+}

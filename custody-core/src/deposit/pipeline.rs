@@ -1,0 +1,308 @@
+//! The deposit pipeline, the same for every network. Chain adapters return blocks; these
+//! functions, each run inside one store write transaction, decide what is a deposit, move it
+//! through its states, credit it exactly once, and undo what a reorganization removed.
+//!
+//! The caller (the scanner) guarantees order: `apply_block` only for the block whose parent is
+//! the cursor, `rewind` to a block both we and the node agree on.
+
+use super::{Deposit, DepositStatus, HistoryStep, WatchSet};
+use crate::admin::{restricted, Alert};
+use crate::asset::AssetCatalog;
+use crate::balance_event;
+use crate::error::{CoreError, CoreResult, ErrorCode};
+use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
+use crate::network::Network;
+use crate::outbox::{EventType, NewEvent};
+use crate::ports::chain::ScannedBlock;
+use crate::ports::clock::{new_uuid, Entropy};
+use crate::ports::store::StoreTx;
+use crate::time::Timestamp;
+use crate::AssetId;
+
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    pub network: Network,
+    pub required_confirmations: u32,
+    /// Recorded block hashes kept for reorg detection; a deeper reorg raises an alert.
+    pub blocks_kept: u64,
+}
+
+/// What applying one block did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockOutcome {
+    pub detected: u32,
+    pub confirmed: u32,
+    pub credited: u32,
+}
+
+fn emit(
+    tx: &mut dyn StoreTx,
+    entropy: &dyn Entropy,
+    d: &Deposit,
+    event: EventType,
+    now: Timestamp,
+) -> CoreResult<()> {
+    let data = serde_json::to_value(d.view()).expect("a deposit serializes");
+    tx.enqueue_event(&NewEvent::new(
+        new_uuid(entropy),
+        &d.tenant,
+        event,
+        &data,
+        now,
+    ))?;
+    Ok(())
+}
+
+fn invariant(e: String) -> CoreError {
+    CoreError::Invariant(e)
+}
+
+/// Records deposits found in `block` and moves the chain cursor to it, then advances every
+/// open deposit of the network to the new tip.
+pub fn apply_block(
+    tx: &mut dyn StoreTx,
+    entropy: &dyn Entropy,
+    settings: &PipelineSettings,
+    catalog: &AssetCatalog,
+    watch: &WatchSet,
+    block: &ScannedBlock,
+    now: Timestamp,
+) -> CoreResult<BlockOutcome> {
+    let network = settings.network;
+    let header = &block.header;
+    let mut outcome = BlockOutcome::default();
+    for t in &block.transfers {
+        // Failed transactions, zero amounts, assets outside the catalog and addresses that are
+        // not ours are never deposits.
+        if !t.succeeded || t.amount.is_zero() || !watch.contains(network, &t.to) {
+            continue;
+        }
+        if catalog.get(network, &t.asset_code).is_none() {
+            continue;
+        }
+        let Some(wallet) = tx.wallet_by_address(network, &t.to)? else {
+            continue;
+        };
+        match tx.deposit_by_identity(network, &t.tx_hash, t.log_index)? {
+            Some(mut d) if d.status == DepositStatus::Orphaned => {
+                // The same transfer, mined again in the new chain.
+                d.block_number = Some(header.number);
+                d.block_hash = Some(header.hash.clone());
+                d.confirmations = 1;
+                d.transition(DepositStatus::Detected, now)
+                    .map_err(invariant)?;
+                tx.update_deposit(&d)?;
+                emit(tx, entropy, &d, EventType::DepositDetected, now)?;
+                outcome.detected += 1;
+            }
+            Some(_) => {}
+            None => {
+                let d = Deposit {
+                    id: new_uuid(entropy),
+                    tenant: wallet.tenant.clone(),
+                    network,
+                    asset: t.asset_code.clone(),
+                    external_user_id: wallet.external_user_id.clone(),
+                    wallet_id: wallet.id,
+                    address: wallet.address.clone(),
+                    tx_hash: t.tx_hash.clone(),
+                    log_index: t.log_index,
+                    from_address: t.from.clone(),
+                    amount: t.amount,
+                    block_number: Some(header.number),
+                    block_hash: Some(header.hash.clone()),
+                    confirmations: 1,
+                    required_confirmations: settings.required_confirmations,
+                    status: DepositStatus::Detected,
+                    history: vec![HistoryStep {
+                        status: DepositStatus::Detected.as_str().to_owned(),
+                        block_number: Some(header.number),
+                        block_hash: Some(header.hash.clone()),
+                        at: now.to_rfc3339(),
+                    }],
+                    credit_tx_id: None,
+                    created_at: now,
+                    updated_at: now,
+                };
+                tx.insert_deposit(&d)?;
+                emit(tx, entropy, &d, EventType::DepositDetected, now)?;
+                outcome.detected += 1;
+            }
+        }
+    }
+    tx.record_block(network, header.number, &header.hash, &header.parent_hash)?;
+    tx.prune_blocks(network, header.number.saturating_sub(settings.blocks_kept))?;
+    let advanced = advance(tx, entropy, settings, header.number, now)?;
+    outcome.confirmed = advanced.confirmed;
+    outcome.credited = advanced.credited;
+    Ok(outcome)
+}
+
+/// Brings every pending deposit of the network up to date with the tip `tip`: confirmations,
+/// `confirming`/`confirmed`, and the credit once confirmed unless crediting is switched off.
+pub fn advance(
+    tx: &mut dyn StoreTx,
+    entropy: &dyn Entropy,
+    settings: &PipelineSettings,
+    tip: u64,
+    now: Timestamp,
+) -> CoreResult<BlockOutcome> {
+    let network = settings.network;
+    let crediting_off = restricted(tx, "kill_switch.deposit_crediting")?;
+    let mut outcome = BlockOutcome::default();
+    for mut d in tx.open_deposits(network, u64::MAX)? {
+        let Some(block) = d.block_number else {
+            continue;
+        };
+        if !d.status.is_pending() {
+            continue;
+        }
+        let depth = tip.saturating_sub(block).saturating_add(1);
+        let confirmations = u32::try_from(depth).unwrap_or(u32::MAX);
+        let mut changed = confirmations != d.confirmations;
+        d.confirmations = confirmations;
+        if confirmations >= d.required_confirmations && d.status != DepositStatus::Confirmed {
+            d.transition(DepositStatus::Confirmed, now)
+                .map_err(invariant)?;
+            emit(tx, entropy, &d, EventType::DepositConfirmed, now)?;
+            outcome.confirmed += 1;
+            changed = true;
+        } else if confirmations > 1
+            && d.status == DepositStatus::Detected
+            && confirmations < d.required_confirmations
+        {
+            d.transition(DepositStatus::Confirming, now)
+                .map_err(invariant)?;
+            changed = true;
+        }
+        if d.status == DepositStatus::Confirmed && !crediting_off {
+            credit(tx, entropy, &mut d, now)?;
+            outcome.credited += 1;
+            changed = true;
+        }
+        if changed {
+            d.updated_at = now;
+            tx.update_deposit(&d)?;
+        }
+    }
+    Ok(outcome)
+}
+
+/// A ledger transaction of deposit `d`, with a fresh id.
+fn deposit_meta(entropy: &dyn Entropy, d: &Deposit, now: Timestamp) -> TxMeta {
+    TxMeta {
+        id: new_uuid(entropy),
+        reference_type: ReferenceType::Deposit,
+        reference_id: d.id,
+        created_at: now,
+    }
+}
+
+fn user_account(d: &Deposit) -> UserAccount {
+    UserAccount::new(
+        d.tenant.clone(),
+        d.external_user_id.clone(),
+        AssetId::new(d.network, d.asset.clone()),
+    )
+}
+
+/// Posts the one ledger credit of a confirmed deposit, with its events.
+fn credit(
+    tx: &mut dyn StoreTx,
+    entropy: &dyn Entropy,
+    d: &mut Deposit,
+    now: Timestamp,
+) -> CoreResult<()> {
+    if d.credit_tx_id.is_some() {
+        return Err(invariant(format!("deposit {} was credited already", d.id)));
+    }
+    let meta = deposit_meta(entropy, d, now);
+    let account = user_account(d);
+    ledger::credit_deposit(tx, &meta, &account, d.amount)?;
+    d.credit_tx_id = Some(meta.id);
+    d.transition(DepositStatus::Credited, now)
+        .map_err(invariant)?;
+    emit(tx, entropy, d, EventType::DepositCredited, now)?;
+    balance_event::emit(
+        tx,
+        new_uuid(entropy),
+        &account,
+        (ReferenceType::Deposit, d.id),
+        now,
+    )?;
+    Ok(())
+}
+
+/// Undoes everything above block `ancestor`, the newest block we and the node agree on:
+/// pending deposits there are orphaned, credited ones reversed with a compensating entry and an
+/// alert, and the cursor moves back to `ancestor`.
+pub fn rewind(
+    tx: &mut dyn StoreTx,
+    entropy: &dyn Entropy,
+    settings: &PipelineSettings,
+    ancestor: u64,
+    now: Timestamp,
+) -> CoreResult<u32> {
+    let network = settings.network;
+    let mut moved = 0;
+    for mut d in tx.open_deposits(network, ancestor.saturating_add(1))? {
+        if d.block_number.is_none_or(|b| b <= ancestor) {
+            continue;
+        }
+        match d.status {
+            s if s.is_pending() => {
+                d.transition(DepositStatus::Orphaned, now)
+                    .map_err(invariant)?;
+                d.block_number = None;
+                d.block_hash = None;
+                d.confirmations = 0;
+                tx.update_deposit(&d)?;
+            }
+            DepositStatus::Credited => reverse(tx, entropy, &mut d, now)?,
+            _ => continue,
+        }
+        moved += 1;
+    }
+    tx.rewind_blocks(network, ancestor)?;
+    Ok(moved)
+}
+
+fn reverse(
+    tx: &mut dyn StoreTx,
+    entropy: &dyn Entropy,
+    d: &mut Deposit,
+    now: Timestamp,
+) -> CoreResult<()> {
+    let meta = deposit_meta(entropy, d, now);
+    let account = user_account(d);
+    let (severity, message) = match ledger::reverse_deposit(tx, &meta, &account, d.amount) {
+        Ok(_) => {
+            balance_event::emit(tx, new_uuid(entropy), &account, (ReferenceType::Deposit, d.id), now)?;
+            ("warning", format!(
+                "deposit {} ({} {} units on {}) left the chain after it was credited; the credit was reversed",
+                d.id, d.asset, d.amount, d.network
+            ))
+        }
+        Err(ledger::LedgerError::Refused(r)) if r.code == ErrorCode::InsufficientBalance => {
+            ("critical", format!(
+                "deposit {} ({} {} units on {}) left the chain after it was credited, and the user has \
+                 already spent it: the reversal could not be posted; adjust the balance by hand",
+                d.id, d.asset, d.amount, d.network
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    d.transition(DepositStatus::Reversed, now)
+        .map_err(invariant)?;
+    tx.update_deposit(d)?;
+    tx.raise_alert(&Alert {
+        id: new_uuid(entropy),
+        kind: "deposit_reversed".into(),
+        severity: severity.into(),
+        message,
+        reference_type: Some("deposit".into()),
+        reference_id: Some(d.id),
+        created_at: now,
+    })?;
+    Ok(())
+}

@@ -1,0 +1,128 @@
+use custody_core::admin::{Alert, AlertRepo, Control, ControlRepo};
+use custody_core::error::PortError;
+use rusqlite::{params, OptionalExtension};
+
+use super::{parse_uuid, ts};
+use crate::tx::{db_err, SqliteTx};
+
+impl AlertRepo for SqliteTx<'_> {
+    fn raise_alert(&mut self, a: &Alert) -> Result<(), PortError> {
+        self.conn
+            .execute(
+                "INSERT INTO alerts (id, kind, severity, message, reference_type, reference_id, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    a.id.to_string(),
+                    a.kind,
+                    a.severity,
+                    a.message,
+                    a.reference_type,
+                    a.reference_id.map(|r| r.to_string()),
+                    a.created_at.unix_millis(),
+                ],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError> {
+        let rows = self
+            .conn
+            .prepare_cached(
+                "SELECT id, kind, severity, message, reference_type, reference_id, created_at \
+                 FROM alerts ORDER BY created_at DESC, rowid DESC LIMIT ?1",
+            )
+            .map_err(db_err)?
+            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, i64>(6)?,
+                ))
+            })
+            .map_err(db_err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)?;
+        rows.into_iter()
+            .map(
+                |(id, kind, severity, message, reference_type, reference_id, at)| {
+                    Ok(Alert {
+                        id: parse_uuid(&id)?,
+                        kind,
+                        severity,
+                        message,
+                        reference_type,
+                        reference_id: reference_id.as_deref().map(parse_uuid).transpose()?,
+                        created_at: ts(at),
+                    })
+                },
+            )
+            .collect()
+    }
+
+    fn open_alert_count(&mut self) -> Result<u64, PortError> {
+        let n: i64 = self
+            .conn
+            .query_row(
+                "SELECT COUNT(*) FROM alerts WHERE resolved_at IS NULL",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+impl ControlRepo for SqliteTx<'_> {
+    fn control(&mut self, key: &str) -> Result<Option<Control>, PortError> {
+        self.conn
+            .prepare_cached(
+                "SELECT control_key, enabled, reason, updated_by, updated_at FROM controls WHERE control_key = ?1",
+            )
+            .map_err(db_err)?
+            .query_row([key], |r| {
+                Ok(Control {
+                    control_key: r.get(0)?,
+                    enabled: r.get(1)?,
+                    reason: r.get(2)?,
+                    updated_by: r.get(3)?,
+                    updated_at: ts(r.get(4)?),
+                })
+            })
+            .optional()
+            .map_err(db_err)
+    }
+
+    fn put_control(&mut self, c: &Control) -> Result<(), PortError> {
+        self.conn
+            .execute(
+                "INSERT INTO controls (control_key, enabled, reason, updated_by, updated_at) VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (control_key) DO UPDATE SET enabled = ?2, reason = ?3, updated_by = ?4, updated_at = ?5",
+                params![c.control_key, c.enabled, c.reason, c.updated_by, c.updated_at.unix_millis()],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn list_controls(&mut self) -> Result<Vec<Control>, PortError> {
+        self.conn
+            .prepare("SELECT control_key, enabled, reason, updated_by, updated_at FROM controls ORDER BY control_key")
+            .map_err(db_err)?
+            .query_map([], |r| {
+                Ok(Control {
+                    control_key: r.get(0)?,
+                    enabled: r.get(1)?,
+                    reason: r.get(2)?,
+                    updated_by: r.get(3)?,
+                    updated_at: ts(r.get(4)?),
+                })
+            })
+            .map_err(db_err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)
+    }
+}

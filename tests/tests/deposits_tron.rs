@@ -1,0 +1,136 @@
+//! The same deposit pipeline on TRON: `custody serve` scanning a TRON HTTP API test server
+//! that answers in the real node's JSON format.
+
+use custody_e2e::tron_api::{BlockSpec, TronApi, TxSpec};
+use custody_e2e::{Cred, Custody};
+
+const USDT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
+const UNLISTED: &str = "TXLAQ63Xg1NAzckPwKHvzw7CSEmLMEqcdj";
+const SENDER: &str = "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy";
+
+fn setup() -> (TronApi, Custody, Cred) {
+    let api = TronApi::start();
+    api.append_empty(3);
+    let custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_TRON_API_URLS", api.url())],
+    );
+    custody.edit_config(
+        "poll_interval_ms = 3000",
+        &format!(
+            "poll_interval_ms = 100\nstart_block = {}",
+            api.head().number
+        ),
+    );
+    let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    (api, custody, cred)
+}
+
+#[test]
+fn trx_and_usdt_are_credited_after_nineteen_confirmations_and_failures_never() {
+    let (api, mut custody, cred) = setup();
+    custody.start();
+    let client = custody.client(&cred);
+    let alice = client.wallet("alice", "TRON");
+    let bob = client.wallet("bob", "TRON");
+    let (a, b) = (
+        alice["address"].as_str().unwrap(),
+        bob["address"].as_str().unwrap(),
+    );
+    let trx = TxSpec::trx(SENDER, a, 5_000_000);
+    let usdt = TxSpec::trc20(USDT, SENDER, b, 7_250_000);
+    api.append(
+        BlockSpec::new()
+            .tx(trx.clone())
+            .tx(usdt.clone())
+            .tx(TxSpec::trc20(USDT, SENDER, a, 1_000).with_result("REVERT"))
+            .tx(TxSpec::trc20(USDT, SENDER, a, 2_000).with_result("OUT_OF_ENERGY"))
+            .tx(TxSpec::trc20(UNLISTED, SENDER, a, 3_000))
+            .tx(TxSpec::trx(SENDER, a, 4_000).with_result("REVERT")),
+    );
+    let seen = custody.wait_for(30, "two deposits", || {
+        let d = client.deposits("");
+        (d.len() == 2).then_some(d)
+    });
+    let d_trx = seen.iter().find(|d| d["asset"] == "TRX").unwrap();
+    assert_eq!(d_trx["tx_hash"], trx.txid.as_str());
+    assert_eq!(d_trx["amount_units"], "5000000");
+    assert_eq!(d_trx["address"], a);
+    assert_eq!(d_trx["required_confirmations"], 19);
+    let d_usdt = seen.iter().find(|d| d["asset"] == "USDT").unwrap();
+    assert_eq!(d_usdt["tx_hash"], usdt.txid.as_str());
+    assert_eq!(d_usdt["amount_units"], "7250000");
+    assert_eq!(d_usdt["external_user_id"], "bob");
+
+    api.append_empty(17);
+    custody.wait_for(30, "18 confirmations", || {
+        client
+            .deposits("")
+            .iter()
+            .all(|d| d["confirmations"] == 18)
+            .then_some(())
+    });
+    assert_eq!(client.available(&alice, "TRX"), 0, "18 is not enough");
+    api.append_empty(1);
+    custody.wait_for(30, "credited", || {
+        client
+            .deposits("?status=credited")
+            .len()
+            .eq(&2)
+            .then_some(())
+    });
+    assert_eq!(client.available(&alice, "TRX"), 5_000_000);
+    assert_eq!(client.available(&bob, "USDT"), 7_250_000);
+    assert_eq!(
+        client.available(&alice, "USDT"),
+        0,
+        "REVERT, OUT_OF_ENERGY and unlisted tokens never count"
+    );
+}
+
+#[test]
+fn a_replaced_block_orphans_its_deposit_and_a_restart_resumes_without_loss() {
+    let (api, mut custody, cred) = setup();
+    custody.start();
+    let client = custody.client(&cred);
+    let carol = client.wallet("carol", "TRON");
+    let c = carol["address"].as_str().unwrap().to_owned();
+
+    let block = api.append(BlockSpec::new().trx(SENDER, &c, 1_111));
+    custody.wait_for(30, "detected", || client.deposits("").into_iter().next());
+    api.replace(block.number, BlockSpec::new());
+    let orphan = custody.wait_for(30, "orphaned", || {
+        client.deposits("?status=orphaned").into_iter().next()
+    });
+    let steps: Vec<_> = orphan["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(steps.first().map(String::as_str), Some("detected"));
+    assert_eq!(steps.last().map(String::as_str), Some("orphaned"));
+    assert!(orphan["block_number"].is_null());
+
+    // Kill the server, let the chain move on with more deposits, restart.
+    custody.kill9();
+    for i in 1..=5 {
+        api.append(BlockSpec::new().trx(SENDER, &c, i * 100));
+    }
+    api.append_empty(20);
+    custody.start();
+    let client = custody.client(&cred);
+    custody.wait_for(60, "five credited", || {
+        client
+            .deposits("?status=credited")
+            .len()
+            .eq(&5)
+            .then_some(())
+    });
+    assert_eq!(
+        client.available(&carol, "TRX"),
+        1_500,
+        "each once; the orphan never"
+    );
+    assert_eq!(client.deposits("").len(), 6);
+}
