@@ -192,7 +192,7 @@ impl BscChain {
             .map(|n| n.tx_hash.as_str())
             .chain(tokens.iter().map(|t| t.tx_hash.as_str()))
             .collect();
-        let mut statuses: HashMap<String, bool> = HashMap::new();
+        let mut statuses: HashMap<String, (bool, Option<u64>)> = HashMap::new();
         if use_block_receipts {
             match std::mem::replace(&mut answers[receipts_from], Ok(Value::Null)) {
                 Ok(Value::Null) => {
@@ -203,8 +203,8 @@ impl BscChain {
                         .as_array()
                         .ok_or_else(|| malformed("eth_getBlockReceipts: not a list"))?;
                     for r in list {
-                        let (hash, ok) = receipt_status(r, &header.hash)?;
-                        statuses.insert(hash, ok);
+                        let (hash, ok, first_log) = receipt_status(r, &header.hash)?;
+                        statuses.insert(hash, (ok, first_log));
                     }
                 }
                 Err(e) if e.is_method_not_found() => {
@@ -227,8 +227,8 @@ impl BscChain {
                         n.tx_hash
                     )));
                 }
-                let (hash, ok) = receipt_status(&r, &header.hash)?;
-                statuses.insert(hash, ok);
+                let (hash, ok, first_log) = receipt_status(&r, &header.hash)?;
+                statuses.insert(hash, (ok, first_log));
             }
         }
         let missing: Vec<&str> = needed
@@ -240,7 +240,7 @@ impl BscChain {
             statuses.extend(self.receipts(&missing, &header.hash).await?);
         }
 
-        let status = |hash: &str| -> Result<bool, PortError> {
+        let status = |hash: &str| -> Result<(bool, Option<u64>), PortError> {
             statuses
                 .get(hash)
                 .copied()
@@ -249,7 +249,7 @@ impl BscChain {
         let mut ordered: Vec<((u64, Option<u32>), ObservedTransfer)> =
             Vec::with_capacity(natives.len() + tokens.len());
         for n in natives {
-            let succeeded = status(&n.tx_hash)?;
+            let (succeeded, _) = status(&n.tx_hash)?;
             ordered.push((
                 (n.tx_index, None),
                 ObservedTransfer {
@@ -264,12 +264,23 @@ impl BscChain {
             ));
         }
         for t in tokens {
-            let succeeded = status(&t.tx_hash)?;
+            let (succeeded, first_log) = status(&t.tx_hash)?;
+            // Reported as the log's position in its transaction, not in the block: a transfer
+            // re-mined in another block after a reorganization keeps its identity.
+            let position = first_log
+                .and_then(|first| u64::from(t.log_index).checked_sub(first))
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or_else(|| {
+                    changed_under_scan(format!(
+                        "log {} of 0x{} is not among its receipt's logs",
+                        t.log_index, t.tx_hash
+                    ))
+                })?;
             ordered.push((
                 (t.tx_index, Some(t.log_index)),
                 ObservedTransfer {
                     tx_hash: t.tx_hash,
-                    log_index: Some(t.log_index),
+                    log_index: Some(position),
                     asset_code: t.asset_code,
                     from: t.from.to_string(),
                     to: t.to.to_string(),
@@ -295,7 +306,7 @@ impl BscChain {
         &self,
         hashes: &[&str],
         block_hash: &str,
-    ) -> Result<HashMap<String, bool>, PortError> {
+    ) -> Result<HashMap<String, (bool, Option<u64>)>, PortError> {
         let calls: Vec<(&str, Value)> = hashes
             .iter()
             .map(|h| ("eth_getTransactionReceipt", json!([format!("0x{h}")])))
@@ -307,8 +318,8 @@ impl BscChain {
             if r.is_null() {
                 return Err(changed_under_scan(format!("no receipt for 0x{h}")));
             }
-            let (hash, ok) = receipt_status(&r, block_hash)?;
-            out.insert(hash, ok);
+            let (hash, ok, first_log) = receipt_status(&r, block_hash)?;
+            out.insert(hash, (ok, first_log));
         }
         Ok(out)
     }
@@ -462,7 +473,11 @@ fn native_candidate(tx: &Value) -> Result<Option<NativeCandidate>, PortError> {
 }
 
 /// (transaction hash, succeeded) of a receipt, checked to belong to block `block_hash`.
-fn receipt_status(receipt: &Value, block_hash: &str) -> Result<(String, bool), PortError> {
+/// What a receipt tells the scan: the transaction hash, whether it succeeded, and the block-wide
+/// index of its first log (to turn a log's block index into its position in the transaction).
+type ReceiptFacts = (String, bool, Option<u64>);
+
+fn receipt_status(receipt: &Value, block_hash: &str) -> Result<ReceiptFacts, PortError> {
     let hash = codec::hash(field(receipt, "transactionHash", "receipt")?).map_err(malformed)?;
     let in_block = codec::hash(field(receipt, "blockHash", "receipt")?).map_err(malformed)?;
     if in_block != block_hash {
@@ -471,9 +486,19 @@ fn receipt_status(receipt: &Value, block_hash: &str) -> Result<(String, bool), P
         )));
     }
     let status = codec::quantity_u64(field(receipt, "status", "receipt")?).map_err(malformed)?;
+    let first_log = match receipt
+        .get("logs")
+        .and_then(Value::as_array)
+        .and_then(|l| l.first())
+    {
+        Some(log) => {
+            Some(codec::quantity_u64(field(log, "logIndex", "receipt log")?).map_err(malformed)?)
+        }
+        None => None,
+    };
     match status {
-        0 => Ok((hash, false)),
-        1 => Ok((hash, true)),
+        0 => Ok((hash, false, first_log)),
+        1 => Ok((hash, true, first_log)),
         other => Err(malformed(format!("receipt status {other}"))),
     }
 }

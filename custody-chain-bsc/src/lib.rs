@@ -22,7 +22,9 @@
 //!   `log_index: None`, whatever its outcome: `succeeded` is the receipt status.
 //! - **BEP20**: each `Transfer(address,address,uint256)` log (topic 0 `0xddf252ad…`) emitted by
 //!   a contract of the catalog, read with `eth_getLogs` filtered by the block hash and the
-//!   catalog contracts, with `log_index` and the receipt status of its transaction. Logs of
+//!   catalog contracts, with the receipt status of its transaction and, as `log_index`, the
+//!   log's position among its transaction's logs (not the block-wide `logIndex`: a transfer
+//!   re-mined in another block after a reorganization keeps its identity). Logs of
 //!   any other contract are never returned. (A reverted transaction keeps no logs, so token
 //!   transfers are in practice always `succeeded: true`; the status is read all the same.)
 //!

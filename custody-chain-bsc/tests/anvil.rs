@@ -81,10 +81,21 @@ fn funded_token(anvil: &Anvil, symbol: &str) -> String {
     token
 }
 
+/// Position of the (first) `Transfer` log in its transaction's receipt: what the adapter
+/// reports as `log_index`, so a transfer re-mined in another block keeps its identity.
 fn log_index(anvil: &Anvil, tx: &str) -> u32 {
     let receipt = anvil.mined(tx);
-    let index = &receipt["logs"][0]["logIndex"];
-    u32::try_from(custody_e2e::anvil::hex_u64(index)).unwrap()
+    let logs = receipt["logs"].as_array().unwrap();
+    let position = logs
+        .iter()
+        .position(|l| {
+            l["topics"][0]
+                .as_str()
+                .unwrap()
+                .ends_with("ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef")
+        })
+        .expect("a Transfer log");
+    u32::try_from(position).unwrap()
 }
 
 fn tx_index(anvil: &Anvil, tx: &str) -> u64 {

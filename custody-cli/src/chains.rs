@@ -130,6 +130,7 @@ pub fn start_scanners(
                 blocks_per_tick_max: 100,
                 start_block: c.start_block,
                 status: Arc::clone(&chains.status[&network]),
+                halted: std::sync::atomic::AtomicBool::new(false),
             };
             tokio::spawn(scanner.run(stopped.clone()))
         })

@@ -6,6 +6,7 @@
 //! then apply the following blocks one by one, each in its own store transaction together with
 //! the cursor move, so a crash resumes exactly after the last applied block.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,6 +34,9 @@ pub struct Scanner {
     /// Where to start when there is no cursor yet; `None` = the node's head then.
     pub start_block: Option<u64>,
     pub status: Arc<Mutex<ScanStatus>>,
+    /// Set once a reorganization deeper than `blocks_kept` was found: scanning stops until an
+    /// operator restarts the service, and the alert is raised once.
+    pub halted: AtomicBool,
 }
 
 /// How a tick ended.
@@ -97,6 +101,13 @@ impl Scanner {
 
     async fn tick(&self) -> CoreResult<Tick> {
         let network = self.settings.network;
+        if self.halted.load(Ordering::Relaxed) {
+            return Err(PortError::permanent(
+                "scanner",
+                "stopped after a reorganization deeper than the blocks kept; see the alerts",
+            )
+            .into());
+        }
         let head = self.chain.head_number().await?;
         let cursor = read(self.store.as_ref(), move |tx| Ok(tx.chain_cursor(network)?)).await?;
         let (mut number, mut hash) = match cursor {
@@ -113,21 +124,29 @@ impl Scanner {
         };
         self.note_progress(head, Some(number));
 
-        // Is our newest block still the node's?
-        let node_hash = self.chain.header(number).await?.map(|h| h.hash);
-        if node_hash.as_deref() != Some(hash.as_str()) {
-            let ancestor = self.common_ancestor(number).await?;
-            let (entropy, settings, now) = (
-                Arc::clone(&self.entropy),
-                self.settings.clone(),
-                self.clock.now(),
-            );
-            let moved = write(self.store.as_ref(), move |tx| {
-                deposit::rewind(tx, entropy.as_ref(), &settings, ancestor, now)
-            })
-            .await?;
-            tracing::warn!(%network, from = number, to = ancestor, deposits = moved, "reorganization: rewound");
-            return Ok(Tick::Behind);
+        if head < number {
+            // A node behind us (a lagging failover endpoint) is not a reorganization: wait.
+            return Ok(Tick::UpToDate);
+        }
+        // Is our newest block still the node's? Only a different hash says the chain changed;
+        // a node that does not have the block (yet) decides nothing.
+        match self.chain.header(number).await? {
+            None => return Ok(Tick::UpToDate),
+            Some(h) if h.hash == hash => {}
+            Some(_) => {
+                let ancestor = self.common_ancestor(number).await?;
+                let (entropy, settings, now) = (
+                    Arc::clone(&self.entropy),
+                    self.settings.clone(),
+                    self.clock.now(),
+                );
+                let moved = write(self.store.as_ref(), move |tx| {
+                    deposit::rewind(tx, entropy.as_ref(), &settings, ancestor, now)
+                })
+                .await?;
+                tracing::warn!(%network, from = number, to = ancestor, deposits = moved, "reorganization: rewound");
+                return Ok(Tick::Behind);
+            }
         }
 
         let last = head.min(number.saturating_add(self.blocks_per_tick_max));
@@ -213,6 +232,7 @@ impl Scanner {
             }
         }
         // Deeper than what we keep: stop and ask for a human rather than guess.
+        self.halted.store(true, Ordering::Relaxed);
         let (id, now) = (new_uuid(self.entropy.as_ref()), self.clock.now());
         let message = format!(
             "{network}: reorganization deeper than the {} blocks kept below block {from}; scanning is stopped",
@@ -232,5 +252,182 @@ impl Scanner {
         })
         .await?;
         Err(PortError::permanent("scanner", message).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use async_trait::async_trait;
+    use custody_core::asset::Asset;
+    use custody_core::deposit::{DepositFilter, DepositStatus};
+    use custody_core::keys::{HdSigner, Mnemonic};
+    use custody_core::ports::chain::{BlockHeader, ObservedTransfer, OnchainBalance, ScannedBlock};
+    use custody_core::vault::SealingKey;
+    use custody_core::{Amount, Network, Timestamp};
+    use custody_http::system::{OsEntropy, SystemClock};
+    use custody_store_sqlite::{SqliteStore, StoreOptions};
+
+    use super::*;
+
+    /// A node whose blocks and visible head the test scripts.
+    struct ScriptedNode {
+        blocks: Mutex<Vec<ScannedBlock>>,
+        visible: AtomicU64,
+    }
+
+    impl ScriptedNode {
+        fn get(&self, n: u64) -> Option<ScannedBlock> {
+            if n > self.visible.load(Ordering::SeqCst) {
+                return None;
+            }
+            self.blocks
+                .lock()
+                .unwrap()
+                .get(usize::try_from(n).ok()?)
+                .cloned()
+        }
+    }
+
+    #[async_trait]
+    impl ChainSource for ScriptedNode {
+        fn network(&self) -> Network {
+            Network::Bsc
+        }
+        async fn head_number(&self) -> Result<u64, PortError> {
+            Ok(self.visible.load(Ordering::SeqCst))
+        }
+        async fn header(&self, n: u64) -> Result<Option<BlockHeader>, PortError> {
+            Ok(self.get(n).map(|b| b.header))
+        }
+        async fn scan_block(&self, n: u64) -> Result<Option<ScannedBlock>, PortError> {
+            Ok(self.get(n))
+        }
+        async fn balance(&self, _: &str, _: &Asset) -> Result<OnchainBalance, PortError> {
+            Err(PortError::permanent("test", "no balances here"))
+        }
+    }
+
+    fn chain(
+        len: u64,
+        fork: u8,
+        from: u64,
+        deposit_to: &str,
+        deposit_at: u64,
+    ) -> Vec<ScannedBlock> {
+        let hash = |n: u64, f: u8| format!("{f:02x}{n:062x}");
+        (0..len)
+            .map(|n| {
+                let f = if n >= from { fork } else { 0 };
+                let pf = if n > from { fork } else { 0 };
+                ScannedBlock {
+                    header: BlockHeader {
+                        number: n,
+                        hash: hash(n, f),
+                        parent_hash: hash(n.saturating_sub(1), pf),
+                        timestamp_ms: 0,
+                    },
+                    transfers: if n == deposit_at {
+                        vec![ObservedTransfer {
+                            tx_hash: "aa".into(),
+                            log_index: None,
+                            asset_code: "BNB".into(),
+                            from: "0x0000000000000000000000000000000000000001".into(),
+                            to: deposit_to.into(),
+                            amount: Amount::from_units(9),
+                            succeeded: true,
+                        }]
+                    } else {
+                        Vec::new()
+                    },
+                }
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_node_behind_is_not_a_reorganization_but_a_fork_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(
+                &dir.path().join("db"),
+                SealingKey::from_bytes([1; 32]),
+                Arc::new(OsEntropy),
+                StoreOptions::default(),
+            )
+            .unwrap(),
+        );
+        let phrase = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
+        let signer = HdSigner::from_seed(&Mnemonic::parse(phrase).unwrap().to_seed()).unwrap();
+        let ids = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
+        let now = Timestamp::from_unix_millis(1_800_000_000_000);
+        let wallet = write(store.as_ref(), move |tx| {
+            custody_core::wallet::create_wallet(tx, &signer, ids, "t", "u", Network::Bsc, now)
+        })
+        .await
+        .unwrap()
+        .wallet;
+        let watch = Arc::new(WatchSet::new());
+        watch.extend(Network::Bsc, [wallet.address.clone()]);
+        let node = Arc::new(ScriptedNode {
+            blocks: Mutex::new(chain(25, 0, 0, &wallet.address, 5)),
+            visible: AtomicU64::new(24),
+        });
+        let scanner = Scanner {
+            chain: Arc::clone(&node) as Arc<dyn ChainSource>,
+            store: Arc::clone(&store),
+            clock: Arc::new(SystemClock),
+            entropy: Arc::new(OsEntropy),
+            catalog: Arc::new(AssetCatalog::mainnet()),
+            watch,
+            settings: PipelineSettings {
+                network: Network::Bsc,
+                required_confirmations: 3,
+                blocks_kept: 100,
+            },
+            poll_interval: Duration::from_millis(1),
+            blocks_per_tick_max: 100,
+            start_block: Some(0),
+            status: Arc::default(),
+            halted: AtomicBool::new(false),
+        };
+        let status = |store: Arc<dyn Store>| async move {
+            read(store.as_ref(), |tx| {
+                Ok(tx.list_deposits("t", &DepositFilter::default(), 10)?)
+            })
+            .await
+            .unwrap()[0]
+                .status
+        };
+        for _ in 0..3 {
+            scanner.tick().await.unwrap();
+        }
+        assert_eq!(status(Arc::clone(&store)).await, DepositStatus::Credited);
+
+        // A failover endpoint 14 blocks behind: nothing is undone.
+        node.visible.store(10, Ordering::SeqCst);
+        for _ in 0..3 {
+            assert!(matches!(scanner.tick().await.unwrap(), Tick::UpToDate));
+        }
+        assert_eq!(status(Arc::clone(&store)).await, DepositStatus::Credited);
+        let alerts = read(store.as_ref(), |tx| Ok(tx.list_alerts(10)?))
+            .await
+            .unwrap();
+        assert!(alerts.is_empty(), "{alerts:?}");
+
+        // A real fork from block 3 on, without the deposit: reversed.
+        *node.blocks.lock().unwrap() = chain(26, 1, 3, &wallet.address, 99);
+        node.visible.store(25, Ordering::SeqCst);
+        for _ in 0..3 {
+            scanner.tick().await.unwrap();
+        }
+        assert_eq!(status(Arc::clone(&store)).await, DepositStatus::Reversed);
+        let cursor = read(store.as_ref(), |tx| Ok(tx.chain_cursor(Network::Bsc)?))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(cursor.number, 25);
+        assert!(cursor.hash.starts_with("01"), "on the new chain");
     }
 }

@@ -41,7 +41,8 @@ pub fn status_for(refusal: &Refusal, insufficient_balance_status: u16) -> u16 {
 }
 
 /// Turns any core error into a refusal safe to show. Port and invariant failures are logged
-/// by the caller with their detail and become a bare `INTERNAL_ERROR` (or 503 when transient).
+/// by the caller with their detail and become a bare `INTERNAL_ERROR`; a transient store
+/// failure says the request may be retried.
 pub fn sanitize(err: &CoreError) -> Refusal {
     match err {
         CoreError::Refused(r) => r.clone(),

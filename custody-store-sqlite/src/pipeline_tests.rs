@@ -298,3 +298,111 @@ async fn the_crediting_kill_switch_holds_deposits_at_confirmed() {
     assert_eq!(chain.only_deposit().await.status, DepositStatus::Credited);
     assert_eq!(chain.available().await, Amount::from_units(1));
 }
+
+#[tokio::test]
+async fn a_reversed_deposit_re_mined_is_credited_again_once() {
+    let (chain, _dir) = Chain::new().await;
+    let addr = chain.wallet.address.clone();
+    for n in 10..=12 {
+        let t = if n == 10 {
+            vec![usdt_to(&addr, 40, "ee")]
+        } else {
+            vec![]
+        };
+        chain.apply(block(n, 0, 0, t)).await;
+    }
+    chain.rewind(9).await;
+    assert_eq!(chain.only_deposit().await.status, DepositStatus::Reversed);
+    assert_eq!(chain.available().await, Amount::ZERO);
+    // The new chain mines the same transfer two blocks later.
+    chain.apply(block(10, 1, 0, vec![])).await;
+    chain.apply(block(11, 1, 1, vec![])).await;
+    chain
+        .apply(block(12, 1, 1, vec![usdt_to(&addr, 40, "ee")]))
+        .await;
+    assert_eq!(chain.only_deposit().await.status, DepositStatus::Detected);
+    chain.apply(block(13, 1, 1, vec![])).await;
+    chain.apply(block(14, 1, 1, vec![])).await;
+    assert_eq!(chain.only_deposit().await.status, DepositStatus::Credited);
+    assert_eq!(
+        chain.available().await,
+        Amount::from_units(40),
+        "credited again, once"
+    );
+    for n in 15..18 {
+        chain.apply(block(n, 1, 1, vec![])).await;
+    }
+    assert_eq!(chain.available().await, Amount::from_units(40));
+    let report = read(&chain.store, |tx| Ok(ledger::reconcile(tx)?))
+        .await
+        .unwrap();
+    assert!(report.balanced, "{:?}", report.discrepancies);
+}
+
+#[tokio::test]
+async fn a_held_deposit_is_credited_only_at_full_depth_after_a_rewind() {
+    let (chain, _dir) = Chain::new().await;
+    let addr = chain.wallet.address.clone();
+    let switch = |enabled: bool| Control {
+        control_key: "kill_switch.deposit_crediting".into(),
+        enabled,
+        reason: "test".into(),
+        updated_by: "test".into(),
+        updated_at: NOW,
+    };
+    let on = switch(true);
+    write(&chain.store, move |tx| Ok(tx.put_control(&on)?))
+        .await
+        .unwrap();
+    for n in 10..=13 {
+        let t = if n == 10 {
+            vec![usdt_to(&addr, 8, "ff")]
+        } else {
+            vec![]
+        };
+        chain.apply(block(n, 0, 0, t)).await;
+    }
+    assert_eq!(chain.only_deposit().await.status, DepositStatus::Confirmed);
+    // Blocks 12 and 13 are replaced; the deposit's block 10 stays, at depth 2 (tip 11).
+    chain.rewind(11).await;
+    let off = switch(false);
+    write(&chain.store, move |tx| Ok(tx.put_control(&off)?))
+        .await
+        .unwrap();
+    let (e, s) = (Arc::clone(&chain.entropy), chain.settings.clone());
+    write(&chain.store, move |tx| {
+        deposit::advance(tx, e.as_ref(), &s, 11, NOW)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        chain.available().await,
+        Amount::ZERO,
+        "depth 2 of 3: not yet"
+    );
+    chain.apply(block(12, 1, 0, vec![])).await;
+    assert_eq!(chain.only_deposit().await.status, DepositStatus::Credited);
+    assert_eq!(chain.available().await, Amount::from_units(8));
+}
+
+#[tokio::test]
+async fn a_revived_transfer_with_other_content_is_refused_with_an_alert() {
+    let (chain, _dir) = Chain::new().await;
+    let addr = chain.wallet.address.clone();
+    chain
+        .apply(block(10, 0, 0, vec![usdt_to(&addr, 5, "ab")]))
+        .await;
+    chain.rewind(9).await;
+    chain
+        .apply(block(10, 1, 0, vec![usdt_to(&addr, 6, "ab")]))
+        .await;
+    let d = chain.only_deposit().await;
+    assert_eq!(
+        (d.status, d.amount),
+        (DepositStatus::Orphaned, Amount::from_units(5))
+    );
+    let alerts = read(&chain.store, |tx| Ok(tx.list_alerts(10)?))
+        .await
+        .unwrap();
+    assert_eq!(alerts[0].kind, "deposit_identity_mismatch");
+}

@@ -50,10 +50,25 @@ fn run_batch(conn: &mut Connection, ctx: &TxContext, batch: &mut Vec<Job>) {
         return;
     }
     let mut answers = Vec::with_capacity(batch.len());
-    for job in batch.drain(..) {
+    let mut jobs = batch.drain(..);
+    for job in jobs.by_ref() {
         let result = run_job(conn, ctx, job.work);
         answers.push((job.reply, result));
+        if conn.is_autocommit() {
+            // SQLite rolled the whole transaction back on its own (I/O error, disk full):
+            // nothing of this batch happened, and what follows must not run outside it.
+            tracing::error!("the store transaction was aborted by SQLite; the batch is refused");
+            let err = PortError::transient("store", "the transaction was aborted; retry");
+            for (reply, _) in answers.drain(..) {
+                let _ = reply.send(Err(CoreError::Port(err.clone())));
+            }
+            for job in jobs {
+                let _ = job.reply.send(Err(CoreError::Port(err.clone())));
+            }
+            return;
+        }
     }
+    drop(jobs);
     match conn.execute_batch("COMMIT") {
         Ok(()) => {
             for (reply, result) in answers {

@@ -68,6 +68,7 @@ impl DepositStatus {
                 | (Detected | Confirming | Confirmed, Orphaned)
                 | (Orphaned, Detected)
                 | (Credited, Reversed)
+                | (Reversed, Detected)
         )
     }
 }
@@ -118,7 +119,8 @@ pub struct Deposit {
     pub required_confirmations: u32,
     pub status: DepositStatus,
     pub history: Vec<HistoryStep>,
-    /// The ledger transaction that credited it.
+    /// The ledger transaction that credited it; cleared when a reorganization's reversal is
+    /// posted, kept when the reversal could not be (the user had spent the funds).
     pub credit_tx_id: Option<Uuid>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,

@@ -84,8 +84,31 @@ pub fn apply_block(
             continue;
         };
         match tx.deposit_by_identity(network, &t.tx_hash, t.log_index)? {
-            Some(mut d) if d.status == DepositStatus::Orphaned => {
-                // The same transfer, mined again in the new chain.
+            Some(mut d)
+                if matches!(d.status, DepositStatus::Orphaned | DepositStatus::Reversed) =>
+            {
+                // The same transfer, mined again in the new chain. Its identity (tx hash and
+                // position in the transaction) fixes its content; a mismatch means a bug or a
+                // lying node, never a reason to credit.
+                if d.address != t.to
+                    || d.asset != t.asset_code
+                    || d.amount != t.amount
+                    || d.from_address != t.from
+                {
+                    tx.raise_alert(&Alert {
+                        id: new_uuid(entropy),
+                        kind: "deposit_identity_mismatch".into(),
+                        severity: "critical".into(),
+                        message: format!(
+                            "{network} transfer 0x{}#{:?} reappeared with other content than deposit {}; not applied",
+                            t.tx_hash, t.log_index, d.id
+                        ),
+                        reference_type: Some("deposit".into()),
+                        reference_id: Some(d.id),
+                        created_at: now,
+                    })?;
+                    continue;
+                }
                 d.block_number = Some(header.number);
                 d.block_hash = Some(header.hash.clone());
                 d.confirmations = 1;
@@ -175,8 +198,21 @@ pub fn advance(
                 .map_err(invariant)?;
             changed = true;
         }
-        if d.status == DepositStatus::Confirmed && !crediting_off {
-            credit(tx, entropy, &mut d, now)?;
+        // Full depth is re-checked: a deposit held at `confirmed` by the kill switch may have
+        // lost depth to a reorganization since.
+        if d.status == DepositStatus::Confirmed
+            && !crediting_off
+            && confirmations >= d.required_confirmations
+        {
+            if d.credit_tx_id.is_some() {
+                // Re-mined after a reversal that could not be posted: the user still holds
+                // the first credit, so the deposit is credited again without a new entry.
+                d.transition(DepositStatus::Credited, now)
+                    .map_err(invariant)?;
+                emit(tx, entropy, &d, EventType::DepositCredited, now)?;
+            } else {
+                credit(tx, entropy, &mut d, now)?;
+            }
             outcome.credited += 1;
             changed = true;
         }
@@ -277,6 +313,7 @@ fn reverse(
     let account = user_account(d);
     let (severity, message) = match ledger::reverse_deposit(tx, &meta, &account, d.amount) {
         Ok(_) => {
+            d.credit_tx_id = None;
             balance_event::emit(tx, new_uuid(entropy), &account, (ReferenceType::Deposit, d.id), now)?;
             ("warning", format!(
                 "deposit {} ({} {} units on {}) left the chain after it was credited; the credit was reversed",

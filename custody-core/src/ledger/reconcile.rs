@@ -244,8 +244,12 @@ impl Check {
         }
         messages.extend(conservation(stored));
         for (deposit, (credits, reversals)) in &self.deposits {
-            if *credits > 1 {
-                messages.push(format!("deposit {deposit} is credited {credits} times"));
+            // A deposit may be credited, reversed by a reorganization and credited again when
+            // re-mined: at most one credit may be outstanding.
+            if *credits > reversals + 1 {
+                messages.push(format!(
+                    "deposit {deposit} is credited {credits} times and reversed {reversals}"
+                ));
             }
             if reversals > credits {
                 messages.push(format!(
