@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use custody_e2e::anvil::{value_tx, Anvil};
+use custody_e2e::receiver::{set_config, Answer, Receiver};
 use custody_e2e::{Cred, Custody};
 use serde_json::Value;
 
@@ -57,6 +58,23 @@ fn setup(proxy: Option<&dyn Fn(u16) -> u16>) -> Option<Setup> {
 #[test]
 fn bnb_and_token_deposits_are_credited_after_fifteen_confirmations_and_nothing_else() {
     let Some(mut s) = setup(None) else { return };
+    let receiver = Receiver::start(|_, _| Answer::Status(204));
+    set_config(
+        &s.custody.data_dir(),
+        "webhooks",
+        "allow_insecure_loopback",
+        "true",
+    );
+    set_config(&s.custody.data_dir(), "webhooks", "poll_interval_ms", "50");
+    let hook = s.custody.cli_ok(&[
+        "webhooks",
+        "set",
+        "--tenant",
+        "acme",
+        "--url",
+        &receiver.url("/hook"),
+    ]);
+    let hook_secret = hook["secret"].as_str().unwrap().to_owned();
     s.custody.start();
     let client = s.custody.client(&s.cred);
     let alice = client.wallet("alice", "BSC");
@@ -160,6 +178,52 @@ fn bnb_and_token_deposits_are_credited_after_fifteen_confirmations_and_nothing_e
         .json();
     assert_eq!(history["data"][0]["kind"], "deposit_credit");
     assert_eq!(history["data"][0]["reference_id"], d["id"]);
+
+    // The partner was told at every step, with the deposit as its GET shows it.
+    let events = receiver.wait_until(std::time::Duration::from_secs(30), "deposit events", |r| {
+        r.iter()
+            .filter(|e| e.json()["event_type"] == "deposit.credited")
+            .count()
+            == 2
+    });
+    assert!(
+        events.iter().all(|e| e.verifies_with(&hook_secret)),
+        "every delivery is signed"
+    );
+    for kind in ["deposit.detected", "deposit.confirmed", "deposit.credited"] {
+        let of_bnb: Vec<_> = events
+            .iter()
+            .map(|e| e.json())
+            .filter(|e| e["event_type"] == kind && e["data"]["id"] == bnb["id"])
+            .collect();
+        assert_eq!(of_bnb.len(), 1, "one {kind} for the BNB deposit");
+        assert_eq!(of_bnb[0]["data"]["amount_units"], (3 * ETH / 2).to_string());
+        assert_eq!(
+            of_bnb[0]["data"]["status"],
+            kind.trim_start_matches("deposit.")
+        );
+    }
+    let credited_event = events
+        .iter()
+        .map(|e| e.json())
+        .find(|e| e["event_type"] == "deposit.credited" && e["data"]["id"] == bnb["id"])
+        .unwrap();
+    assert_eq!(
+        credited_event["data"], d,
+        "data is the resource as GET /deposits/{{id}} returns it"
+    );
+    let balance_events: Vec<_> = events
+        .iter()
+        .map(|e| e.json())
+        .filter(|e| {
+            e["event_type"] == "balance.updated" && e["data"]["external_user_id"] == "alice"
+        })
+        .collect();
+    assert_eq!(balance_events.len(), 1);
+    assert_eq!(
+        balance_events[0]["data"]["ledger"]["available_units"],
+        (3 * ETH / 2).to_string()
+    );
 
     // Filters and validation.
     assert_eq!(client.deposits("?external_user_id=bob").len(), 1);
