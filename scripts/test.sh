@@ -33,4 +33,14 @@ CUSTODY_NODE_DIR=$(./scripts/install-tronweb.sh)
 export CUSTODY_NODE_DIR
 
 echo "== tests"
-cargo test --workspace --locked
+log=$(mktemp)
+set +e
+cargo test --workspace --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# cargo ends on the last crate's doc-tests (often "0 passed"): close with the totals instead.
+passed=$(grep -E '^test result:' "$log" | awk '{s += $4} END {print s + 0}')
+failed=$(grep -E '^test result:' "$log" | awk '{s += $6} END {print s + 0}')
+rm -f "$log"
+echo "tests: $passed passed, $failed failed"
+exit "$status"
