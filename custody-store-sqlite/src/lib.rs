@@ -66,6 +66,29 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// Creates the database file readable by its owner only (SQLite gives the WAL and shared-memory
+/// files the same mode): it holds the ledger and every customer's records.
+fn create_private(path: &Path) -> Result<(), PortError> {
+    if path.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(PortError::permanent(
+            "store",
+            format!("cannot create {}: {e}", path.display()),
+        )),
+    }
+}
+
 fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_millis(busy_timeout_ms))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -83,6 +106,7 @@ impl SqliteStore {
         entropy: Arc<dyn Entropy>,
         options: StoreOptions,
     ) -> Result<Self, PortError> {
+        create_private(path)?;
         let mut conn = Connection::open(path).map_err(db_err)?;
         configure(&conn, options.busy_timeout_ms).map_err(db_err)?;
         migrations::migrate(&mut conn).map_err(|e| PortError::permanent("store", e))?;

@@ -273,3 +273,28 @@ async fn reopening_keeps_data_and_schema() {
     });
     assert!(write_on_reader.await.is_err(), "readers are read-only");
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_database_files_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 1, StoreOptions::default());
+    write(&store, |tx| {
+        Ok(tx.use_nonce(
+            Uuid::nil(),
+            "perm-nonce-000001",
+            Timestamp::from_unix_millis(1),
+        )?)
+    })
+    .await
+    .unwrap();
+    for name in ["custody.db", "custody.db-wal", "custody.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{name}");
+    }
+}
