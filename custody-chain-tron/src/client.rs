@@ -57,6 +57,9 @@ pub struct TronSettings {
     pub response_bytes_max: usize,
     /// How long an endpoint that failed is tried only after the others.
     pub cooldown_ms: u64,
+    /// Accept `http://` endpoints off loopback. Off by default: whoever sits on a plain-HTTP
+    /// path reads the API key and can invent blocks and deposits.
+    pub allow_insecure_http: bool,
 }
 
 impl TronSettings {
@@ -74,6 +77,7 @@ impl TronSettings {
             connect_timeout_ms: Self::CONNECT_TIMEOUT_MS,
             response_bytes_max: Self::RESPONSE_BYTES_MAX,
             cooldown_ms: Self::COOLDOWN_MS,
+            allow_insecure_http: false,
         }
     }
 
@@ -104,12 +108,27 @@ impl fmt::Debug for TronSettings {
 pub enum SettingsError {
     #[error("TRON endpoint {0:?} is not an http:// or https:// URL")]
     BadUrl(String),
+    #[error("TRON endpoint {0:?} is plain http off loopback; use https (or allow_insecure_http)")]
+    InsecureHttp(String),
     #[error("the TRON API key is not a valid header value")]
     BadApiKey,
     #[error("TLS setup failed: {0}")]
     Tls(String),
     #[error("{0}")]
     Catalog(String),
+}
+
+/// Whether the URL names this machine (plain http is acceptable there).
+fn is_loopback(uri: &Uri) -> bool {
+    let host = uri
+        .host()
+        .unwrap_or_default()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `scheme://host[:port]`, plus `/…` when the URL has a path: providers put access tokens in
@@ -280,6 +299,12 @@ impl TronClient {
                 .map_err(|_| SettingsError::BadUrl(redact_url(url)))?;
             if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
                 return Err(SettingsError::BadUrl(redact_url(url)));
+            }
+            if uri.scheme_str() == Some("http")
+                && !settings.allow_insecure_http
+                && !is_loopback(&uri)
+            {
+                return Err(SettingsError::InsecureHttp(redact_url(url)));
             }
             endpoints.push(Endpoint {
                 base: url.trim_end_matches('/').to_owned(),
@@ -737,6 +762,32 @@ impl TronClient {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn plain_http_is_for_loopback_unless_allowed() {
+        let remote = TronSettings::new(vec!["http://tron.example.com".into()]);
+        assert!(matches!(
+            TronClient::new(&remote),
+            Err(SettingsError::InsecureHttp(_))
+        ));
+        for local in [
+            "http://127.0.0.1:8090",
+            "http://localhost:8090",
+            "http://[::1]:8090",
+        ] {
+            assert!(
+                TronClient::new(&TronSettings::new(vec![local.into()])).is_ok(),
+                "{local}"
+            );
+        }
+        let mut allowed = remote.clone();
+        allowed.allow_insecure_http = true;
+        assert!(TronClient::new(&allowed).is_ok());
+        assert!(
+            TronClient::new(&TronSettings::new(vec!["https://api.trongrid.io".into()])).is_ok()
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -58,6 +58,7 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
     if !config.tron.urls.is_empty() {
         let mut settings = TronSettings::new(config.tron.urls.clone());
         settings.api_key = config.tron.api_key.clone();
+        settings.allow_insecure_http = config.tron.allow_insecure_http;
         let tron =
             Arc::new(TronChain::new(&settings, catalog).map_err(|e| format!("[tron]: {e}"))?);
         let probe = Arc::clone(&tron);

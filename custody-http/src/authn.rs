@@ -44,6 +44,20 @@ pub async fn authenticate(
     headers: &HeaderMap,
     parts: SignedParts<'_>,
 ) -> Result<Authenticated, AuthFailure> {
+    for name in [
+        "x-service-key",
+        "x-service-timestamp",
+        "x-service-nonce",
+        "x-service-signature",
+    ] {
+        if headers.get(name).is_some_and(|v| v.to_str().is_err()) {
+            return Err(Refusal::new(
+                ErrorCode::AuthenticationFailed,
+                format!("{name} must contain only visible ASCII characters"),
+            )
+            .into());
+        }
+    }
     let raw = AuthHeaders {
         api_key: header(headers, "x-service-key"),
         timestamp: header(headers, "x-service-timestamp"),

@@ -135,8 +135,14 @@ async fn process(
         return refused(Refusal::not_found("route"), trace_id, "unknown");
     };
     let is_admin_area = sub.starts_with("/admin/");
+    let mut admin_allow: Option<Vec<&'static str>> = None;
     let (route, params): (Option<&'static Route>, Vec<String>) = match routes::find(method, sub) {
         Match::Found { route, params } => (Some(route), params),
+        // In the admin area only admins learn which methods exist (checked after auth below).
+        Match::WrongMethod { allow } if is_admin_area => {
+            admin_allow = Some(allow);
+            (None, Vec::new())
+        }
         Match::WrongMethod { allow } => {
             let r = Refusal::new(
                 ErrorCode::MethodNotAllowed,
@@ -205,6 +211,13 @@ async fn process(
         }
     }
     let Some(route) = route else {
+        if let Some(allow) = admin_allow {
+            let r = Refusal::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{method} is not allowed here"),
+            );
+            return outcome(refusal_reply(&r, trace_id).with_header("allow", allow.join(", ")));
+        }
         return outcome(refusal_reply(&Refusal::not_found("route"), trace_id));
     };
     let query = match input::query(raw_query.as_deref(), route.query) {

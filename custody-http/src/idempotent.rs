@@ -23,6 +23,17 @@ pub async fn run<F>(
 where
     F: FnOnce(&mut dyn StoreTx, Timestamp) -> CoreResult<StoredResponse> + Send + 'static,
 {
+    if call
+        .headers
+        .get("idempotency-key")
+        .is_some_and(|v| v.to_str().is_err())
+    {
+        return Err(custody_core::error::Refusal::validation(
+            "Idempotency-Key",
+            "must contain only visible ASCII characters",
+        )
+        .into());
+    }
     let key = custody_core::auth::check_idempotency_key(
         call.headers
             .get("idempotency-key")

@@ -462,7 +462,7 @@ mod tests {
         }
         assert!(matches!(
             send("/moved").await,
-            DeliveryOutcome::Permanent {
+            DeliveryOutcome::Retry {
                 status: Some(301),
                 ..
             }

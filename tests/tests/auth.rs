@@ -161,6 +161,22 @@ fn admin_area_needs_admin_credentials() {
     assert_eq!(r.status, 200);
     let r = c.client(&admin).get("/v1/admin/not-a-resource");
     assert_eq!((r.status, r.code().as_str()), (404, "NOT_FOUND"));
+
+    // Methods too: only an admin learns that GET is the one allowed here.
+    let r = raw_request(&c.addr, "DELETE", "/v1/admin/audit", &[], b"");
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (401, "AUTHENTICATION_FAILED")
+    );
+    let del = |cred| {
+        let client = c.client(cred);
+        client.send(&client.signed("DELETE", "/v1/admin/audit", b"", None))
+    };
+    let r = del(&user);
+    assert_eq!((r.status, r.code().as_str()), (403, "FORBIDDEN"));
+    let r = del(&admin);
+    assert_eq!((r.status, r.code().as_str()), (405, "METHOD_NOT_ALLOWED"));
+    assert_eq!(r.header("allow"), Some("GET"));
 }
 
 #[test]

@@ -91,6 +91,8 @@ pub type ReadJob = Box<dyn FnOnce(&mut dyn StoreTx) -> CoreResult<Box<dyn Any + 
 ///
 /// A job MUST NOT cause side effects outside the transaction (network calls, in-memory caches
 /// that outlive it): if the commit fails, those would describe something that did not happen.
+/// The one exception is a cache that may safely hold more than the store (the scanner's watched
+/// addresses), where recording early beats missing it.
 ///
 /// `read` runs the job on a read-only snapshot; write methods called there fail.
 #[async_trait]

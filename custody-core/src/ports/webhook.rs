@@ -15,14 +15,15 @@ pub struct WebhookRequest {
 pub enum DeliveryOutcome {
     /// The endpoint answered 2xx.
     Delivered { status: u16, latency_ms: u64 },
-    /// Worth another try later: 408, 425, 429, 5xx, timeout, connection error.
+    /// Worth another try later: 408, 425, 429, 5xx, a redirect (never followed), timeout,
+    /// connection error.
     Retry {
         status: Option<u16>,
         error: String,
         retry_after_s: Option<u64>,
         latency_ms: u64,
     },
-    /// Never worth retrying: any other 4xx, a redirect, an address that is not allowed.
+    /// Never worth retrying: any other 4xx, an address that is not allowed.
     Permanent {
         status: Option<u16>,
         error: String,
@@ -33,7 +34,7 @@ pub enum DeliveryOutcome {
 /// Sends one webhook request.
 ///
 /// An implementation:
-/// - MUST NOT follow redirects (a 3xx is `Permanent`).
+/// - MUST NOT follow redirects (a 3xx is a failed attempt, `Retry`).
 /// - MUST time out (the contract says 10 s) and report a timeout as `Retry`.
 /// - MUST re-check the resolved address against the SSRF rules before connecting, because DNS
 ///   may change after registration.

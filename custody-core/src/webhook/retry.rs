@@ -111,7 +111,7 @@ pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<u64> {
 }
 
 /// Sorts a response status (decisions §9): 2xx delivered; 408, 425, 429 and 5xx worth
-/// retrying; 3xx (redirects are never followed) and every other status permanent.
+/// retrying, and so is a 3xx (redirects are never followed); every other status is permanent.
 pub fn classify_response(
     status: u16,
     retry_after: Option<&str>,
@@ -126,9 +126,12 @@ pub fn classify_response(
             retry_after_s: retry_after.and_then(|v| parse_retry_after(v, now)),
             latency_ms,
         },
-        300..=399 => DeliveryOutcome::Permanent {
+        // Not followed, and not a permanent rejection either: decisions §9 makes only 4xx
+        // (other than 408, 425, 429) permanent, so a redirect counts as a failed attempt.
+        300..=399 => DeliveryOutcome::Retry {
             status: Some(status),
             error: format!("HTTP {status}: redirects are not followed"),
+            retry_after_s: None,
             latency_ms,
         },
         _ => DeliveryOutcome::Permanent {
@@ -164,12 +167,12 @@ mod tests {
         for s in [200, 201, 202, 204, 299] {
             assert_eq!(kind(s), 'd', "{s}");
         }
-        for s in [408, 425, 429, 500, 502, 503, 504, 599] {
+        for s in [
+            301, 302, 303, 307, 308, 408, 425, 429, 500, 502, 503, 504, 599,
+        ] {
             assert_eq!(kind(s), 'r', "{s}");
         }
-        for s in [
-            100, 301, 302, 303, 307, 308, 400, 401, 403, 404, 405, 409, 410, 413, 422, 451, 600,
-        ] {
+        for s in [100, 400, 401, 403, 404, 405, 409, 410, 413, 422, 451, 600] {
             assert_eq!(kind(s), 'p', "{s}");
         }
     }

@@ -45,31 +45,26 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     wallet::check_external_user_id("external_user_id", &user)?;
 
     let signer = std::sync::Arc::clone(&state.signer);
+    let watch = std::sync::Arc::clone(&state.watch);
     let ids = [
         new_uuid(state.entropy.as_ref()),
         new_uuid(state.entropy.as_ref()),
     ];
     let tenant = call.credential().tenant.clone();
-    let reply = idempotent::run(state, call, 409, move |tx, now| {
+    idempotent::run(state, call, 409, move |tx, now| {
         let created =
             wallet::create_wallet(tx, signer.as_ref(), ids, &tenant, &user, network, now)?;
+        // Watched from inside the command, not after it: a client that disconnects once the
+        // commit is done must not leave an address unwatched, its deposits skipped for good.
+        // Watching before the commit is harmless: a transfer to an address without a
+        // committed wallet finds no wallet and is not a deposit.
+        watch.extend(network, [created.wallet.address.clone()]);
         Ok(StoredResponse {
             status: 201,
             body: serde_json::to_vec(&created.wallet.view()).expect("a wallet serializes"),
         })
     })
-    .await?;
-    // Watched once committed (`run` answers after the commit) and before the partner learns
-    // the address, so no deposit to it can be missed. Adding it again on a replay is harmless.
-    if reply.status == 201 {
-        if let Some(address) = serde_json::from_slice::<Value>(&reply.body)
-            .ok()
-            .and_then(|w| w["address"].as_str().map(str::to_owned))
-        {
-            state.watch.extend(network, [address]);
-        }
-    }
-    Ok(reply)
+    .await
 }
 
 /// The caller's wallet by path id; a malformed id or another tenant's wallet is a 404, exactly

@@ -280,7 +280,8 @@ impl WebhookRepo for SqliteTx<'_> {
             .prepare_cached(
                 "UPDATE outbox SET attempts = attempts + 1, status = ?2, \
                    next_attempt_at = COALESCE(?3, next_attempt_at), \
-                   last_error = COALESCE(?4, last_error), leased_until = NULL, updated_at = ?5 \
+                   last_error = CASE WHEN ?2 = 'delivered' THEN NULL ELSE COALESCE(?4, last_error) END, \
+                   leased_until = NULL, updated_at = ?5 \
                  WHERE id = ?1 AND status = 'pending'",
             )
             .map_err(db_err)?
