@@ -333,6 +333,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 ..HttpLimits::default()
             },
             limiter: custody_core::auth::RateLimiter::new(),
+            second_factors: custody_core::auth::SecondFactorGuard::new(),
             inflight: idempotency::InFlight::new(),
         });
         let listener = tokio::net::TcpListener::bind(listen)

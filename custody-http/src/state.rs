@@ -75,6 +75,7 @@ pub struct AppState {
     pub swap_pairs: Vec<SwapPair>,
     pub limits: HttpLimits,
     pub limiter: RateLimiter,
+    pub second_factors: custody_core::auth::SecondFactorGuard,
     pub inflight: InFlight,
 }
 

@@ -137,3 +137,43 @@ fn control_input_is_validated_and_non_admins_are_refused() {
         assert!(r.json()["data"].is_array());
     }
 }
+
+#[test]
+fn five_wrong_pins_lock_the_credential() {
+    let mut c = Custody::init();
+    let admin = c.credential("ops", &["--admin", "--pin", "2468", "--totp"]);
+    c.start();
+    let client = c.client(&admin);
+    let secret = admin.json["totp_secret"].as_str().unwrap().to_owned();
+    let body = serde_json::to_vec(
+        &json!({ "control_key": "maintenance.BSC", "enabled": true, "reason": "drill" }),
+    )
+    .unwrap();
+    let send = |pin: &str| {
+        let mut s = client.signed("POST", "/v1/admin/controls", &body, None);
+        s.extra_headers.push(("X-Service-Pin".into(), pin.into()));
+        s.extra_headers
+            .push(("X-Service-OTP".into(), totp(&secret, now_s())));
+        client.send(&s)
+    };
+    for guess in ["0000", "1111", "2222", "3333", "4444"] {
+        let r = send(guess);
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (401, "INVALID_PIN"),
+            "{guess}"
+        );
+    }
+    let r = send("2468");
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (401, "INVALID_PIN"),
+        "locked, even with the right PIN"
+    );
+    let retry: u64 = r
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
+    assert!((1..=900).contains(&retry));
+}

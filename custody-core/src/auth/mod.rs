@@ -12,7 +12,7 @@ pub mod totp;
 
 pub use canonical::{canonical_string, signature_hex, verify_signature};
 pub use credential::{Credential, CredentialRepo, Scope};
-pub use rate_limit::{RateDecision, RateLimiter};
+pub use rate_limit::{RateDecision, RateLimiter, SecondFactorGuard};
 
 use crate::error::{ErrorCode, Refusal};
 use crate::time::Timestamp;
