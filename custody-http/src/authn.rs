@@ -78,7 +78,16 @@ pub async fn authenticate(
         )
     })?;
     let now = state.clock.now();
-    auth::check_signature_and_window(&credential, &checked, &parts, now)?;
+    if let Err(r) = auth::check_signature_and_window(&credential, &checked, &parts, now) {
+        // The credential is known: its window's figures go out, but this request is not counted.
+        let rate = state
+            .limiter
+            .peek(credential.id, credential.rate_limit, now);
+        return Err(AuthFailure {
+            error: r.into(),
+            rate: Some(rate),
+        });
+    }
 
     let rate = state
         .limiter

@@ -40,6 +40,16 @@ fn tampering_is_refused() {
         (r.status, r.code().as_str()),
         (401, "AUTHENTICATION_FAILED")
     );
+    assert_eq!(
+        r.header("x-ratelimit-limit"),
+        Some("600"),
+        "a known credential's window is shown"
+    );
+    assert_eq!(
+        r.header("x-ratelimit-remaining"),
+        Some("600"),
+        "a refused request is not counted"
+    );
 
     // The body sent differs from the body signed.
     let mut s = client.signed("GET", "/v1/networks", b"", None);

@@ -31,6 +31,27 @@ impl RateLimiter {
         Self::default()
     }
 
+    /// The current figures of `credential`'s window without counting a request (for answers to
+    /// requests that were refused before they counted).
+    pub fn peek(&self, credential: Uuid, limit: u32, now: Timestamp) -> RateDecision {
+        let now_s = now.unix_seconds();
+        let window = now_s.div_euclid(WINDOW_S);
+        let reset_after_s = u64::try_from((window + 1) * WINDOW_S - now_s)
+            .unwrap_or(1)
+            .max(1);
+        let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        let used = windows
+            .get(&credential)
+            .filter(|(w, _)| *w == window)
+            .map_or(0, |(_, n)| *n);
+        RateDecision {
+            allowed: used < limit,
+            limit,
+            remaining: limit.saturating_sub(used),
+            reset_after_s,
+        }
+    }
+
     /// Counts one request of `credential` at `now` against `limit`.
     pub fn check(&self, credential: Uuid, limit: u32, now: Timestamp) -> RateDecision {
         let now_s = now.unix_seconds();
