@@ -124,3 +124,35 @@ pub fn set_control(
     })?;
     Ok(control)
 }
+
+/// What the ledger owes users, per asset: posted credits minus posted debits of every user
+/// account (available plus reserved). Checked arithmetic; an overflow is a port error.
+pub fn user_liabilities(
+    repo: &mut dyn crate::ledger::LedgerRepo,
+) -> Result<std::collections::BTreeMap<crate::AssetId, crate::Amount>, PortError> {
+    let mut totals = std::collections::BTreeMap::new();
+    let mut overflow = false;
+    repo.scan_ledger_accounts(&mut |key, b| {
+        if key.as_user().is_none() {
+            return;
+        }
+        let owed = b
+            .credits_posted
+            .checked_sub(b.debits_posted)
+            .unwrap_or(crate::Amount::ZERO);
+        let total = totals
+            .entry(key.asset().clone())
+            .or_insert(crate::Amount::ZERO);
+        match total.checked_add(owed) {
+            Some(sum) => *total = sum,
+            None => overflow = true,
+        }
+    })?;
+    if overflow {
+        return Err(PortError::permanent(
+            "ledger",
+            "user liabilities overflow u128",
+        ));
+    }
+    Ok(totals)
+}

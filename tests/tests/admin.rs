@@ -131,6 +131,21 @@ fn control_input_is_validated_and_non_admins_are_refused() {
         None,
     );
     assert_eq!((r.status, r.code().as_str()), (403, "FORBIDDEN"));
+    // The dashboard shows what the ledger owes per asset, and the webhook and deposit queues.
+    c.client(&user).wallet("alice", "TRON");
+    c.adjust("acme", "alice", "TRON", "USDT", true, "1234");
+    let dash = client.get("/v1/admin/dashboard").json();
+    let usdt = dash["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["network"] == "TRON" && a["asset"] == "USDT")
+        .unwrap()
+        .clone();
+    assert_eq!(usdt["ledger_liabilities_units"], "1234");
+    assert!(usdt["onchain_treasury_units"].is_null());
+    assert_eq!(dash["webhooks"]["dead_lettered"], 0);
+    assert_eq!(dash["pending_deposits"][0]["count"], 0);
     for resource in ["alerts", "rpcs", "audit", "networks", "assets"] {
         let r = client.get(&format!("/v1/admin/{resource}"));
         assert_eq!(r.status, 200, "{resource}");

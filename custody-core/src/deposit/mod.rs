@@ -233,6 +233,8 @@ pub trait DepositRepo {
         network: Network,
         min_block: u64,
     ) -> Result<Vec<Deposit>, PortError>;
+    /// How many deposits of `network` are detected, confirming or confirmed.
+    fn pending_deposit_count(&mut self, network: Network) -> Result<u64, PortError>;
     /// Sum of pending deposits of one user account.
     fn pending_deposit_units(
         &mut self,

@@ -152,16 +152,35 @@ pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> 
 
 pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
     let networks: Vec<_> = state.networks.iter().map(|n| n.network).collect();
-    let (controls, alerts, pending) = read(state.store.as_ref(), move |tx| {
-        let controls = tx.list_controls()?;
-        let alerts = tx.open_alert_count()?;
-        let mut pending = Vec::new();
-        for network in networks {
-            pending.push((network, tx.open_deposits(network, u64::MAX)?.len()));
-        }
-        Ok((controls, alerts, pending))
-    })
-    .await?;
+    let (controls, alerts, pending, webhooks, liabilities) =
+        read(state.store.as_ref(), move |tx| {
+            let controls = tx.list_controls()?;
+            let alerts = tx.open_alert_count()?;
+            let mut pending = Vec::new();
+            for network in networks {
+                pending.push((network, tx.pending_deposit_count(network)?));
+            }
+            let webhooks = tx.count_webhook_events()?;
+            let liabilities = admin::user_liabilities(tx)?;
+            Ok((controls, alerts, pending, webhooks, liabilities))
+        })
+        .await?;
+    // Hot wallets and sweeps do not exist yet, so on-chain treasury holdings are not known:
+    // said plainly rather than shown as zero.
+    let assets: Vec<_> = state
+        .catalog
+        .all()
+        .iter()
+        .map(|a| {
+            json!({
+                "network": a.network,
+                "asset": a.code,
+                "ledger_liabilities_units": liabilities.get(&a.id()).copied().unwrap_or_default(),
+                "onchain_treasury_units": null,
+                "onchain_treasury_error": "treasury holdings are not tracked yet (no hot wallet or sweep)",
+            })
+        })
+        .collect();
     let chains: Vec<_> = state
         .networks
         .iter()
@@ -200,7 +219,9 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
             "chains": chains,
             "controls": controls_view,
             "pending_deposits": pending.iter().map(|(n, c)| json!({ "network": n, "count": c })).collect::<Vec<_>>(),
+            "webhooks": { "pending": webhooks.pending, "delivered": webhooks.delivered, "dead_lettered": webhooks.dead_lettered },
             "open_alerts": alerts,
+            "assets": assets,
         }),
     ))
 }

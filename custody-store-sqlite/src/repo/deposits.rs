@@ -244,6 +244,19 @@ impl DepositRepo for SqliteTx<'_> {
         )
     }
 
+    fn pending_deposit_count(&mut self, network: Network) -> Result<u64, PortError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM deposits WHERE network = ?1 \
+                 AND status IN ('detected', 'confirming', 'confirmed')",
+            )
+            .map_err(db_err)?
+            .query_row([network.as_str()], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     fn pending_deposit_units(
         &mut self,
         tenant: &str,
