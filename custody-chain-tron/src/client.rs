@@ -118,6 +118,15 @@ pub enum SettingsError {
     Catalog(String),
 }
 
+/// TronGrid answers throttling with 403 and a text like "exceeds the frequency limit": that is
+/// the endpoint's state, worth another try, not a refusal of the request.
+fn is_throttling(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&body[..body.len().min(512)]).to_ascii_lowercase();
+    ["frequency", "rate limit", "too many", "exceed"]
+        .iter()
+        .any(|w| text.contains(w))
+}
+
 /// Whether the URL names this machine (plain http is acceptable there).
 fn is_loopback(uri: &Uri) -> bool {
     let host = uri
@@ -430,7 +439,8 @@ impl TronClient {
             if !status.is_success() {
                 let retry = status == StatusCode::REQUEST_TIMEOUT
                     || status == StatusCode::TOO_MANY_REQUESTS
-                    || status.is_server_error();
+                    || status.is_server_error()
+                    || (status == StatusCode::FORBIDDEN && is_throttling(&bytes));
                 let message = format!("HTTP {}", status.as_u16());
                 return Err(if retry {
                     CallError::transient(message)
@@ -764,6 +774,14 @@ impl TronClient {
 mod tests {
 
     #[test]
+    fn throttling_403_is_recognized() {
+        assert!(is_throttling(
+            br#"{"Error":"request rate exceeds the frequency limit"}"#
+        ));
+        assert!(!is_throttling(b"{\"Error\":\"ApiKey not exists\"}"));
+    }
+
+    #[test]
     fn plain_http_is_for_loopback_unless_allowed() {
         let remote = TronSettings::new(vec!["http://tron.example.com".into()]);
         assert!(matches!(
@@ -824,7 +842,7 @@ mod tests {
             Err(SettingsError::BadUrl(_))
         ));
         assert!(matches!(
-            TronClient::new(&TronSettings::new(vec!["http://h".into()]).with_api_key("a\nb")),
+            TronClient::new(&TronSettings::new(vec!["https://h".into()]).with_api_key("a\nb")),
             Err(SettingsError::BadApiKey)
         ));
     }

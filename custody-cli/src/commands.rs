@@ -96,23 +96,20 @@ pub fn init(dir: &DataDir, args: &InitArgs) -> Result<(), String> {
             Mnemonic::from_entropy(entropy.expose())
         }
     };
-    dir.create()?;
-    let config = Config::default_for_init();
-    dir.write_config(&config)?;
+    // Built in a sibling directory and renamed into place at the end, so an interrupted init
+    // leaves no half-made data dir behind.
+    dir.check_free()?;
+    let staging = dir.staging();
     let protection = if args.insecure_dev_seed {
         None
     } else {
         passphrase.as_deref()
     };
-    let sealing = dir.write_seed(&mnemonic, protection, &OsEntropy)?;
-    let store = SqliteStore::open(
-        &dir.db_path(),
-        sealing,
-        Arc::new(OsEntropy),
-        StoreOptions::default(),
-    )
-    .map_err(|e| format!("cannot create the database: {}", e.message))?;
-    store.close();
+    let built = build_data_dir(&staging, &mnemonic, protection).and_then(|()| staging.move_to(dir));
+    if let Err(e) = built {
+        let _ = std::fs::remove_dir_all(&staging.root);
+        return Err(e);
+    }
     if args.insecure_dev_seed {
         warn_insecure();
     }
@@ -124,6 +121,26 @@ pub fn init(dir: &DataDir, args: &InitArgs) -> Result<(), String> {
         "mnemonic_imported": args.mnemonic_file.is_some(),
         "schema_version": custody_store_sqlite::schema_version(),
     }))
+}
+
+/// Config, sealed seed and migrated database, in `dir`.
+fn build_data_dir(
+    dir: &DataDir,
+    mnemonic: &Mnemonic,
+    passphrase: Option<&str>,
+) -> Result<(), String> {
+    dir.create()?;
+    dir.write_config(&Config::default_for_init())?;
+    let sealing = dir.write_seed(mnemonic, passphrase, &OsEntropy)?;
+    let store = SqliteStore::open(
+        &dir.db_path(),
+        sealing,
+        Arc::new(OsEntropy),
+        StoreOptions::default(),
+    )
+    .map_err(|e| format!("cannot create the database: {}", e.message))?;
+    store.close();
+    Ok(())
 }
 
 fn random_hex(bytes: usize) -> String {

@@ -83,8 +83,8 @@ impl DataDir {
         self.root.join(SEED_FILE)
     }
 
-    /// Refuses to touch a dir that already holds anything of ours (or anything at all).
-    pub fn create(&self) -> Result<(), String> {
+    /// Refuses a data dir that already holds anything.
+    pub fn check_free(&self) -> Result<(), String> {
         if self.root.exists() {
             let non_empty = fs::read_dir(&self.root)
                 .map_err(|e| format!("cannot read {}: {e}", self.root.display()))?
@@ -97,6 +97,42 @@ impl DataDir {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// A sibling directory to build a new data dir in before it is moved into place.
+    pub fn staging(&self) -> DataDir {
+        let name = self
+            .root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let parent = self
+            .root
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        DataDir::new(parent.join(format!(".{name}.init-{}", std::process::id())))
+    }
+
+    /// Moves this (complete) data dir to `target`, which must not exist or be empty.
+    pub fn move_to(&self, target: &DataDir) -> Result<(), String> {
+        if target.root.exists() {
+            fs::remove_dir(&target.root)
+                .map_err(|e| format!("cannot replace {}: {e}", target.root.display()))?;
+        }
+        fs::rename(&self.root, &target.root).map_err(|e| {
+            format!(
+                "cannot move {} to {}: {e}",
+                self.root.display(),
+                target.root.display()
+            )
+        })
+    }
+
+    /// Creates the directory, owner-only; refuses one that holds anything.
+    pub fn create(&self) -> Result<(), String> {
+        self.check_free()?;
         fs::create_dir_all(&self.root)
             .map_err(|e| format!("cannot create {}: {e}", self.root.display()))?;
         #[cfg(unix)]

@@ -149,3 +149,46 @@ fn a_passphrase_protected_seed_needs_the_passphrase_to_serve() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("passphrase is wrong"));
 }
+
+#[test]
+fn init_builds_the_data_dir_whole_or_not_at_all() {
+    let parent = tempfile::tempdir().unwrap();
+    let target = parent.path().join("data");
+    std::fs::create_dir(&target).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--data-dir",
+            target.to_str().unwrap(),
+            "init",
+            "--insecure-dev-seed",
+        ];
+        args.extend_from_slice(extra);
+        std::process::Command::new(custody_e2e::custody_bin())
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    // A bad mnemonic file fails before anything is made.
+    let bad = parent.path().join("bad-mnemonic");
+    std::fs::write(&bad, "not a mnemonic at all").unwrap();
+    assert!(!run(&["--mnemonic-file", bad.to_str().unwrap()])
+        .status
+        .success());
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "nothing half-made"
+    );
+
+    // An existing empty directory is accepted and filled in one move.
+    assert!(run(&[]).status.success());
+    for file in ["custody.toml", "custody.db", "seed.json"] {
+        assert!(target.join(file).exists(), "{file}");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".init-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
