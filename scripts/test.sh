@@ -35,7 +35,7 @@ export CUSTODY_NODE_DIR
 echo "== tests"
 log=$(mktemp)
 set +e
-cargo test --workspace --locked 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # cargo ends on the last crate's doc-tests (often "0 passed"): close with the totals instead.
