@@ -555,11 +555,18 @@ async fn an_oversized_answer_is_permanent() {
 /// Forwards every call to anvil. With `lacks_block_receipts` it answers
 /// `eth_getBlockReceipts` with "method not found" as some nodes do; `before_receipts` runs
 /// before a request that asks for logs or receipts is forwarded.
+///
+/// The endpoint's thread outlives the test, so it holds the node weakly: when the test drops
+/// its `Arc`, anvil is killed rather than left running after the test process exits.
 fn proxy<F>(anvil: Arc<Anvil>, lacks_block_receipts: bool, before_receipts: F) -> String
 where
     F: Fn(&Anvil) + Send + Sync + 'static,
 {
+    let anvil = Arc::downgrade(&anvil);
     fake_endpoint(move |request| {
+        let Some(anvil) = anvil.upgrade() else {
+            return (503, "the test is over".to_owned());
+        };
         let one = |call: &Value| {
             let method = call["method"].as_str().unwrap();
             let answer = if lacks_block_receipts && method == "eth_getBlockReceipts" {
