@@ -5,7 +5,7 @@ use custody_core::error::{CoreResult, ErrorCode, Refusal};
 use custody_core::idempotency::StoredResponse;
 use custody_core::ports::clock::new_uuid;
 use custody_core::transfer::{self, TransferIds, TransferRequest};
-use custody_core::wallet::{check_external_user_id, EXTERNAL_USER_ID_CHARS_MAX};
+use custody_core::wallet::EXTERNAL_USER_ID_CHARS_MAX;
 use custody_core::Network;
 
 use crate::dispatch::Call;
@@ -51,8 +51,6 @@ fn parse(state: &AppState, call: &Call) -> Result<TransferRequest, Refusal> {
     else {
         unreachable!("finish() refuses missing fields")
     };
-    check_external_user_id("sender_external_user_id", &sender)?;
-    check_external_user_id("recipient_external_user_id", &recipient)?;
     match state.catalog.lookup(network, &asset) {
         AssetLookup::Found(_) => {}
         AssetLookup::OtherNetwork(other) => {

@@ -42,7 +42,6 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let (Some(user), Some(network)) = (user, network) else {
         unreachable!("finish() refuses missing fields")
     };
-    wallet::check_external_user_id("external_user_id", &user)?;
 
     let signer = std::sync::Arc::clone(&state.signer);
     let watch = std::sync::Arc::clone(&state.watch);

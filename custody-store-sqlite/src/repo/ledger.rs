@@ -256,7 +256,9 @@ impl LedgerRepo for SqliteTx<'_> {
             )
             .map_err(db_err)?;
         for (idx, e) in tx.entries.iter().enumerate() {
-            let history = e.history_direction().and(e.account.as_user());
+            // Rows of a user's history carry the owner, copied in for the history index.
+            let direction = e.history_direction();
+            let history = direction.and(e.account.as_user());
             insert
                 .execute(params![
                     e.id.to_string(),
@@ -267,7 +269,7 @@ impl LedgerRepo for SqliteTx<'_> {
                     e.phase.as_str(),
                     e.amount.to_string(),
                     e.balance_after.map(|a| a.to_string()),
-                    history.and(e.history_direction()).map(|d| d.as_str()),
+                    history.and(direction).map(|d| d.as_str()),
                     history.map(|u| u.tenant.clone()),
                     history.map(|u| u.user.clone()),
                     history.map(|u| u.asset.network.as_str()),
