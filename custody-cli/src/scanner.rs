@@ -267,7 +267,7 @@ impl Scanner {
                 id,
                 kind: "deep_reorg".into(),
                 severity: "critical".into(),
-                message: alert_message,
+                message: alert_message.clone(),
                 reference_type: None,
                 reference_id: None,
                 created_at: now,

@@ -12,7 +12,7 @@ use crate::balance_event;
 use crate::error::{CoreResult, Refusal};
 use crate::ledger::{self, Direction, LedgerTx, ReferenceType, TxMeta, UserAccount};
 use crate::network::Network;
-use crate::ports::store::StoreTx;
+use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ pub struct AdjustmentIds {
 }
 
 pub fn execute(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     ids: AdjustmentIds,
     req: &AdjustmentRequest,
     now: Timestamp,

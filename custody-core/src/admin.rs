@@ -19,8 +19,11 @@ pub struct AuditRecord {
     pub created_at: Timestamp,
 }
 
-pub trait AuditRepo {
+pub trait AuditRepo: AuditReads {
     fn append_audit(&mut self, record: &AuditRecord) -> Result<(), PortError>;
+}
+
+pub trait AuditReads {
     /// The newest `limit` records, newest first.
     fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError>;
 }
@@ -38,8 +41,11 @@ pub struct Alert {
     pub created_at: Timestamp,
 }
 
-pub trait AlertRepo {
+pub trait AlertRepo: AlertReads {
     fn raise_alert(&mut self, alert: &Alert) -> Result<(), PortError>;
+}
+
+pub trait AlertReads {
     /// The newest `limit` alerts, newest first.
     fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError>;
     fn open_alert_count(&mut self) -> Result<u64, PortError>;
@@ -65,14 +71,17 @@ pub struct Control {
     pub updated_at: Timestamp,
 }
 
-pub trait ControlRepo {
-    fn control(&mut self, key: &str) -> Result<Option<Control>, PortError>;
+pub trait ControlRepo: ControlReads {
     fn put_control(&mut self, control: &Control) -> Result<(), PortError>;
+}
+
+pub trait ControlReads {
+    fn control(&mut self, key: &str) -> Result<Option<Control>, PortError>;
     fn list_controls(&mut self) -> Result<Vec<Control>, PortError>;
 }
 
 /// Whether the restriction `key` (or the global kill switch) is on.
-pub fn restricted(repo: &mut dyn ControlRepo, key: &str) -> Result<bool, PortError> {
+pub fn restricted(repo: &mut dyn ControlReads, key: &str) -> Result<bool, PortError> {
     for k in [key, "kill_switch.global"] {
         if repo.control(k)?.is_some_and(|c| c.enabled) {
             return Ok(true);
@@ -83,7 +92,7 @@ pub fn restricted(repo: &mut dyn ControlRepo, key: &str) -> Result<bool, PortErr
 
 /// Sets a control, with its audit record, in the caller's transaction.
 pub fn set_control(
-    tx: &mut dyn crate::ports::store::StoreTx,
+    tx: &mut dyn crate::ports::store::WriteTx,
     audit_id: Uuid,
     actor: &str,
     key: &str,
@@ -128,7 +137,7 @@ pub fn set_control(
 /// What the ledger owes users, per asset: posted credits minus posted debits of every user
 /// account (available plus reserved). Checked arithmetic; an overflow is a port error.
 pub fn user_liabilities(
-    repo: &mut dyn crate::ledger::LedgerRepo,
+    repo: &mut dyn crate::ledger::LedgerReads,
 ) -> Result<std::collections::BTreeMap<crate::AssetId, crate::Amount>, PortError> {
     let mut totals = std::collections::BTreeMap::new();
     let mut overflow = false;

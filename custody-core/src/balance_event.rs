@@ -6,13 +6,13 @@ use uuid::Uuid;
 use crate::error::CoreResult;
 use crate::ledger::{self, ReferenceType, UserAccount};
 use crate::outbox::{EventType, NewEvent};
-use crate::ports::store::StoreTx;
+use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
 
 /// Queues `balance.updated` for `account` with its balance as of this transaction. `data` is the
 /// account's ledger figures and the cause; on-chain figures are not part of a ledger event.
 pub fn emit(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     event_id: Uuid,
     account: &UserAccount,
     cause: (ReferenceType, Uuid),

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use sha2::{Digest, Sha256};
 
 use crate::error::{CoreError, CoreResult, ErrorCode, PortError, Refusal};
-use crate::ports::store::{nested, StoreTx};
+use crate::ports::store::{nested, WriteTx};
 use crate::time::Timestamp;
 
 /// How long a key is remembered.
@@ -49,7 +49,15 @@ pub struct IdempotencyRecord {
     pub expires_at: Timestamp,
 }
 
-pub trait IdempotencyRepo {
+pub trait IdempotencyRepo: IdempotencyReads {
+    /// Stores a record. MUST fail if a live record for (tenant, key) exists (a constraint);
+    /// MUST replace an expired one.
+    fn insert_idempotency_record(&mut self, record: &IdempotencyRecord) -> Result<(), PortError>;
+    /// Forgets expired records; returns how many.
+    fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError>;
+}
+
+pub trait IdempotencyReads {
     /// The record of (tenant, key) if one exists and has not expired at `now`.
     fn idempotency_record(
         &mut self,
@@ -57,11 +65,6 @@ pub trait IdempotencyRepo {
         key: &str,
         now: Timestamp,
     ) -> Result<Option<IdempotencyRecord>, PortError>;
-    /// Stores a record. MUST fail if a live record for (tenant, key) exists (a constraint);
-    /// MUST replace an expired one.
-    fn insert_idempotency_record(&mut self, record: &IdempotencyRecord) -> Result<(), PortError>;
-    /// Forgets expired records; returns how many.
-    fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError>;
 }
 
 /// What an idempotent execution came to.
@@ -170,12 +173,12 @@ fn conflict() -> Refusal {
 /// `Err`: the whole job rolls back and the key stays free.
 #[allow(clippy::too_many_arguments)]
 pub fn run_in_tx(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     tenant: &str,
     key: &str,
     fp: Fingerprint,
     now: Timestamp,
-    command: impl FnOnce(&mut dyn StoreTx) -> CoreResult<StoredResponse>,
+    command: impl FnOnce(&mut dyn WriteTx) -> CoreResult<StoredResponse>,
     render_refusal: impl FnOnce(&Refusal) -> StoredResponse,
 ) -> CoreResult<Outcome> {
     if let Some(existing) = tx.idempotency_record(tenant, key, now)? {

@@ -11,6 +11,7 @@ pub mod amount;
 pub mod asset;
 pub mod auth;
 pub mod balance_event;
+pub mod chain;
 pub mod deposit;
 pub mod error;
 pub mod idempotency;

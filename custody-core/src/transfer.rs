@@ -11,7 +11,7 @@ use crate::balance_event;
 use crate::error::{CoreResult, ErrorCode, Refusal};
 use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
 use crate::network::Network;
-use crate::ports::store::StoreTx;
+use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub struct TransferIds {
 
 /// Posts the transfer and its two `balance.updated` events in the caller's transaction.
 pub fn execute(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     ids: TransferIds,
     req: &TransferRequest,
     now: Timestamp,

@@ -11,7 +11,7 @@ use crate::keys::derive_address;
 use crate::network::Network;
 use crate::outbox::{EventType, NewEvent};
 use crate::ports::signer::{HdPath, Signer};
-use crate::ports::store::StoreTx;
+use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
 
 /// Longest `external_user_id` (interface §2).
@@ -62,7 +62,16 @@ pub struct WalletView<'a> {
 }
 
 /// Persistence of wallets and of the account and address index allocation.
-pub trait WalletRepo {
+pub trait WalletRepo: WalletReads {
+    /// Allocates the next unused account index to `tenant`. MUST fail if it already has one.
+    fn allocate_tenant_account(&mut self, tenant: &str, at: Timestamp) -> Result<u32, PortError>;
+    /// Takes the next address index of (tenant, network); indexes are never handed out twice.
+    fn take_address_index(&mut self, tenant: &str, network: Network) -> Result<u32, PortError>;
+    /// MUST fail if (tenant, user, network) or the address already has a wallet.
+    fn insert_wallet(&mut self, wallet: &Wallet) -> Result<(), PortError>;
+}
+
+pub trait WalletReads {
     fn wallet_by_user(
         &mut self,
         tenant: &str,
@@ -73,12 +82,6 @@ pub trait WalletRepo {
     fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError>;
     /// The tenant's account index, if one was allocated.
     fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError>;
-    /// Allocates the next unused account index to `tenant`. MUST fail if it already has one.
-    fn allocate_tenant_account(&mut self, tenant: &str, at: Timestamp) -> Result<u32, PortError>;
-    /// Takes the next address index of (tenant, network); indexes are never handed out twice.
-    fn take_address_index(&mut self, tenant: &str, network: Network) -> Result<u32, PortError>;
-    /// MUST fail if (tenant, user, network) or the address already has a wallet.
-    fn insert_wallet(&mut self, wallet: &Wallet) -> Result<(), PortError>;
     /// The wallet holding `address` on `network`, of any tenant (deposit matching).
     fn wallet_by_address(
         &mut self,
@@ -114,7 +117,7 @@ pub struct Created {
 /// Returns the wallet of (tenant, user, network), creating it if needed, inside the caller's
 /// transaction: the allocation, the wallet row and the `wallet.created` event commit together.
 pub fn create_wallet(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     signer: &dyn Signer,
     ids: [Uuid; 2],
     tenant: &str,

@@ -4,7 +4,7 @@
 
 use custody_core::error::{CoreResult, Refusal};
 use custody_core::idempotency::{self, fingerprint, Outcome, StoredResponse};
-use custody_core::ports::store::{write, StoreTx};
+use custody_core::ports::store::{write, WriteTx};
 use custody_core::Timestamp;
 
 use crate::dispatch::Call;
@@ -18,10 +18,10 @@ pub async fn run<F>(
     state: &AppState,
     call: &Call,
     insufficient_balance_status: u16,
-    command: F,
+    mut command: F,
 ) -> CoreResult<Reply>
 where
-    F: FnOnce(&mut dyn StoreTx, Timestamp) -> CoreResult<StoredResponse> + Send + 'static,
+    F: FnMut(&mut dyn WriteTx, Timestamp) -> CoreResult<StoredResponse> + Send + 'static,
 {
     if call
         .headers

@@ -150,30 +150,7 @@ pub async fn deliver_one(ports: &WorkerPorts, retry: &RetryPolicy, event: DueEve
     step
 }
 
-async fn release_claims(ports: &WorkerPorts, stopped: &mut watch::Receiver<bool>) -> bool {
-    let mut wait = Duration::from_millis(100);
-    loop {
-        match write(ports.store.as_ref(), |tx| Ok(tx.release_webhook_claims()?)).await {
-            Ok(n) => {
-                if n > 0 {
-                    tracing::info!(released = n, "webhook claims of a previous run released");
-                }
-                return true;
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot release webhook claims; retrying"),
-        }
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            _ = stopped.changed() => return false,
-        }
-        wait = (wait * 2).min(Duration::from_secs(10));
-    }
-}
-
 async fn run(ports: WorkerPorts, settings: WorkerSettings, mut stopped: watch::Receiver<bool>) {
-    if !release_claims(&ports, &mut stopped).await {
-        return;
-    }
     let slots = Arc::new(Semaphore::new(settings.concurrency_max.max(1)));
     let wake = Arc::new(Notify::new());
     let poll = Duration::from_millis(settings.poll_interval_ms.max(1));

@@ -183,7 +183,7 @@ impl Store for SqliteStore {
         answer.await.map_err(|_| Self::closed())?
     }
 
-    async fn read(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+    async fn read(&self, mut job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
         let permit = Arc::clone(&self.reader_slots)
             .acquire_owned()
             .await

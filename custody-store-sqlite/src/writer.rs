@@ -86,7 +86,11 @@ fn run_batch(conn: &mut Connection, ctx: &TxContext, batch: &mut Vec<Job>) {
     }
 }
 
-fn run_job(conn: &Connection, ctx: &TxContext, work: WriteJob) -> CoreResult<Box<dyn Any + Send>> {
+fn run_job(
+    conn: &Connection,
+    ctx: &TxContext,
+    mut work: WriteJob,
+) -> CoreResult<Box<dyn Any + Send>> {
     conn.execute_batch("SAVEPOINT job").map_err(db_err)?;
     let (result, left_open) = {
         let mut tx = SqliteTx::new(conn, ctx);

@@ -108,12 +108,9 @@ impl Credential {
 }
 
 /// Persistence of credentials and used nonces.
-pub trait CredentialRepo {
+pub trait CredentialRepo: CredentialReads {
     /// Stores a new credential, encrypting its secrets. Fails if the api key exists.
     fn insert_credential(&mut self, credential: &Credential) -> Result<(), PortError>;
-    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError>;
-    /// Every credential, oldest first.
-    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError>;
     /// Marks the credential revoked; `Ok(false)` if there is no such active credential.
     fn revoke_credential(&mut self, api_key: &str, at: Timestamp) -> Result<bool, PortError>;
     /// Records `nonce` as used by `credential`; `Ok(false)` when it was used already. The
@@ -129,4 +126,10 @@ pub trait CredentialRepo {
     /// Records the TOTP step just accepted; `Ok(false)` if a step at or after it was already
     /// recorded (the code was used).
     fn advance_totp_step(&mut self, credential: Uuid, step: i64) -> Result<bool, PortError>;
+}
+
+pub trait CredentialReads {
+    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError>;
+    /// Every credential, oldest first.
+    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError>;
 }

@@ -11,7 +11,7 @@ pub mod rate_limit;
 pub mod totp;
 
 pub use canonical::{canonical_string, signature_hex, verify_signature};
-pub use credential::{Credential, CredentialRepo, Scope};
+pub use credential::{Credential, CredentialReads, CredentialRepo, Scope};
 pub use rate_limit::{RateDecision, RateLimiter, SecondFactorGuard};
 
 use crate::error::{ErrorCode, Refusal};

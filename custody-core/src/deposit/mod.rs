@@ -200,14 +200,13 @@ pub struct DepositFilter {
     pub external_user_id: Option<String>,
 }
 
-/// The scanner's position on one network: the last block applied and its hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChainCursor {
-    pub number: u64,
-    pub hash: String,
+pub trait DepositRepo: DepositReads {
+    /// MUST fail if the identity exists (a constraint).
+    fn insert_deposit(&mut self, deposit: &Deposit) -> Result<(), PortError>;
+    fn update_deposit(&mut self, deposit: &Deposit) -> Result<(), PortError>;
 }
 
-pub trait DepositRepo {
+pub trait DepositReads {
     /// The deposit with this identity: (network, tx hash, log index or native marker).
     fn deposit_by_identity(
         &mut self,
@@ -216,9 +215,6 @@ pub trait DepositRepo {
         log_index: Option<u32>,
     ) -> Result<Option<Deposit>, PortError>;
     fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError>;
-    /// MUST fail if the identity exists (a constraint).
-    fn insert_deposit(&mut self, deposit: &Deposit) -> Result<(), PortError>;
-    fn update_deposit(&mut self, deposit: &Deposit) -> Result<(), PortError>;
     /// The tenant's deposits, newest first, at most `limit`.
     fn list_deposits(
         &mut self,
@@ -243,25 +239,6 @@ pub trait DepositRepo {
         network: Network,
         asset: &str,
     ) -> Result<Amount, PortError>;
-    fn chain_cursor(&mut self, network: Network) -> Result<Option<ChainCursor>, PortError>;
-    /// Records block `number` as applied with `hash` and moves the cursor to it.
-    fn record_block(
-        &mut self,
-        network: Network,
-        number: u64,
-        hash: &str,
-        parent_hash: &str,
-    ) -> Result<(), PortError>;
-    /// The hash recorded for block `number`, if still kept.
-    fn recorded_block_hash(
-        &mut self,
-        network: Network,
-        number: u64,
-    ) -> Result<Option<String>, PortError>;
-    /// Forgets recorded blocks above `number` and moves the cursor back to it.
-    fn rewind_blocks(&mut self, network: Network, number: u64) -> Result<(), PortError>;
-    /// Forgets recorded blocks below `number` (they are final for us).
-    fn prune_blocks(&mut self, network: Network, below: u64) -> Result<(), PortError>;
 }
 
 mod pipeline;
@@ -269,3 +246,5 @@ mod watch;
 
 pub use pipeline::{advance, apply_block, rewind, BlockOutcome, PipelineSettings};
 pub use watch::WatchSet;
+
+pub use crate::chain::ChainCursor;

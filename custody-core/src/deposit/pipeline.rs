@@ -15,7 +15,7 @@ use crate::network::Network;
 use crate::outbox::{EventType, NewEvent};
 use crate::ports::chain::ScannedBlock;
 use crate::ports::clock::{new_uuid, Entropy};
-use crate::ports::store::StoreTx;
+use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
 use crate::AssetId;
 
@@ -36,7 +36,7 @@ pub struct BlockOutcome {
 }
 
 fn emit(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
     d: &Deposit,
     event: EventType,
@@ -60,7 +60,7 @@ fn invariant(e: String) -> CoreError {
 /// Records deposits found in `block` and moves the chain cursor to it, then advances every
 /// open deposit of the network to the new tip.
 pub fn apply_block(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
     settings: &PipelineSettings,
     catalog: &AssetCatalog,
@@ -164,7 +164,7 @@ pub fn apply_block(
 /// Brings every pending deposit of the network up to date with the tip `tip`: confirmations,
 /// `confirming`/`confirmed`, and the credit once confirmed unless crediting is switched off.
 pub fn advance(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
     settings: &PipelineSettings,
     tip: u64,
@@ -244,7 +244,7 @@ fn user_account(d: &Deposit) -> UserAccount {
 
 /// Posts the one ledger credit of a confirmed deposit, with its events.
 fn credit(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
     d: &mut Deposit,
     now: Timestamp,
@@ -273,7 +273,7 @@ fn credit(
 /// pending deposits there are orphaned, credited ones reversed with a compensating entry and an
 /// alert, and the cursor moves back to `ancestor`.
 pub fn rewind(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
     settings: &PipelineSettings,
     ancestor: u64,
@@ -304,7 +304,7 @@ pub fn rewind(
 }
 
 fn reverse(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
     d: &mut Deposit,
     now: Timestamp,

@@ -11,7 +11,7 @@ use crate::time::Timestamp;
 
 use super::entry::{Direction, Entry, LedgerTx, ReferenceType, TxKind};
 use super::error::LedgerError;
-use super::repo::LedgerRepo;
+use super::repo::LedgerReads;
 
 /// Page size when the partner gives no `limit`.
 pub const HISTORY_LIMIT_DEFAULT: usize = 50;
@@ -63,7 +63,7 @@ pub struct HistoryPage {
 
 /// The newest `limit` history rows of a user on a network (all assets), newest first.
 /// `limit` must be 1 to [`HISTORY_LIMIT_MAX`]; anything else is `VALIDATION_FAILED`.
-pub fn history<R: LedgerRepo + ?Sized>(
+pub fn history<R: LedgerReads + ?Sized>(
     repo: &mut R,
     tenant: &str,
     user: &str,

@@ -13,7 +13,7 @@ use super::account::{AccountBalances, AccountKey};
 use super::entry::LedgerTx;
 use super::history::HistoryEntry;
 use super::hold::{Hold, HoldState};
-use super::repo::LedgerRepo;
+use super::repo::{LedgerReads, LedgerRepo};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryLedger {
@@ -45,10 +45,6 @@ impl MemoryLedger {
 }
 
 impl LedgerRepo for MemoryLedger {
-    fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError> {
-        Ok(self.accounts.get(key).copied())
-    }
-
     fn put_ledger_account(
         &mut self,
         key: &AccountKey,
@@ -56,13 +52,6 @@ impl LedgerRepo for MemoryLedger {
     ) -> Result<(), PortError> {
         self.accounts.insert(key.clone(), *balances);
         Ok(())
-    }
-
-    fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
-        Ok(self
-            .tx_index
-            .get(&id)
-            .map(|&i| self.transactions[i].clone()))
     }
 
     fn insert_ledger_transaction(&mut self, tx: &LedgerTx) -> Result<(), PortError> {
@@ -75,10 +64,6 @@ impl LedgerRepo for MemoryLedger {
         self.tx_index.insert(tx.id, self.transactions.len());
         self.transactions.push(tx.clone());
         Ok(())
-    }
-
-    fn ledger_hold(&mut self, id: Uuid) -> Result<Option<Hold>, PortError> {
-        Ok(self.holds.get(&id).cloned())
     }
 
     fn insert_ledger_hold(&mut self, hold: &Hold) -> Result<(), PortError> {
@@ -103,6 +88,23 @@ impl LedgerRepo for MemoryLedger {
                 format!("hold {id} is not pending"),
             )),
         }
+    }
+}
+
+impl LedgerReads for MemoryLedger {
+    fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError> {
+        Ok(self.accounts.get(key).copied())
+    }
+
+    fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
+        Ok(self
+            .tx_index
+            .get(&id)
+            .map(|&i| self.transactions[i].clone()))
+    }
+
+    fn ledger_hold(&mut self, id: Uuid) -> Result<Option<Hold>, PortError> {
+        Ok(self.holds.get(&id).cloned())
     }
 
     fn ledger_history(

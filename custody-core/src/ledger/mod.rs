@@ -43,4 +43,4 @@ pub use ops::{
     user_balance, HoldOutcome, Settle, UserBalance,
 };
 pub use reconcile::{reconcile, LedgerReport, DISCREPANCIES_MAX};
-pub use repo::LedgerRepo;
+pub use repo::{LedgerReads, LedgerRepo};

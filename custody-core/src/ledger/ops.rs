@@ -12,7 +12,7 @@ use super::entry::{Direction, LedgerTx, Leg, Phase, TxKind, TxMeta};
 use super::error::LedgerError;
 use super::hold::{Hold, HoldState, NewHold};
 use super::posting::{commit, prepare, Line};
-use super::repo::LedgerRepo;
+use super::repo::{LedgerReads, LedgerRepo};
 
 /// Posts `legs` as one transaction: the general path for movements between system accounts
 /// (sweeps, gas, treasury funding) and the base of the user operations below.
@@ -225,7 +225,7 @@ pub struct UserBalance {
 }
 
 /// The available and reserved balance of a user account (zero if never used).
-pub fn user_balance<R: LedgerRepo + ?Sized>(
+pub fn user_balance<R: LedgerReads + ?Sized>(
     repo: &mut R,
     account: &UserAccount,
 ) -> Result<UserBalance, LedgerError> {

@@ -17,7 +17,7 @@ use super::account::{AccountBalances, AccountKey, TotalsError};
 use super::entry::{check_entries, entry_id, LedgerTx, Phase, TxKind};
 use super::hold::{Hold, HoldState};
 use super::posting::Line;
-use super::repo::LedgerRepo;
+use super::repo::LedgerReads;
 
 /// At most this many discrepancies are listed; a broken ledger can produce one per entry.
 pub const DISCREPANCIES_MAX: usize = 1000;
@@ -34,7 +34,7 @@ pub struct LedgerReport {
 
 /// Reads the whole ledger (in the caller's read transaction, so one snapshot) and reports every
 /// discrepancy found. A port error aborts the check: no report is better than a partial one.
-pub fn reconcile<R: LedgerRepo + ?Sized>(repo: &mut R) -> Result<LedgerReport, PortError> {
+pub fn reconcile<R: LedgerReads + ?Sized>(repo: &mut R) -> Result<LedgerReport, PortError> {
     let mut state = Check::default();
     repo.scan_ledger_transactions(&mut |tx| state.transaction(tx))?;
     repo.scan_ledger_holds(&mut |hold| state.hold(hold))?;

@@ -24,10 +24,7 @@ use super::hold::{Hold, HoldState};
 /// - MUST give transactions a commit order (a sequence or rowid) and scan them in it.
 ///
 /// Method names carry `ledger` because the store implements every repository on one type.
-pub trait LedgerRepo {
-    /// The cached totals of `key`; `Ok(None)` when nothing was ever posted to it.
-    fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError>;
-
+pub trait LedgerRepo: LedgerReads {
     /// Creates or replaces the cached totals of `key`: the only in-place update of the ledger.
     fn put_ledger_account(
         &mut self,
@@ -35,14 +32,9 @@ pub trait LedgerRepo {
         balances: &AccountBalances,
     ) -> Result<(), PortError>;
 
-    /// A transaction with its entries in order, by id.
-    fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError>;
-
     /// Appends a transaction and its entries (in order). MUST fail if the id exists (a
     /// constraint), so a transaction is never written twice.
     fn insert_ledger_transaction(&mut self, tx: &LedgerTx) -> Result<(), PortError>;
-
-    fn ledger_hold(&mut self, id: Uuid) -> Result<Option<Hold>, PortError>;
 
     /// MUST fail if a hold with this id exists.
     fn insert_ledger_hold(&mut self, hold: &Hold) -> Result<(), PortError>;
@@ -51,6 +43,19 @@ pub trait LedgerRepo {
     /// the hold does not exist or is not pending (`UPDATE .. WHERE id = ? AND state =
     /// 'pending'` touching one row), so a hold ends once even if a caller forgets to check.
     fn finish_ledger_hold(&mut self, id: Uuid, state: &HoldState) -> Result<(), PortError>;
+}
+
+/// The ledger's reads, allowed in read-only jobs. Inside a write job they see a state that no
+/// concurrent job changes before the job commits (see `ports::store`): the totals a posting
+/// reads are the totals it replaces.
+pub trait LedgerReads {
+    /// The cached totals of `key`; `Ok(None)` when nothing was ever posted to it.
+    fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError>;
+
+    /// A transaction with its entries in order, by id.
+    fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError>;
+
+    fn ledger_hold(&mut self, id: Uuid) -> Result<Option<Hold>, PortError>;
 
     /// At most `limit` history rows of `user` of `tenant`, over the user's accounts of every
     /// asset on `network`, newest first: transactions in reverse commit order, entries of one

@@ -13,5 +13,5 @@ pub use chain::{ChainSource, OnchainBalance};
 pub use clock::{Clock, Entropy};
 pub use dex::DexRouter;
 pub use signer::{HdPath, RecoverableSignature, Signer};
-pub use store::{nested, read, write, Savepoints, Store, StoreTx};
+pub use store::{nested, read, write, ReadTx, Savepoints, Store, WriteTx};
 pub use webhook::{DeliveryOutcome, WebhookRequest, WebhookSink};

@@ -1,6 +1,6 @@
 //! The store: a unit of work over every record the service keeps.
 //!
-//! A command is a synchronous closure over a [`StoreTx`]. The store runs it inside a write
+//! A command is a synchronous closure over a [`WriteTx`]. The store runs it inside a write
 //! transaction, so the command's records, ledger entries, idempotency record and outbox rows
 //! commit together or not at all, and business rules (no negative balance, one wallet per user
 //! and network) are enforced inside the transaction, never by a read-then-write in a handler.
@@ -11,10 +11,42 @@ use async_trait::async_trait;
 
 use crate::error::{CoreError, CoreResult, PortError};
 
+/// Everything a query may read. Read-only jobs get this and nothing more, so a query cannot
+/// write by mistake (as reth separates its read and write providers).
+pub trait ReadTx:
+    crate::webhook::WebhookReads
+    + crate::auth::CredentialReads
+    + crate::idempotency::IdempotencyReads
+    + crate::admin::AuditReads
+    + crate::ledger::LedgerReads
+    + crate::wallet::WalletReads
+    + crate::deposit::DepositReads
+    + crate::chain::ChainReads
+    + crate::admin::AlertReads
+    + crate::admin::ControlReads
+{
+}
+
+impl<T> ReadTx for T where
+    T: crate::webhook::WebhookReads
+        + crate::auth::CredentialReads
+        + crate::idempotency::IdempotencyReads
+        + crate::admin::AuditReads
+        + crate::ledger::LedgerReads
+        + crate::wallet::WalletReads
+        + crate::deposit::DepositReads
+        + crate::chain::ChainReads
+        + crate::admin::AlertReads
+        + crate::admin::ControlReads
+{
+}
+
 /// Everything a command may read or write inside one transaction. Each domain module declares
-/// the repository trait it needs; a store adapter implements all of them on its transaction.
-pub trait StoreTx:
-    Savepoints
+/// the repository traits it needs (`XReads` for queries, `XRepo: XReads` for writes); a store
+/// adapter implements all of them on its transaction type.
+pub trait WriteTx:
+    ReadTx
+    + Savepoints
     + crate::webhook::WebhookRepo
     + crate::auth::CredentialRepo
     + crate::idempotency::IdempotencyRepo
@@ -23,13 +55,15 @@ pub trait StoreTx:
     + crate::ledger::LedgerRepo
     + crate::wallet::WalletRepo
     + crate::deposit::DepositRepo
+    + crate::chain::ChainRepo
     + crate::admin::AlertRepo
     + crate::admin::ControlRepo
 {
 }
 
-impl<T> StoreTx for T where
-    T: Savepoints
+impl<T> WriteTx for T where
+    T: ReadTx
+        + Savepoints
         + crate::webhook::WebhookRepo
         + crate::auth::CredentialRepo
         + crate::idempotency::IdempotencyRepo
@@ -38,6 +72,7 @@ impl<T> StoreTx for T where
         + crate::ledger::LedgerRepo
         + crate::wallet::WalletRepo
         + crate::deposit::DepositRepo
+        + crate::chain::ChainRepo
         + crate::admin::AlertRepo
         + crate::admin::ControlRepo
 {
@@ -54,8 +89,8 @@ pub trait Savepoints {
 /// Runs `f` under a savepoint: its writes are kept if it returns `Ok` and undone if it returns
 /// `Err`; the transaction goes on either way.
 pub fn nested<T>(
-    tx: &mut dyn StoreTx,
-    f: impl FnOnce(&mut dyn StoreTx) -> CoreResult<T>,
+    tx: &mut dyn WriteTx,
+    f: impl FnOnce(&mut dyn WriteTx) -> CoreResult<T>,
 ) -> CoreResult<T> {
     tx.savepoint()?;
     match f(tx) {
@@ -70,31 +105,51 @@ pub fn nested<T>(
     }
 }
 
-/// A write command. Its `Err` rolls back everything the command wrote, and nothing else.
-pub type WriteJob = Box<dyn FnOnce(&mut dyn StoreTx) -> CoreResult<Box<dyn Any + Send>> + Send>;
-/// A read-only query.
-pub type ReadJob = Box<dyn FnOnce(&mut dyn StoreTx) -> CoreResult<Box<dyn Any + Send>> + Send>;
+/// A write command. Its `Err` rolls back everything the command wrote, and nothing else. It may
+/// be run more than once (a store retries a job whose transaction lost a serialization
+/// conflict), so it is `FnMut` and its only effects are its writes.
+pub type WriteJob = Box<dyn FnMut(&mut dyn WriteTx) -> CoreResult<Box<dyn Any + Send>> + Send>;
+/// A read-only query; it may be run more than once too.
+pub type ReadJob = Box<dyn FnMut(&mut dyn ReadTx) -> CoreResult<Box<dyn Any + Send>> + Send>;
 
-/// The persistent store.
+/// The persistent store: the contract every implementation (the embedded SQLite file, a shared
+/// PostgreSQL database, the in-memory one of the tests) keeps, so that several writers, several
+/// workers and several instances can share it.
 ///
-/// An implementation of `write`:
-/// - MUST run the job inside a transaction and make its writes durable (fsync) before it
-///   returns `Ok`; an `Ok` answer means the command survives a crash that follows.
+/// Writes. An implementation of `write`:
+/// - MUST run the job inside a transaction and make its writes durable before it returns
+///   `Ok`; an `Ok` answer means the command survives a crash that follows.
 /// - MUST roll back every write of a job that returns `Err` or panics, without affecting other
 ///   jobs; it MAY run several jobs in one transaction (group commit) provided each is isolated
 ///   by a savepoint and all of their answers wait for the one commit.
-/// - MUST run jobs one at a time (a single writer): a job sees the writes of every job that
-///   was answered before it started.
+/// - MAY run jobs concurrently, but MUST make every write job serializable: the job behaves as
+///   if it ran alone, after every job answered before it started. Either the transactions are
+///   SERIALIZABLE and a job that loses a conflict is rolled back and run again (which is why
+///   jobs are `FnMut` and MUST NOT have effects outside their writes), or every read that a
+///   write depends on locks what it read until the commit (`SELECT ... FOR UPDATE`): the ledger
+///   reads account totals and writes them back, a claim reads what is due and leases it. The
+///   embedded SQLite store has one writer thread, which satisfies this trivially.
+/// - MUST enforce uniqueness with constraints (nonces, idempotency keys, deposit identities,
+///   wallet per user and network, outgoing nonces), never with a prior read alone.
 /// - MUST answer `Err(CoreError::Port)` to every job of a transaction whose commit failed; the
 ///   jobs then did not happen, and the caller may retry.
 /// - MUST NOT hold a transaction open across an `.await`.
+///
+/// Work shared between processes. Claims on background work (webhook events today; outgoing
+/// transactions, sweeps and reconciliations next) are leases with an expiry, taken and renewed in
+/// write jobs: a crashed process's leases simply run out and the work is claimed again. Leases
+/// are never released in bulk at start-up, since another instance may hold them. What must hold
+/// across instances (nonces, idempotency records, cursors, controls) is read from the store,
+/// never from a process's memory; what a process keeps in memory (the watch set, rate windows,
+/// the in-flight idempotency keys) is a cache or a per-instance limit, never the truth.
 ///
 /// A job MUST NOT cause side effects outside the transaction (network calls, in-memory caches
 /// that outlive it): if the commit fails, those would describe something that did not happen.
 /// The one exception is a cache that may safely hold more than the store (the scanner's watched
 /// addresses), where recording early beats missing it.
 ///
-/// `read` runs the job on a read-only snapshot; write methods called there fail.
+/// Reads. `read` runs the job on a consistent read-only snapshot; the job gets a [`ReadTx`], so
+/// it cannot write.
 #[async_trait]
 pub trait Store: Send + Sync {
     async fn write(&self, job: WriteJob) -> CoreResult<Box<dyn Any + Send>>;
@@ -108,28 +163,24 @@ fn downcast<T: 'static>(value: Box<dyn Any + Send>) -> CoreResult<T> {
         .map_err(|_| CoreError::Port(PortError::permanent("store", "job result of another type")))
 }
 
-fn erase<T, F>(f: F) -> WriteJob
-where
-    T: Send + 'static,
-    F: FnOnce(&mut dyn StoreTx) -> CoreResult<T> + Send + 'static,
-{
-    Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>))
-}
-
 /// Runs a typed write command on `store`.
 pub async fn write<T, F>(store: &dyn Store, f: F) -> CoreResult<T>
 where
     T: Send + 'static,
-    F: FnOnce(&mut dyn StoreTx) -> CoreResult<T> + Send + 'static,
+    F: FnMut(&mut dyn WriteTx) -> CoreResult<T> + Send + 'static,
 {
-    downcast(store.write(erase(f)).await?)
+    let mut f = f;
+    let job: WriteJob = Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>));
+    downcast(store.write(job).await?)
 }
 
 /// Runs a typed read-only query on `store`.
 pub async fn read<T, F>(store: &dyn Store, f: F) -> CoreResult<T>
 where
     T: Send + 'static,
-    F: FnOnce(&mut dyn StoreTx) -> CoreResult<T> + Send + 'static,
+    F: FnMut(&mut dyn ReadTx) -> CoreResult<T> + Send + 'static,
 {
-    downcast(store.read(erase(f)).await?)
+    let mut f = f;
+    let job: ReadJob = Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>));
+    downcast(store.read(job).await?)
 }

@@ -11,10 +11,13 @@
 //! - [`sign`]: headers and signature.
 //! - [`retry`]: backoff with injected jitter, outcome classification, dead-letter.
 
+mod claim;
 pub mod retry;
 pub mod sign;
 pub mod ssrf;
 pub mod url;
+
+pub use claim::{choose_claims, tenant_room, ClaimCandidate};
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -22,7 +25,7 @@ use uuid::Uuid;
 use crate::admin::AuditRecord;
 use crate::error::{CoreResult, ErrorCode, PortError, Refusal};
 use crate::outbox::{EventType, NewEvent};
-use crate::ports::store::StoreTx;
+use crate::ports::store::WriteTx;
 use crate::ports::webhook::DeliveryOutcome;
 use crate::ports::Entropy;
 use crate::secret::Secret;
@@ -98,8 +101,8 @@ pub struct DueEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
     pub now: Timestamp,
-    /// A claimed event is not claimed again before this time (a crashed process's claims are
-    /// released at start-up by [`WebhookRepo::release_webhook_claims`]).
+    /// A claimed event is not claimed again before this time; a crashed process's claims
+    /// simply run out (they are never released in bulk: another instance may hold them).
     pub lease_until: Timestamp,
     /// Most events in this claim.
     pub limit: usize,
@@ -182,26 +185,27 @@ pub struct EventCounts {
 /// - MUST record the attempt and the event's new state in `finish_attempt` together (one
 ///   transaction: the caller's), and leave a non-pending event's state alone.
 /// - MUST NOT change an event's id or body, ever: retries and replays resend them as stored.
-pub trait WebhookRepo {
+pub trait WebhookRepo: WebhookReads {
     /// Registers or replaces the tenant's endpoint; returns the one it replaced.
     fn put_webhook_endpoint(&mut self, endpoint: &Endpoint) -> Result<Option<Endpoint>, PortError>;
-    fn webhook_endpoint(&mut self, tenant: &str) -> Result<Option<Endpoint>, PortError>;
-    /// Marks up to `claim.limit` pending events due at `claim.now` as claimed until
-    /// `claim.lease_until` and returns them, oldest due first, at most `claim.tenant_max` in
-    /// flight per tenant.
+    /// Leases up to `claim.limit` pending events due at `claim.now` until `claim.lease_until`
+    /// and returns them: events never claimed, and events whose lease ran out (a crashed or
+    /// stopped worker's, in this process or another). The store reads what is due and what each
+    /// tenant has in flight, and lets [`choose_claims`] pick, in one serializable job.
     fn claim_due_events(&mut self, claim: &Claim) -> Result<Vec<DueEvent>, PortError>;
-    /// Forgets every claim (start-up: only one process delivers, and a crashed one's claims
-    /// mean nothing). Returns how many were released.
-    fn release_webhook_claims(&mut self) -> Result<u64, PortError>;
     /// Records `attempt` and moves its event to `step`. Returns false (and records nothing)
     /// when the event is not pending any more.
     fn finish_attempt(&mut self, attempt: &Attempt, step: Step) -> Result<bool, PortError>;
-    /// Newest first.
-    fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError>;
-    fn webhook_event(&mut self, id: Uuid) -> Result<Option<EventView>, PortError>;
     /// Puts a dead-lettered event back in the queue, due at `now`, with its attempt count for
     /// the schedule reset (its history is kept). Returns false unless it was dead-lettered.
     fn requeue_dead_lettered(&mut self, id: Uuid, now: Timestamp) -> Result<bool, PortError>;
+}
+
+pub trait WebhookReads {
+    fn webhook_endpoint(&mut self, tenant: &str) -> Result<Option<Endpoint>, PortError>;
+    /// Newest first.
+    fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError>;
+    fn webhook_event(&mut self, id: Uuid) -> Result<Option<EventView>, PortError>;
     fn count_webhook_events(&mut self) -> Result<EventCounts, PortError>;
 }
 
@@ -222,7 +226,7 @@ pub struct Operator {
 /// Registers (or replaces) `tenant`'s endpoint with `url` (already checked, and its host
 /// resolved and checked by the caller) and `secret`, with its audit record.
 pub fn set_endpoint(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     tenant: &str,
     url: &EndpointUrl,
     secret: &Secret<String>,
@@ -252,7 +256,7 @@ pub fn set_endpoint(
 
 /// Queues a `webhook.test` event for `tenant`; refused when the tenant has no endpoint.
 pub fn queue_test_event(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     tenant: &str,
     id: Uuid,
     now: Timestamp,
@@ -275,7 +279,7 @@ pub fn queue_test_event(
 
 /// Re-queues a dead-lettered event under its id, with its audit record.
 pub fn replay(
-    tx: &mut dyn StoreTx,
+    tx: &mut dyn WriteTx,
     id: Uuid,
     now: Timestamp,
     operator: &Operator,

@@ -157,7 +157,7 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
             let controls = tx.list_controls()?;
             let alerts = tx.open_alert_count()?;
             let mut pending = Vec::new();
-            for network in networks {
+            for &network in &networks {
                 pending.push((network, tx.pending_deposit_count(network)?));
             }
             let webhooks = tx.count_webhook_events()?;

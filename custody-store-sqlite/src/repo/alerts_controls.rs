@@ -1,4 +1,4 @@
-use custody_core::admin::{Alert, AlertRepo, Control, ControlRepo};
+use custody_core::admin::{Alert, AlertReads, AlertRepo, Control, ControlReads, ControlRepo};
 use custody_core::error::PortError;
 use rusqlite::{params, OptionalExtension};
 
@@ -24,7 +24,9 @@ impl AlertRepo for SqliteTx<'_> {
             .map_err(db_err)?;
         Ok(())
     }
+}
 
+impl AlertReads for SqliteTx<'_> {
     fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError> {
         let rows = self
             .conn
@@ -78,6 +80,19 @@ impl AlertRepo for SqliteTx<'_> {
 }
 
 impl ControlRepo for SqliteTx<'_> {
+    fn put_control(&mut self, c: &Control) -> Result<(), PortError> {
+        self.conn
+            .execute(
+                "INSERT INTO controls (control_key, enabled, reason, updated_by, updated_at) VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (control_key) DO UPDATE SET enabled = ?2, reason = ?3, updated_by = ?4, updated_at = ?5",
+                params![c.control_key, c.enabled, c.reason, c.updated_by, c.updated_at.unix_millis()],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+}
+
+impl ControlReads for SqliteTx<'_> {
     fn control(&mut self, key: &str) -> Result<Option<Control>, PortError> {
         self.conn
             .prepare_cached(
@@ -95,17 +110,6 @@ impl ControlRepo for SqliteTx<'_> {
             })
             .optional()
             .map_err(db_err)
-    }
-
-    fn put_control(&mut self, c: &Control) -> Result<(), PortError> {
-        self.conn
-            .execute(
-                "INSERT INTO controls (control_key, enabled, reason, updated_by, updated_at) VALUES (?1, ?2, ?3, ?4, ?5) \
-                 ON CONFLICT (control_key) DO UPDATE SET enabled = ?2, reason = ?3, updated_by = ?4, updated_at = ?5",
-                params![c.control_key, c.enabled, c.reason, c.updated_by, c.updated_at.unix_millis()],
-            )
-            .map_err(db_err)?;
-        Ok(())
     }
 
     fn list_controls(&mut self) -> Result<Vec<Control>, PortError> {

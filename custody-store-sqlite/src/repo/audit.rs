@@ -1,4 +1,4 @@
-use custody_core::admin::{AuditRecord, AuditRepo};
+use custody_core::admin::{AuditReads, AuditRecord, AuditRepo};
 use custody_core::error::PortError;
 use rusqlite::params;
 
@@ -26,7 +26,9 @@ impl AuditRepo for SqliteTx<'_> {
             .map_err(db_err)?;
         Ok(())
     }
+}
 
+impl AuditReads for SqliteTx<'_> {
     fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError> {
         let json = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
         let rows = self

@@ -1,6 +1,6 @@
 use std::collections::BTreeSet;
 
-use custody_core::auth::{Credential, CredentialRepo, Scope};
+use custody_core::auth::{Credential, CredentialReads, CredentialRepo, Scope};
 use custody_core::error::PortError;
 use custody_core::secret::Secret;
 use custody_core::time::Timestamp;
@@ -118,35 +118,6 @@ impl CredentialRepo for SqliteTx<'_> {
         Ok(())
     }
 
-    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError> {
-        let found = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM credentials WHERE api_key = ?1"
-            ))
-            .map_err(db_err)?
-            .query_row([api_key], raw)
-            .optional()
-            .map_err(db_err)?;
-        found.map(|r| self.decode_credential(r)).transpose()
-    }
-
-    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError> {
-        let raws = self
-            .conn
-            .prepare(&format!(
-                "SELECT {COLUMNS} FROM credentials ORDER BY created_at, id"
-            ))
-            .map_err(db_err)?
-            .query_map([], raw)
-            .map_err(db_err)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(db_err)?;
-        raws.into_iter()
-            .map(|r| self.decode_credential(r))
-            .collect()
-    }
-
     fn revoke_credential(&mut self, api_key: &str, at: Timestamp) -> Result<bool, PortError> {
         let n = self
             .conn
@@ -202,5 +173,36 @@ impl CredentialRepo for SqliteTx<'_> {
             )
             .map_err(db_err)?;
         Ok(n == 1)
+    }
+}
+
+impl CredentialReads for SqliteTx<'_> {
+    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError> {
+        let found = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM credentials WHERE api_key = ?1"
+            ))
+            .map_err(db_err)?
+            .query_row([api_key], raw)
+            .optional()
+            .map_err(db_err)?;
+        found.map(|r| self.decode_credential(r)).transpose()
+    }
+
+    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError> {
+        let raws = self
+            .conn
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM credentials ORDER BY created_at, id"
+            ))
+            .map_err(db_err)?
+            .query_map([], raw)
+            .map_err(db_err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)?;
+        raws.into_iter()
+            .map(|r| self.decode_credential(r))
+            .collect()
     }
 }

@@ -1,5 +1,6 @@
+use custody_core::chain::{ChainCursor, ChainReads, ChainRepo};
 use custody_core::deposit::{
-    ChainCursor, Deposit, DepositFilter, DepositRepo, DepositStatus, HistoryStep,
+    Deposit, DepositFilter, DepositReads, DepositRepo, DepositStatus, HistoryStep,
 };
 use custody_core::error::PortError;
 use custody_core::{Amount, Network};
@@ -127,26 +128,6 @@ impl SqliteTx<'_> {
 }
 
 impl DepositRepo for SqliteTx<'_> {
-    fn deposit_by_identity(
-        &mut self,
-        network: Network,
-        tx_hash: &str,
-        log_index: Option<u32>,
-    ) -> Result<Option<Deposit>, PortError> {
-        Ok(self
-            .deposits_where(
-                "network = ?1 AND tx_hash = ?2 AND log_key = ?3",
-                params![network.as_str(), tx_hash, log_key(log_index)],
-            )?
-            .pop())
-    }
-
-    fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError> {
-        Ok(self
-            .deposits_where("id = ?1 AND tenant = ?2", params![id.to_string(), tenant])?
-            .pop())
-    }
-
     fn insert_deposit(&mut self, d: &Deposit) -> Result<(), PortError> {
         let history = serde_json::to_string(&d.history).expect("history serializes");
         self.conn
@@ -209,6 +190,98 @@ impl DepositRepo for SqliteTx<'_> {
                 format!("deposit {} does not exist", d.id),
             ))
         }
+    }
+}
+
+impl ChainRepo for SqliteTx<'_> {
+    fn record_block(
+        &mut self,
+        network: Network,
+        number: u64,
+        hash: &str,
+        parent_hash: &str,
+    ) -> Result<(), PortError> {
+        let n = i64::try_from(number).map_err(|_| bad("block number", &number.to_string()))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO chain_blocks (network, number, hash, parent_hash) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (network, number) DO UPDATE SET hash = ?3, parent_hash = ?4",
+            )
+            .map_err(db_err)?
+            .execute(params![network.as_str(), n, hash, parent_hash])
+            .map_err(db_err)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO chain_cursors (network, number, hash) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (network) DO UPDATE SET number = ?2, hash = ?3",
+            )
+            .map_err(db_err)?
+            .execute(params![network.as_str(), n, hash])
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn rewind_blocks(&mut self, network: Network, number: u64) -> Result<(), PortError> {
+        let n = i64::try_from(number).map_err(|_| bad("block number", &number.to_string()))?;
+        self.conn
+            .execute(
+                "DELETE FROM chain_blocks WHERE network = ?1 AND number > ?2",
+                params![network.as_str(), n],
+            )
+            .map_err(db_err)?;
+        let hash = self.recorded_block_hash(network, number)?;
+        match hash {
+            Some(hash) => {
+                self.conn
+                    .execute(
+                        "UPDATE chain_cursors SET number = ?2, hash = ?3 WHERE network = ?1",
+                        params![network.as_str(), n, hash],
+                    )
+                    .map_err(db_err)?;
+            }
+            None => {
+                self.conn
+                    .execute(
+                        "DELETE FROM chain_cursors WHERE network = ?1",
+                        [network.as_str()],
+                    )
+                    .map_err(db_err)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn prune_blocks(&mut self, network: Network, below: u64) -> Result<(), PortError> {
+        let n = i64::try_from(below).unwrap_or(i64::MAX);
+        self.conn
+            .execute(
+                "DELETE FROM chain_blocks WHERE network = ?1 AND number < ?2",
+                params![network.as_str(), n],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+}
+
+impl DepositReads for SqliteTx<'_> {
+    fn deposit_by_identity(
+        &mut self,
+        network: Network,
+        tx_hash: &str,
+        log_index: Option<u32>,
+    ) -> Result<Option<Deposit>, PortError> {
+        Ok(self
+            .deposits_where(
+                "network = ?1 AND tx_hash = ?2 AND log_key = ?3",
+                params![network.as_str(), tx_hash, log_key(log_index)],
+            )?
+            .pop())
+    }
+
+    fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError> {
+        Ok(self
+            .deposits_where("id = ?1 AND tenant = ?2", params![id.to_string(), tenant])?
+            .pop())
     }
 
     fn list_deposits(
@@ -280,7 +353,9 @@ impl DepositRepo for SqliteTx<'_> {
                 .ok_or_else(|| PortError::permanent("store", "pending deposits overflow u128"))
         })
     }
+}
 
+impl ChainReads for SqliteTx<'_> {
     fn chain_cursor(&mut self, network: Network) -> Result<Option<ChainCursor>, PortError> {
         let row: Option<(i64, String)> = self
             .conn
@@ -298,33 +373,6 @@ impl DepositRepo for SqliteTx<'_> {
         .transpose()
     }
 
-    fn record_block(
-        &mut self,
-        network: Network,
-        number: u64,
-        hash: &str,
-        parent_hash: &str,
-    ) -> Result<(), PortError> {
-        let n = i64::try_from(number).map_err(|_| bad("block number", &number.to_string()))?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO chain_blocks (network, number, hash, parent_hash) VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (network, number) DO UPDATE SET hash = ?3, parent_hash = ?4",
-            )
-            .map_err(db_err)?
-            .execute(params![network.as_str(), n, hash, parent_hash])
-            .map_err(db_err)?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO chain_cursors (network, number, hash) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (network) DO UPDATE SET number = ?2, hash = ?3",
-            )
-            .map_err(db_err)?
-            .execute(params![network.as_str(), n, hash])
-            .map_err(db_err)?;
-        Ok(())
-    }
-
     fn recorded_block_hash(
         &mut self,
         network: Network,
@@ -337,46 +385,5 @@ impl DepositRepo for SqliteTx<'_> {
             .query_row(params![network.as_str(), n], |r| r.get(0))
             .optional()
             .map_err(db_err)
-    }
-
-    fn rewind_blocks(&mut self, network: Network, number: u64) -> Result<(), PortError> {
-        let n = i64::try_from(number).map_err(|_| bad("block number", &number.to_string()))?;
-        self.conn
-            .execute(
-                "DELETE FROM chain_blocks WHERE network = ?1 AND number > ?2",
-                params![network.as_str(), n],
-            )
-            .map_err(db_err)?;
-        let hash = self.recorded_block_hash(network, number)?;
-        match hash {
-            Some(hash) => {
-                self.conn
-                    .execute(
-                        "UPDATE chain_cursors SET number = ?2, hash = ?3 WHERE network = ?1",
-                        params![network.as_str(), n, hash],
-                    )
-                    .map_err(db_err)?;
-            }
-            None => {
-                self.conn
-                    .execute(
-                        "DELETE FROM chain_cursors WHERE network = ?1",
-                        [network.as_str()],
-                    )
-                    .map_err(db_err)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn prune_blocks(&mut self, network: Network, below: u64) -> Result<(), PortError> {
-        let n = i64::try_from(below).unwrap_or(i64::MAX);
-        self.conn
-            .execute(
-                "DELETE FROM chain_blocks WHERE network = ?1 AND number < ?2",
-                params![network.as_str(), n],
-            )
-            .map_err(db_err)?;
-        Ok(())
     }
 }

@@ -1,5 +1,7 @@
 use custody_core::error::PortError;
-use custody_core::idempotency::{IdempotencyRecord, IdempotencyRepo, StoredResponse};
+use custody_core::idempotency::{
+    IdempotencyReads, IdempotencyRecord, IdempotencyRepo, StoredResponse,
+};
 use custody_core::time::Timestamp;
 use rusqlite::{params, OptionalExtension};
 
@@ -7,6 +9,47 @@ use super::ts;
 use crate::tx::{db_err, SqliteTx};
 
 impl IdempotencyRepo for SqliteTx<'_> {
+    fn insert_idempotency_record(&mut self, r: &IdempotencyRecord) -> Result<(), PortError> {
+        // An expired record for the key is replaced; a live one makes the insert fail.
+        self.conn
+            .prepare_cached(
+                "DELETE FROM idempotency WHERE tenant = ?1 AND key = ?2 AND expires_at <= ?3",
+            )
+            .map_err(db_err)?
+            .execute(params![r.tenant, r.key, r.created_at.unix_millis()])
+            .map_err(db_err)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO idempotency (tenant, key, fingerprint, status, body, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(db_err)?
+            .execute(params![
+                r.tenant,
+                r.key,
+                r.fingerprint.as_slice(),
+                i64::from(r.response.status),
+                r.response.body,
+                r.created_at.unix_millis(),
+                r.expires_at.unix_millis(),
+            ])
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError> {
+        let n = self
+            .conn
+            .execute(
+                "DELETE FROM idempotency WHERE expires_at <= ?1",
+                [now.unix_millis()],
+            )
+            .map_err(db_err)?;
+        Ok(n as u64)
+    }
+}
+
+impl IdempotencyReads for SqliteTx<'_> {
     fn idempotency_record(
         &mut self,
         tenant: &str,
@@ -47,44 +90,5 @@ impl IdempotencyRepo for SqliteTx<'_> {
                 })
             })
             .transpose()
-    }
-
-    fn insert_idempotency_record(&mut self, r: &IdempotencyRecord) -> Result<(), PortError> {
-        // An expired record for the key is replaced; a live one makes the insert fail.
-        self.conn
-            .prepare_cached(
-                "DELETE FROM idempotency WHERE tenant = ?1 AND key = ?2 AND expires_at <= ?3",
-            )
-            .map_err(db_err)?
-            .execute(params![r.tenant, r.key, r.created_at.unix_millis()])
-            .map_err(db_err)?;
-        self.conn
-            .prepare_cached(
-                "INSERT INTO idempotency (tenant, key, fingerprint, status, body, created_at, expires_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .map_err(db_err)?
-            .execute(params![
-                r.tenant,
-                r.key,
-                r.fingerprint.as_slice(),
-                i64::from(r.response.status),
-                r.response.body,
-                r.created_at.unix_millis(),
-                r.expires_at.unix_millis(),
-            ])
-            .map_err(db_err)?;
-        Ok(())
-    }
-
-    fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError> {
-        let n = self
-            .conn
-            .execute(
-                "DELETE FROM idempotency WHERE expires_at <= ?1",
-                [now.unix_millis()],
-            )
-            .map_err(db_err)?;
-        Ok(n as u64)
     }
 }

@@ -1,7 +1,7 @@
 use custody_core::error::PortError;
 use custody_core::ledger::{
     AccountBalances, AccountKey, Direction, Entry, HistoryEntry, Hold, HoldPurpose, HoldState,
-    LedgerRepo, LedgerTx, Phase, ReferenceType, TxKind,
+    LedgerReads, LedgerRepo, LedgerTx, Phase, ReferenceType, TxKind,
 };
 use custody_core::Network;
 use rusqlite::{params, OptionalExtension, Row};
@@ -179,20 +179,6 @@ impl SqliteTx<'_> {
 }
 
 impl LedgerRepo for SqliteTx<'_> {
-    fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError> {
-        let raw = self
-            .conn
-            .prepare_cached(
-                "SELECT debits_posted, credits_posted, debits_pending, credits_pending \
-                 FROM ledger_accounts WHERE id = ?1",
-            )
-            .map_err(db_err)?
-            .query_row([key.storage_id()], |r| balances(r, 0))
-            .optional()
-            .map_err(db_err)?;
-        raw.as_ref().map(decode_balances).transpose()
-    }
-
     fn put_ledger_account(
         &mut self,
         key: &AccountKey,
@@ -215,19 +201,6 @@ impl LedgerRepo for SqliteTx<'_> {
             ])
             .map_err(db_err)?;
         Ok(())
-    }
-
-    fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
-        let raw = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {TX_COLUMNS} FROM ledger_transactions WHERE id = ?1"
-            ))
-            .map_err(db_err)?
-            .query_row([id.to_string()], raw_tx)
-            .optional()
-            .map_err(db_err)?;
-        raw.map(|r| self.decode_tx(r)).transpose()
     }
 
     fn insert_ledger_transaction(&mut self, tx: &LedgerTx) -> Result<(), PortError> {
@@ -277,19 +250,6 @@ impl LedgerRepo for SqliteTx<'_> {
                 .map_err(db_err)?;
         }
         Ok(())
-    }
-
-    fn ledger_hold(&mut self, id: Uuid) -> Result<Option<Hold>, PortError> {
-        let raw = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {HOLD_COLUMNS} FROM ledger_holds WHERE id = ?1"
-            ))
-            .map_err(db_err)?
-            .query_row([id.to_string()], raw_hold)
-            .optional()
-            .map_err(db_err)?;
-        raw.map(decode_hold).transpose()
     }
 
     fn insert_ledger_hold(&mut self, h: &Hold) -> Result<(), PortError> {
@@ -356,6 +316,48 @@ impl LedgerRepo for SqliteTx<'_> {
                 format!("hold {id} is not pending"),
             ))
         }
+    }
+}
+
+impl LedgerReads for SqliteTx<'_> {
+    fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError> {
+        let raw = self
+            .conn
+            .prepare_cached(
+                "SELECT debits_posted, credits_posted, debits_pending, credits_pending \
+                 FROM ledger_accounts WHERE id = ?1",
+            )
+            .map_err(db_err)?
+            .query_row([key.storage_id()], |r| balances(r, 0))
+            .optional()
+            .map_err(db_err)?;
+        raw.as_ref().map(decode_balances).transpose()
+    }
+
+    fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
+        let raw = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {TX_COLUMNS} FROM ledger_transactions WHERE id = ?1"
+            ))
+            .map_err(db_err)?
+            .query_row([id.to_string()], raw_tx)
+            .optional()
+            .map_err(db_err)?;
+        raw.map(|r| self.decode_tx(r)).transpose()
+    }
+
+    fn ledger_hold(&mut self, id: Uuid) -> Result<Option<Hold>, PortError> {
+        let raw = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {HOLD_COLUMNS} FROM ledger_holds WHERE id = ?1"
+            ))
+            .map_err(db_err)?
+            .query_row([id.to_string()], raw_hold)
+            .optional()
+            .map_err(db_err)?;
+        raw.map(decode_hold).transpose()
     }
 
     fn ledger_history(

@@ -1,6 +1,6 @@
 use custody_core::error::PortError;
 use custody_core::time::Timestamp;
-use custody_core::wallet::{Wallet, WalletRepo};
+use custody_core::wallet::{Wallet, WalletReads, WalletRepo};
 use custody_core::Network;
 use rusqlite::{params, OptionalExtension, Row};
 use uuid::Uuid;
@@ -59,35 +59,6 @@ impl SqliteTx<'_> {
 }
 
 impl WalletRepo for SqliteTx<'_> {
-    fn wallet_by_user(
-        &mut self,
-        tenant: &str,
-        external_user_id: &str,
-        network: Network,
-    ) -> Result<Option<Wallet>, PortError> {
-        self.one_wallet(
-            "tenant = ?1 AND external_user_id = ?2 AND network = ?3",
-            params![tenant, external_user_id, network.as_str()],
-        )
-    }
-
-    fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError> {
-        self.one_wallet("id = ?1 AND tenant = ?2", params![id.to_string(), tenant])
-    }
-
-    fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError> {
-        let account: Option<i64> = self
-            .conn
-            .prepare_cached("SELECT account FROM tenant_accounts WHERE tenant = ?1")
-            .map_err(db_err)?
-            .query_row([tenant], |r| r.get(0))
-            .optional()
-            .map_err(db_err)?;
-        account
-            .map(|a| u32::try_from(a).map_err(|_| bad("account", &a.to_string())))
-            .transpose()
-    }
-
     fn allocate_tenant_account(&mut self, tenant: &str, at: Timestamp) -> Result<u32, PortError> {
         // The next index after the highest ever allocated: rows are never deleted, so an
         // index is never reused.
@@ -136,6 +107,37 @@ impl WalletRepo for SqliteTx<'_> {
             ])
             .map_err(db_err)?;
         Ok(())
+    }
+}
+
+impl WalletReads for SqliteTx<'_> {
+    fn wallet_by_user(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+    ) -> Result<Option<Wallet>, PortError> {
+        self.one_wallet(
+            "tenant = ?1 AND external_user_id = ?2 AND network = ?3",
+            params![tenant, external_user_id, network.as_str()],
+        )
+    }
+
+    fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError> {
+        self.one_wallet("id = ?1 AND tenant = ?2", params![id.to_string(), tenant])
+    }
+
+    fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError> {
+        let account: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT account FROM tenant_accounts WHERE tenant = ?1")
+            .map_err(db_err)?
+            .query_row([tenant], |r| r.get(0))
+            .optional()
+            .map_err(db_err)?;
+        account
+            .map(|a| u32::try_from(a).map_err(|_| bad("account", &a.to_string())))
+            .transpose()
     }
 
     fn wallet_by_address(

@@ -3,8 +3,11 @@
 use custody_core::error::PortError;
 use custody_core::secret::Secret;
 use custody_core::time::Timestamp;
+use std::collections::BTreeMap;
+
 use custody_core::webhook::{
-    Attempt, Claim, DueEvent, Endpoint, EventCounts, EventStatus, EventView, Step, WebhookRepo,
+    choose_claims, tenant_room, Attempt, Claim, ClaimCandidate, DueEvent, Endpoint, EventCounts,
+    EventStatus, EventView, Step, WebhookReads, WebhookRepo,
 };
 use rusqlite::{params, OptionalExtension};
 use uuid::Uuid;
@@ -146,37 +149,6 @@ impl WebhookRepo for SqliteTx<'_> {
         Ok(old)
     }
 
-    fn webhook_endpoint(&mut self, tenant: &str) -> Result<Option<Endpoint>, PortError> {
-        let row = self
-            .conn
-            .prepare_cached(
-                "SELECT url, secret_sealed, created_at, updated_at FROM webhook_endpoints \
-                 WHERE tenant = ?1",
-            )
-            .map_err(db_err)?
-            .query_row([tenant], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Vec<u8>>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })
-            .optional()
-            .map_err(db_err)?;
-        row.map(|(url, sealed, created_at, updated_at)| {
-            let secret = self.open_sealed(&sealed, &aad(tenant))?;
-            Ok(Endpoint {
-                tenant: tenant.to_owned(),
-                url,
-                secret: Secret::new(secret.expose().clone()),
-                created_at: ts(created_at),
-                updated_at: ts(updated_at),
-            })
-        })
-        .transpose()
-    }
-
     fn claim_due_events(&mut self, claim: &Claim) -> Result<Vec<DueEvent>, PortError> {
         if claim.limit == 0 || claim.tenant_max == 0 {
             return Ok(Vec::new());
@@ -190,7 +162,7 @@ impl WebhookRepo for SqliteTx<'_> {
             .map_err(db_err)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(db_err)?;
-        let busy: std::collections::HashMap<String, i64> = self
+        let busy: Vec<(String, i64)> = self
             .conn
             .prepare_cached(
                 "SELECT tenant, COUNT(*) FROM outbox \
@@ -202,23 +174,27 @@ impl WebhookRepo for SqliteTx<'_> {
             .map_err(db_err)?
             .collect::<Result<_, _>>()
             .map_err(db_err)?;
-        // Per tenant: what is due, up to its room (tenant_max less what is in flight), so a
-        // tenant with a backlog cannot take the whole claim; then the oldest due overall.
-        let mut candidates: Vec<(i64, i64)> = Vec::new();
-        for tenant in &tenants {
-            let in_flight = busy.get(tenant).copied().unwrap_or(0);
-            let room = claim
-                .tenant_max
-                .saturating_sub(usize::try_from(in_flight).unwrap_or(usize::MAX));
+        let in_flight: BTreeMap<String, usize> = busy
+            .into_iter()
+            .map(|(t, n)| (t, usize::try_from(n).unwrap_or(usize::MAX)))
+            .collect();
+        let mut candidates = Vec::new();
+        for tenant in tenants {
+            let room = tenant_room(claim, in_flight.get(&tenant).copied().unwrap_or(0));
             if room > 0 {
-                candidates.extend(self.due_of_tenant(tenant, now, room.min(claim.limit))?);
+                for (rowid, due) in self.due_of_tenant(&tenant, now, room)? {
+                    candidates.push(ClaimCandidate {
+                        key: rowid,
+                        tenant: tenant.clone(),
+                        due_at: ts(due),
+                    });
+                }
             }
         }
-        candidates.sort_by_key(|&(rowid, due)| (due, rowid));
-        candidates.truncate(claim.limit);
+        let chosen = choose_claims(claim, &in_flight, candidates);
 
-        let mut out = Vec::with_capacity(candidates.len());
-        for (rowid, _) in candidates {
+        let mut out = Vec::with_capacity(chosen.len());
+        for rowid in chosen {
             self.conn
                 .prepare_cached("UPDATE outbox SET leased_until = ?2 WHERE rowid = ?1")
                 .map_err(db_err)?
@@ -256,17 +232,6 @@ impl WebhookRepo for SqliteTx<'_> {
             });
         }
         Ok(out)
-    }
-
-    fn release_webhook_claims(&mut self) -> Result<u64, PortError> {
-        let n = self
-            .conn
-            .execute(
-                "UPDATE outbox SET leased_until = NULL WHERE leased_until IS NOT NULL",
-                [],
-            )
-            .map_err(db_err)?;
-        Ok(n as u64)
     }
 
     fn finish_attempt(&mut self, a: &Attempt, step: Step) -> Result<bool, PortError> {
@@ -314,6 +279,52 @@ impl WebhookRepo for SqliteTx<'_> {
         Ok(true)
     }
 
+    fn requeue_dead_lettered(&mut self, id: Uuid, now: Timestamp) -> Result<bool, PortError> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?2, \
+                   leased_until = NULL, updated_at = ?2 \
+                 WHERE id = ?1 AND status = 'dead_lettered'",
+                params![id.to_string(), now.unix_millis()],
+            )
+            .map_err(db_err)?;
+        Ok(n == 1)
+    }
+}
+
+impl WebhookReads for SqliteTx<'_> {
+    fn webhook_endpoint(&mut self, tenant: &str) -> Result<Option<Endpoint>, PortError> {
+        let row = self
+            .conn
+            .prepare_cached(
+                "SELECT url, secret_sealed, created_at, updated_at FROM webhook_endpoints \
+                 WHERE tenant = ?1",
+            )
+            .map_err(db_err)?
+            .query_row([tenant], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Vec<u8>>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })
+            .optional()
+            .map_err(db_err)?;
+        row.map(|(url, sealed, created_at, updated_at)| {
+            let secret = self.open_sealed(&sealed, &aad(tenant))?;
+            Ok(Endpoint {
+                tenant: tenant.to_owned(),
+                url,
+                secret: Secret::new(secret.expose().clone()),
+                created_at: ts(created_at),
+                updated_at: ts(updated_at),
+            })
+        })
+        .transpose()
+    }
+
     fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError> {
         let raws = self
             .conn
@@ -340,19 +351,6 @@ impl WebhookRepo for SqliteTx<'_> {
             .optional()
             .map_err(db_err)?;
         raw.map(|r| self.decode_event(r)).transpose()
-    }
-
-    fn requeue_dead_lettered(&mut self, id: Uuid, now: Timestamp) -> Result<bool, PortError> {
-        let n = self
-            .conn
-            .execute(
-                "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?2, \
-                   leased_until = NULL, updated_at = ?2 \
-                 WHERE id = ?1 AND status = 'dead_lettered'",
-                params![id.to_string(), now.unix_millis()],
-            )
-            .map_err(db_err)?;
-        Ok(n == 1)
     }
 
     fn count_webhook_events(&mut self) -> Result<EventCounts, PortError> {
@@ -537,15 +535,13 @@ mod tests {
         assert_eq!(fast.body, event(1, "fast", 200).body);
         assert_eq!(fast.attempts, 0);
 
-        // Everything of "slow" it may have in flight is claimed; nothing more until released.
+        // Everything of "slow" it may have in flight is claimed; nothing more while leased.
         assert!(claim(&store, 1_001, 10, 4).await.is_empty());
-        // A lease that ran out (a stuck attempt) lets the event be claimed again.
+        // A lease that ran out (a stuck attempt, a crashed worker of any instance) lets the
+        // event be claimed again; nothing else releases it.
         let later = claim(&store, 61_001, 10, 4).await;
         assert_eq!(later.len(), 5);
-        // Releasing all claims (start-up) makes them due at once.
-        let released = write(&store, |tx| Ok(tx.release_webhook_claims()?));
-        assert_eq!(released.await.unwrap(), 5);
-        assert_eq!(claim(&store, 61_002, 10, 2).await.len(), 3);
+        assert!(claim(&store, 61_002, 10, 4).await.is_empty());
     }
 
     #[tokio::test]
