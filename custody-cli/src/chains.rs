@@ -6,16 +6,15 @@ use std::time::Duration;
 
 use custody_chain_bsc::{BscChain, BscSettings};
 use custody_chain_tron::{TronChain, TronSettings};
+use custody_cli::runtime::scanner::Scanner;
+use custody_cli::runtime::Background;
 use custody_core::deposit::{PipelineSettings, WatchSet};
 use custody_core::ports::store::read;
 use custody_core::ports::{ChainSource, Clock, Entropy, Store};
 use custody_core::{AssetCatalog, Network};
 use custody_http::{HealthProbe, ScanStatus};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::scanner::Scanner;
 
 /// The adapters of the networks that have endpoints configured.
 pub struct Chains {
@@ -83,23 +82,9 @@ pub async fn load_watch_set(store: &dyn Store) -> Result<Arc<WatchSet>, String> 
     Ok(watch)
 }
 
-/// The running scanners; `stop` ends them and waits.
-pub struct Scanners {
-    stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Scanners {
-    pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        for t in self.tasks {
-            let _ = t.await;
-        }
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 pub fn start_scanners(
+    background: &mut Background,
     chains: &Chains,
     config: &Config,
     catalog: &AssetCatalog,
@@ -107,34 +92,29 @@ pub fn start_scanners(
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     watch_set: Arc<WatchSet>,
-) -> Scanners {
-    let (stop, stopped) = watch::channel(false);
+) {
     let catalog = Arc::new(catalog.clone());
-    let tasks = chains
-        .sources
-        .iter()
-        .map(|(&network, chain)| {
-            let c = config.chain(network);
-            let scanner = Scanner {
-                chain: Arc::clone(chain),
-                store: Arc::clone(&store),
-                clock: Arc::clone(&clock),
-                entropy: Arc::clone(&entropy),
-                catalog: Arc::clone(&catalog),
-                watch: Arc::clone(&watch_set),
-                settings: PipelineSettings {
-                    network,
-                    required_confirmations: c.confirmations,
-                    blocks_kept: c.blocks_kept,
-                },
-                poll_interval: Duration::from_millis(c.poll_interval_ms.max(10)),
-                blocks_per_tick_max: 100,
-                start_block: c.start_block,
-                status: Arc::clone(&chains.status[&network]),
-                halted: std::sync::atomic::AtomicBool::new(false),
-            };
-            tokio::spawn(scanner.run(stopped.clone()))
-        })
-        .collect();
-    Scanners { stop, tasks }
+    for (&network, chain) in &chains.sources {
+        let c = config.chain(network);
+        let scanner = Scanner {
+            chain: Arc::clone(chain),
+            store: Arc::clone(&store),
+            clock: Arc::clone(&clock),
+            entropy: Arc::clone(&entropy),
+            catalog: Arc::clone(&catalog),
+            watch: Arc::clone(&watch_set),
+            settings: PipelineSettings {
+                network,
+                required_confirmations: c.confirmations,
+                blocks_kept: c.blocks_kept,
+            },
+            poll_interval: Duration::from_millis(c.poll_interval_ms.max(10)),
+            blocks_per_tick_max: 100,
+            start_block: c.start_block,
+            stuck_alert_after: Duration::from_millis(c.stuck_alert_after_ms),
+            status: Arc::clone(&chains.status[&network]),
+            halted: std::sync::atomic::AtomicBool::new(false),
+        };
+        background.spawn("scanner", move |stop| scanner.run(stop));
+    }
 }

@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use custody_cli::runtime::system::{OsEntropy, SystemClock};
+use custody_cli::runtime::{pruner::Pruner, Background};
 use custody_core::auth::credential::valid_tenant_id;
 use custody_core::auth::{pin, Credential, Scope};
 use custody_core::idempotency;
@@ -11,7 +13,6 @@ use custody_core::keys::Mnemonic;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::secret::Secret;
-use custody_http::system::{OsEntropy, SystemClock};
 use custody_http::{AppState, HttpLimits, NetworkSettings};
 use custody_store_sqlite::{SqliteStore, StoreOptions};
 use serde_json::json;
@@ -284,24 +285,6 @@ async fn shutdown_signal() {
     tracing::info!("shutdown requested: draining in-flight requests");
 }
 
-/// Forgets nonces and idempotency records past their retention, once a minute.
-async fn maintenance(store: Arc<dyn Store>, clock: Arc<dyn Clock>) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
-    loop {
-        tick.tick().await;
-        let now = clock.now();
-        let pruned = write(store.as_ref(), move |tx| {
-            Ok((tx.prune_nonces(now)?, tx.prune_idempotency(now)?))
-        })
-        .await;
-        match pruned {
-            Ok((n, i)) if n + i > 0 => tracing::debug!(nonces = n, idempotency = i, "pruned"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "pruning failed"),
-        }
-    }
-}
-
 pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     let config = dir.load_config()?;
     let catalog = config.catalog()?;
@@ -323,10 +306,18 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let result = rt.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        // Every job of every path goes through the guard: a broken invariant latches
+        // kill_switch.global (custody_core::invariants).
+        let guarded: Arc<dyn Store> = Arc::new(custody_core::invariants::InvariantGuard::new(
+            store.clone() as Arc<dyn Store>,
+            Arc::clone(&clock),
+            Arc::new(OsEntropy),
+        ));
+        let store = guarded;
         let chains = crate::chains::build(&config, &catalog)?;
         let watch = crate::chains::load_watch_set(store.as_ref()).await?;
         let state = Arc::new(AppState {
-            store: store.clone() as Arc<dyn Store>,
+            store: Arc::clone(&store),
             clock: Arc::clone(&clock),
             entropy: Arc::new(OsEntropy),
             signer,
@@ -357,26 +348,34 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
-        let webhooks = crate::webhooks::start_worker(
-            store.clone() as Arc<dyn Store>,
-            Arc::clone(&clock),
-            &config.webhooks,
-        )?;
-        let scanners = crate::chains::start_scanners(
+        let mut background = Background::new();
+        let (ports, settings) =
+            crate::webhooks::delivery(Arc::clone(&store), Arc::clone(&clock), &config.webhooks)?;
+        background.spawn("webhooks", move |stop| {
+            custody_cli::runtime::webhooks::run(ports, settings, stop)
+        });
+        crate::chains::start_scanners(
+            &mut background,
             &chains,
             &config,
             &catalog,
-            store.clone() as Arc<dyn Store>,
+            Arc::clone(&store),
             Arc::clone(&clock),
             Arc::new(OsEntropy),
             watch,
         );
-        tokio::spawn(maintenance(store.clone() as Arc<dyn Store>, clock));
+        let pruner = Pruner {
+            store: Arc::clone(&store),
+            clock,
+            interval: std::time::Duration::from_secs(60),
+        };
+        background.spawn("pruner", move |stop| pruner.run(stop));
         tracing::info!(listen = %local, "serving");
         print_json(&json!({ "listening": format!("http://{local}/v1") }))?;
         let served = custody_http::serve(listener, state, shutdown_signal()).await;
-        webhooks.stop().await;
-        scanners.stop().await;
+        // Attempts in flight get a few seconds to be recorded; any left are sent again after
+        // the next start (same id), once their lease runs out.
+        background.stop(std::time::Duration::from_secs(5)).await;
         served.map_err(|e| format!("server error: {e}"))
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(5));

@@ -89,10 +89,17 @@ pub struct ChainConfig {
     /// TRON only: sent as TRON-PRO-API-KEY. Env `CUSTODY_TRON_API_KEY` overrides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// How long the scanner may fail without progress before a `scan_stuck` critical alert.
+    #[serde(default = "default_stuck_alert_after_ms")]
+    pub stuck_alert_after_ms: u64,
 }
 
 fn default_blocks_kept() -> u64 {
     1_000
+}
+
+fn default_stuck_alert_after_ms() -> u64 {
+    10 * 60 * 1000
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -121,6 +128,7 @@ impl Config {
             poll_interval_ms,
             start_block: None,
             blocks_kept: default_blocks_kept(),
+            stuck_alert_after_ms: default_stuck_alert_after_ms(),
             allow_insecure_http: false,
             api_key: None,
             assets: mainnet

@@ -1,5 +1,6 @@
 //! `custody ledger adjust`: an operator's correction, printed as the ledger transaction.
 
+use custody_cli::runtime::system::{OsEntropy, SystemClock};
 use custody_core::adjustment::{self, AdjustmentIds, AdjustmentRequest};
 use custody_core::asset::AssetLookup;
 use custody_core::ledger::{Direction, LedgerTx};
@@ -7,7 +8,6 @@ use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::Clock;
 use custody_core::{Amount, Network};
-use custody_http::system::{OsEntropy, SystemClock};
 use serde_json::json;
 
 use crate::commands::{open_store, print_json, runtime};

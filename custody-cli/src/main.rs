@@ -5,7 +5,6 @@ mod commands;
 mod config;
 mod datadir;
 mod ledger_cmd;
-mod scanner;
 mod webhooks;
 
 use std::path::PathBuf;

@@ -1,17 +1,16 @@
 //! `custody webhooks ...` (decisions §1) and the `[webhooks]` section of `custody.toml`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use custody_cli::runtime::system::{OsEntropy, SystemClock};
+use custody_cli::runtime::webhooks::{WorkerPorts, WorkerSettings};
 use custody_core::auth::credential::valid_tenant_id;
 use custody_core::error::CoreError;
 use custody_core::ports::store::write;
 use custody_core::ports::{Clock, Store};
 use custody_core::webhook::{self, AddressPolicy, Host, Operator, RetryPolicy, ATTEMPTS_MAX};
-use custody_http::system::{OsEntropy, SystemClock};
 use custody_http::webhook_client::{resolve_checked, ClientSettings, HttpWebhookSink};
-use custody_http::webhook_worker::{WebhookWorker, WorkerPorts, WorkerSettings};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -80,12 +79,12 @@ impl WebhooksConfig {
     }
 }
 
-/// Starts webhook delivery on the current runtime (`serve`).
-pub fn start_worker(
+/// The ports and settings of webhook delivery (`serve` runs it as a background loop).
+pub fn delivery(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     config: &WebhooksConfig,
-) -> Result<Worker, String> {
+) -> Result<(WorkerPorts, WorkerSettings), String> {
     let settings = config.worker_settings()?;
     if config.allow_insecure_loopback {
         tracing::warn!("webhooks.allow_insecure_loopback is on: http:// to loopback is allowed");
@@ -103,18 +102,7 @@ pub fn start_worker(
         clock,
         entropy: Arc::new(OsEntropy),
     };
-    Ok(Worker(WebhookWorker::spawn(ports, settings)))
-}
-
-/// The running delivery worker of `serve`.
-pub struct Worker(WebhookWorker);
-
-impl Worker {
-    /// Stops claiming and gives attempts in flight a few seconds to be recorded; any left are
-    /// sent again after the next start (same id).
-    pub async fn stop(self) {
-        self.0.stop(Duration::from_secs(5)).await;
-    }
+    Ok((ports, settings))
 }
 
 #[derive(Debug, Subcommand)]

@@ -15,6 +15,7 @@ pub mod chain;
 pub mod deposit;
 pub mod error;
 pub mod idempotency;
+pub mod invariants;
 pub mod keys;
 pub mod ledger;
 pub mod network;

@@ -15,9 +15,7 @@ pub mod reply;
 pub mod routes;
 pub mod server;
 pub mod state;
-pub mod system;
 pub mod webhook_client;
-pub mod webhook_worker;
 
 pub use server::serve;
 pub use state::{AppState, HealthProbe, HttpLimits, NetworkSettings, ScanStatus, SwapPair};

@@ -16,20 +16,7 @@ pub struct NetworkSettings {
     pub confirmations: u32,
 }
 
-/// What the scanner of one network last saw, for the admin views.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct ScanStatus {
-    pub head_block: Option<u64>,
-    pub scanned_block: Option<u64>,
-    pub last_error: Option<String>,
-    pub updated_at: Option<custody_core::Timestamp>,
-}
-
-impl ScanStatus {
-    pub fn lag_blocks(&self) -> Option<u64> {
-        Some(self.head_block?.saturating_sub(self.scanned_block?))
-    }
-}
+pub use custody_core::chain::ScanStatus;
 
 /// Endpoint health of a chain adapter, as JSON (each adapter has its own record type).
 pub type HealthProbe = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;

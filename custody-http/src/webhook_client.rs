@@ -323,8 +323,20 @@ impl WebhookSink for HttpWebhookSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::SystemClock;
     use std::sync::Arc;
+
+    /// The wall clock: the sink only measures latencies with it.
+    struct SystemClock;
+
+    impl custody_core::ports::Clock for SystemClock {
+        fn now(&self) -> custody_core::Timestamp {
+            let ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or(0);
+            custody_core::Timestamp::from_unix_millis(ms)
+        }
+    }
 
     fn request(url: &str) -> WebhookRequest {
         WebhookRequest {

@@ -88,6 +88,7 @@ impl Chain {
     }
 
     async fn apply(&self, b: ScannedBlock) -> deposit::BlockOutcome {
+        let b_number = b.header.number;
         let (e, w, s) = (
             Arc::clone(&self.entropy),
             Arc::clone(&self.watch),
@@ -97,6 +98,10 @@ impl Chain {
             deposit::apply_block(tx, e.as_ref(), &s, &AssetCatalog::mainnet(), &w, &b, NOW)
         })
         .await
+        .map(|applied| match applied {
+            deposit::Applied::Block(outcome) => outcome,
+            other => panic!("block {} not applied: {other:?}", b_number),
+        })
         .unwrap()
     }
 

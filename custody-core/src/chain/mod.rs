@@ -5,8 +5,29 @@ mod fork;
 
 pub use fork::{connects, find_fork, ForkSearch};
 
+use serde::Serialize;
+
 use crate::error::PortError;
 use crate::network::Network;
+use crate::time::Timestamp;
+
+/// What the scanner of one network last saw, for the dashboard and the admin listings (one
+/// JSON shape everywhere).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ScanStatus {
+    pub head_block: Option<u64>,
+    pub scanned_block: Option<u64>,
+    pub last_error: Option<String>,
+    /// Since when the scanner has failed without progress (`None` while it moves).
+    pub failing_since: Option<Timestamp>,
+    pub updated_at: Option<Timestamp>,
+}
+
+impl ScanStatus {
+    pub fn lag_blocks(&self) -> Option<u64> {
+        Some(self.head_block?.saturating_sub(self.scanned_block?))
+    }
+}
 
 /// The scanner's position on one network: the last block applied and its hash.
 #[derive(Debug, Clone, PartialEq, Eq)]

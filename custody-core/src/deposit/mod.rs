@@ -244,7 +244,7 @@ pub trait DepositReads {
 mod pipeline;
 mod watch;
 
-pub use pipeline::{advance, apply_block, rewind, BlockOutcome, PipelineSettings};
+pub use pipeline::{advance, apply_block, rewind, Applied, BlockOutcome, PipelineSettings};
 pub use watch::WatchSet;
 
 pub use crate::chain::ChainCursor;

@@ -2,13 +2,15 @@
 //! functions, each run inside one store write transaction, decide what is a deposit, move it
 //! through its states, credit it exactly once, and undo what a reorganization removed.
 //!
-//! The caller (the scanner) guarantees order: `apply_block` only for the block whose parent is
-//! the cursor, `rewind` to a block both we and the node agree on.
+//! Order is checked here, not trusted: `apply_block` refuses a block whose parent is not the
+//! cursor ([`Applied::CannotConnect`], as BDK's `apply_update` does), and the caller rewinds
+//! only to a block that [`crate::chain::find_fork`] found both we and the node agree on.
 
 use super::{Deposit, DepositStatus, HistoryStep, WatchSet};
 use crate::admin::{restricted, Alert};
 use crate::asset::AssetCatalog;
 use crate::balance_event;
+use crate::chain::{connects, ChainCursor};
 use crate::error::{CoreError, CoreResult, ErrorCode};
 use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
 use crate::network::Network;
@@ -25,6 +27,17 @@ pub struct PipelineSettings {
     pub required_confirmations: u32,
     /// Recorded block hashes kept for reorg detection; a deeper reorg raises an alert.
     pub blocks_kept: u64,
+}
+
+/// Whether a block was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    Block(BlockOutcome),
+    /// The block does not follow the cursor (another height, or its parent is not the cursor's
+    /// block): nothing was written. The chain moved; look for the fork.
+    CannotConnect {
+        cursor: Option<ChainCursor>,
+    },
 }
 
 /// What applying one block did.
@@ -67,9 +80,13 @@ pub fn apply_block(
     watch: &WatchSet,
     block: &ScannedBlock,
     now: Timestamp,
-) -> CoreResult<BlockOutcome> {
+) -> CoreResult<Applied> {
     let network = settings.network;
     let header = &block.header;
+    let cursor = tx.chain_cursor(network)?;
+    if !connects(cursor.as_ref(), header) {
+        return Ok(Applied::CannotConnect { cursor });
+    }
     let mut outcome = BlockOutcome::default();
     for t in &block.transfers {
         // Failed transactions, zero amounts, assets outside the catalog and addresses that are
@@ -158,7 +175,7 @@ pub fn apply_block(
     let advanced = advance(tx, entropy, settings, header.number, now)?;
     outcome.confirmed = advanced.confirmed;
     outcome.credited = advanced.credited;
-    Ok(outcome)
+    Ok(Applied::Block(outcome))
 }
 
 /// Brings every pending deposit of the network up to date with the tip `tip`: confirmations,

@@ -1,23 +1,30 @@
-//! The chain scanner of one network: a background loop that drives the core's deposit
-//! pipeline from a `ChainSource`. It does the I/O; the core decides.
+//! The chain scanner of one network: a thin background loop over the core's deposit pipeline.
+//! It reads the core's decision, does the I/O, and writes the result back:
 //!
-//! Each tick: read the node's head; make sure our cursor block is still the node's block at that
-//! height (if not, walk back block by block to the newest one both agree on and rewind there);
-//! then apply the following blocks one by one, each in its own store transaction together with
-//! the cursor move, so a crash resumes exactly after the last applied block.
+//! - the cursor block is checked against the node; on a different hash the fork is searched
+//!   with `chain::find_fork` (pure: recorded hashes against fetched headers; a block the node
+//!   lacks means "wait", never "fork");
+//! - the following blocks are fetched a window at a time and applied one by one with
+//!   `deposit::apply_block`, which refuses a block that does not connect to the cursor; each
+//!   applies in its own store transaction together with the cursor move, so a crash resumes
+//!   exactly after the last applied block;
+//! - a height the node does not serve yet waits one poll interval (no busy loop), and a
+//!   scanner that fails without progress for `stuck_alert_after` raises one critical alert.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use custody_core::admin::Alert;
-use custody_core::deposit::{self, PipelineSettings, WatchSet};
+use custody_core::chain::{find_fork, ForkSearch, ScanStatus};
+use custody_core::deposit::{self, Applied, PipelineSettings, WatchSet};
 use custody_core::error::{CoreError, CoreResult, PortError};
+use custody_core::ports::chain::ScannedBlock;
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{ChainSource, Clock, Entropy, Store};
-use custody_core::AssetCatalog;
-use custody_http::ScanStatus;
+use custody_core::{AssetCatalog, Timestamp};
 use tokio::sync::watch;
 
 pub struct Scanner {
@@ -33,6 +40,8 @@ pub struct Scanner {
     pub blocks_per_tick_max: u64,
     /// Where to start when there is no cursor yet; `None` = the node's head then.
     pub start_block: Option<u64>,
+    /// How long the scanner may fail without progress before it raises a `scan_stuck` alert.
+    pub stuck_alert_after: Duration,
     pub status: Arc<Mutex<ScanStatus>>,
     /// Set once a reorganization deeper than `blocks_kept` was found: scanning stops until an
     /// operator restarts the service, and the alert is raised once.
@@ -44,9 +53,11 @@ pub struct Scanner {
 const FETCH_WINDOW: u64 = 8;
 
 /// How a tick ended.
+#[derive(Debug, PartialEq, Eq)]
 enum Tick {
     /// More blocks are waiting: tick again at once.
     Behind,
+    /// Up to date, or waiting for the node: tick again after a poll interval.
     UpToDate,
 }
 
@@ -55,20 +66,28 @@ impl Scanner {
         let network = self.settings.network;
         tracing::info!(%network, "scanner started");
         let mut failures: u32 = 0;
+        let mut failing_since: Option<Timestamp> = None;
+        let mut stuck_alerted = false;
         loop {
             let wait = match self.tick().await {
-                Ok(Tick::Behind) => {
+                Ok(tick) => {
                     failures = 0;
-                    Duration::ZERO
-                }
-                Ok(Tick::UpToDate) => {
-                    failures = 0;
-                    self.poll_interval
+                    failing_since = None;
+                    stuck_alerted = false;
+                    match tick {
+                        Tick::Behind => Duration::ZERO,
+                        Tick::UpToDate => self.poll_interval,
+                    }
                 }
                 Err(e) => {
                     failures = failures.saturating_add(1);
                     tracing::warn!(%network, error = %e, failures, "scan tick failed");
-                    self.note_error(&e);
+                    let now = self.clock.now();
+                    let since = *failing_since.get_or_insert(now);
+                    self.note_error(&e, since);
+                    if !stuck_alerted && self.stuck_for_too_long(since, now) {
+                        stuck_alerted = self.raise_stuck_alert(&e, since).await;
+                    }
                     // Back off up to 32 poll intervals while the node is unreachable.
                     self.poll_interval * 2u32.saturating_pow(failures.min(5))
                 }
@@ -84,22 +103,56 @@ impl Scanner {
         tracing::info!(%network, "scanner stopped");
     }
 
-    fn note_error(&self, e: &CoreError) {
+    fn stuck_for_too_long(&self, since: Timestamp, now: Timestamp) -> bool {
+        let limit = i64::try_from(self.stuck_alert_after.as_millis()).unwrap_or(i64::MAX);
+        now.unix_millis().saturating_sub(since.unix_millis()) >= limit
+    }
+
+    /// Raises the `scan_stuck` alert; true once it is recorded.
+    async fn raise_stuck_alert(&self, e: &CoreError, since: Timestamp) -> bool {
+        let network = self.settings.network;
+        let scanned = self
+            .status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .scanned_block;
+        let message = format!(
+            "{network}: the scanner has made no progress since {} (last block applied: {}); last \
+             error: {}. Deposits are not detected meanwhile. See docs/operations.md, \"A stuck \
+             scanner\"",
+            since.to_rfc3339(),
+            scanned.map_or_else(|| "none".to_owned(), |n| n.to_string()),
+            describe(e)
+        );
+        let (id, now) = (new_uuid(self.entropy.as_ref()), self.clock.now());
+        let raised = write(self.store.as_ref(), move |tx| {
+            Ok(tx.raise_alert(&Alert {
+                id,
+                kind: "scan_stuck".into(),
+                severity: "critical".into(),
+                message: message.clone(),
+                reference_type: None,
+                reference_id: None,
+                created_at: now,
+            })?)
+        })
+        .await;
+        raised.is_ok()
+    }
+
+    fn note_error(&self, e: &CoreError, since: Timestamp) {
         let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner());
-        s.last_error = Some(match e {
-            CoreError::Port(p) => format!("{} ({:?})", p.message, p.retry),
-            other => other.to_string(),
-        });
+        s.last_error = Some(describe(e));
+        s.failing_since = Some(since);
         s.updated_at = Some(self.clock.now());
     }
 
-    fn note_progress(&self, head: u64, scanned: Option<u64>) {
+    fn note_progress(&self, head: u64, scanned: u64) {
         let mut s = self.status.lock().unwrap_or_else(|p| p.into_inner());
         s.head_block = Some(head);
-        if scanned.is_some() {
-            s.scanned_block = scanned;
-        }
+        s.scanned_block = Some(scanned);
         s.last_error = None;
+        s.failing_since = None;
         s.updated_at = Some(self.clock.now());
     }
 
@@ -114,19 +167,17 @@ impl Scanner {
         }
         let head = self.chain.head_number().await?;
         let cursor = read(self.store.as_ref(), move |tx| Ok(tx.chain_cursor(network)?)).await?;
-        let (mut number, mut hash) = match cursor {
-            Some(c) => (c.number, c.hash),
-            None => {
-                let start = self.start_block.unwrap_or(head);
-                let Some(block) = self.chain.scan_block(start).await? else {
-                    return Ok(Tick::UpToDate);
-                };
-                self.apply(block.clone()).await?;
-                tracing::info!(%network, block = start, "scanning from its first block");
-                (block.header.number, block.header.hash)
-            }
+        let Some(cursor) = cursor else {
+            let start = self.start_block.unwrap_or(head);
+            let Some(block) = self.chain.scan_block(start).await? else {
+                return Ok(Tick::UpToDate);
+            };
+            self.apply(block).await?;
+            tracing::info!(%network, block = start, "scanning from its first block");
+            return Ok(Tick::Behind);
         };
-        self.note_progress(head, Some(number));
+        let (mut number, hash) = (cursor.number, cursor.hash);
+        self.note_progress(head, number);
 
         if head < number {
             // A node behind us (a lagging failover endpoint) is not a reorganization: wait.
@@ -137,24 +188,12 @@ impl Scanner {
         match self.chain.header(number).await? {
             None => return Ok(Tick::UpToDate),
             Some(h) if h.hash == hash => {}
-            Some(_) => {
-                let ancestor = self.common_ancestor(number).await?;
-                let (entropy, settings, now) = (
-                    Arc::clone(&self.entropy),
-                    self.settings.clone(),
-                    self.clock.now(),
-                );
-                let moved = write(self.store.as_ref(), move |tx| {
-                    deposit::rewind(tx, entropy.as_ref(), &settings, ancestor, now)
-                })
-                .await?;
-                tracing::warn!(%network, from = number, to = ancestor, deposits = moved, "reorganization: rewound");
-                return Ok(Tick::Behind);
-            }
+            Some(h) => return self.resolve_fork(number, h).await,
         }
 
         let last = head.min(number.saturating_add(self.blocks_per_tick_max));
         let mut applied = 0u64;
+        let mut waiting = false;
         'fetching: while number < last {
             // Fetch a window of heights at once (the round trips overlap), apply in order.
             let window_end = last.min(number + FETCH_WINDOW);
@@ -163,27 +202,28 @@ impl Scanner {
                 let chain = Arc::clone(&self.chain);
                 fetches.spawn(async move { (n, chain.scan_block(n).await) });
             }
-            let mut fetched = std::collections::BTreeMap::new();
+            let mut fetched = BTreeMap::new();
             while let Some(done) = fetches.join_next().await {
                 let (n, block) =
                     done.map_err(|e| PortError::transient("scanner", e.to_string()))?;
                 fetched.insert(n, block?);
             }
             for (_, block) in fetched {
-                let Some(block) = block else { break 'fetching };
-                if block.header.parent_hash != hash {
+                let Some(block) = block else {
+                    // The node names a head it does not serve yet: wait a poll interval
+                    // rather than ask again at once.
+                    waiting = true;
+                    break 'fetching;
+                };
+                let header = block.header.clone();
+                if !self.apply(block).await? {
                     // The chain moved under us; the next tick checks the cursor block and
-                    // finds the fork point. Wait a poll interval rather than spin on an
-                    // inconsistent node.
-                    tracing::info!(%network, block = number + 1, "parent hash changed while scanning");
-                    return Ok(if applied > 0 {
-                        Tick::Behind
-                    } else {
-                        Tick::UpToDate
-                    });
+                    // finds the fork point. Wait rather than spin on an inconsistent node.
+                    tracing::info!(%network, block = header.number, "block does not connect to the cursor");
+                    waiting = true;
+                    break 'fetching;
                 }
-                (number, hash) = (block.header.number, block.header.hash.clone());
-                self.apply(block).await?;
+                number = header.number;
                 applied += 1;
             }
         }
@@ -199,15 +239,16 @@ impl Scanner {
             })
             .await?;
         }
-        self.note_progress(head, Some(number));
-        Ok(if number < head {
+        self.note_progress(head, number);
+        Ok(if number < head && !waiting {
             Tick::Behind
         } else {
             Tick::UpToDate
         })
     }
 
-    async fn apply(&self, block: custody_core::ports::chain::ScannedBlock) -> CoreResult<()> {
+    /// Applies one block; false when it does not connect to the cursor (nothing written).
+    async fn apply(&self, block: ScannedBlock) -> CoreResult<bool> {
         let (entropy, settings, now) = (
             Arc::clone(&self.entropy),
             self.settings.clone(),
@@ -215,7 +256,7 @@ impl Scanner {
         );
         let (catalog, watch) = (Arc::clone(&self.catalog), Arc::clone(&self.watch));
         let number = block.header.number;
-        let outcome = write(self.store.as_ref(), move |tx| {
+        let applied = write(self.store.as_ref(), move |tx| {
             deposit::apply_block(
                 tx,
                 entropy.as_ref(),
@@ -227,34 +268,68 @@ impl Scanner {
             )
         })
         .await?;
-        if outcome != deposit::BlockOutcome::default() {
-            tracing::info!(network = %self.settings.network, block = number, ?outcome, "deposits moved");
+        match applied {
+            Applied::Block(outcome) => {
+                if outcome != deposit::BlockOutcome::default() {
+                    tracing::info!(network = %self.settings.network, block = number, ?outcome, "deposits moved");
+                }
+                Ok(true)
+            }
+            Applied::CannotConnect { .. } => Ok(false),
         }
-        Ok(())
     }
 
-    /// The newest block at or below `from` whose recorded hash the node still has.
-    async fn common_ancestor(&self, from: u64) -> CoreResult<u64> {
+    /// The node's block at our cursor height is `theirs`, not ours: search the fork point with
+    /// the core's rule and rewind there, wait, or stop at a fork deeper than we keep.
+    async fn resolve_fork(
+        &self,
+        cursor: u64,
+        theirs: custody_core::ports::chain::BlockHeader,
+    ) -> CoreResult<Tick> {
         let network = self.settings.network;
-        let floor = from.saturating_sub(self.settings.blocks_kept);
-        let mut n = from;
-        while n > floor {
-            n -= 1;
-            let recorded = read(self.store.as_ref(), move |tx| {
-                Ok(tx.recorded_block_hash(network, n)?)
-            })
-            .await?;
-            let Some(recorded) = recorded else { break };
-            if self
-                .chain
-                .header(n)
-                .await?
-                .is_some_and(|h| h.hash == recorded)
-            {
-                return Ok(n);
+        let floor = cursor.saturating_sub(self.settings.blocks_kept);
+        let recorded = read(self.store.as_ref(), move |tx| {
+            let mut kept = BTreeMap::new();
+            for n in floor..=cursor {
+                if let Some(h) = tx.recorded_block_hash(network, n)? {
+                    kept.insert(n, h);
+                }
+            }
+            Ok(kept)
+        })
+        .await?;
+        let mut fetched = BTreeMap::from([(cursor, Some(theirs))]);
+        loop {
+            match find_fork(cursor, floor, &recorded, &fetched) {
+                ForkSearch::Fetch(n) => {
+                    fetched.insert(n, self.chain.header(n).await?);
+                }
+                ForkSearch::NoFork => return Ok(Tick::Behind),
+                ForkSearch::Wait => {
+                    tracing::info!(%network, from = cursor, "fork search: the node's answers are incomplete; waiting");
+                    return Ok(Tick::UpToDate);
+                }
+                ForkSearch::Ancestor(ancestor) => {
+                    let (entropy, settings, now) = (
+                        Arc::clone(&self.entropy),
+                        self.settings.clone(),
+                        self.clock.now(),
+                    );
+                    let moved = write(self.store.as_ref(), move |tx| {
+                        deposit::rewind(tx, entropy.as_ref(), &settings, ancestor, now)
+                    })
+                    .await?;
+                    tracing::warn!(%network, from = cursor, to = ancestor, deposits = moved, "reorganization: rewound");
+                    return Ok(Tick::Behind);
+                }
+                ForkSearch::TooDeep => return Err(self.halt(cursor).await),
             }
         }
-        // Deeper than what we keep: stop and ask for a human rather than guess.
+    }
+
+    /// Stops scanning after a fork deeper than what we keep, with one critical alert.
+    async fn halt(&self, from: u64) -> CoreError {
+        let network = self.settings.network;
         self.halted.store(true, Ordering::Relaxed);
         let (id, now) = (new_uuid(self.entropy.as_ref()), self.clock.now());
         let message = format!(
@@ -262,7 +337,7 @@ impl Scanner {
             self.settings.blocks_kept
         );
         let alert_message = message.clone();
-        write(self.store.as_ref(), move |tx| {
+        let raised = write(self.store.as_ref(), move |tx| {
             Ok(tx.raise_alert(&Alert {
                 id,
                 kind: "deep_reorg".into(),
@@ -273,8 +348,18 @@ impl Scanner {
                 created_at: now,
             })?)
         })
-        .await?;
-        Err(PortError::permanent("scanner", message).into())
+        .await;
+        if let Err(e) = raised {
+            return e;
+        }
+        PortError::permanent("scanner", message).into()
+    }
+}
+
+fn describe(e: &CoreError) -> String {
+    match e {
+        CoreError::Port(p) => format!("{} ({:?})", p.message, p.retry),
+        other => other.to_string(),
     }
 }
 
@@ -282,6 +367,7 @@ impl Scanner {
 mod tests {
     use std::sync::atomic::AtomicU64;
 
+    use crate::runtime::system::{OsEntropy, SystemClock};
     use async_trait::async_trait;
     use custody_core::asset::Asset;
     use custody_core::deposit::{DepositFilter, DepositStatus};
@@ -289,7 +375,6 @@ mod tests {
     use custody_core::ports::chain::{BlockHeader, ObservedTransfer, OnchainBalance, ScannedBlock};
     use custody_core::vault::SealingKey;
     use custody_core::{Amount, Network, Timestamp};
-    use custody_http::system::{OsEntropy, SystemClock};
     use custody_store_sqlite::{SqliteStore, StoreOptions};
 
     use super::*;
@@ -413,6 +498,7 @@ mod tests {
             blocks_per_tick_max: 100,
             start_block: Some(0),
             status: Arc::default(),
+            stuck_alert_after: Duration::from_secs(600),
             halted: AtomicBool::new(false),
         };
         let status = |store: Arc<dyn Store>| async move {

@@ -150,7 +150,9 @@ pub async fn deliver_one(ports: &WorkerPorts, retry: &RetryPolicy, event: DueEve
     step
 }
 
-async fn run(ports: WorkerPorts, settings: WorkerSettings, mut stopped: watch::Receiver<bool>) {
+/// The delivery loop, until `stopped` turns true; attempts in flight are then let finish and
+/// recorded (each is bounded by the attempt timeout).
+pub async fn run(ports: WorkerPorts, settings: WorkerSettings, mut stopped: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(settings.concurrency_max.max(1)));
     let wake = Arc::new(Notify::new());
     let poll = Duration::from_millis(settings.poll_interval_ms.max(1));

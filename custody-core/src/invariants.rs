@@ -1,0 +1,135 @@
+//! Invariants stop money. A broken ledger or chain invariant (`CoreError::Invariant`: an
+//! unbalanced posting, a hold ending twice, an illegal state move, a job that panicked) means
+//! the books can no longer be trusted, so nothing may move until an operator has looked:
+//! `kill_switch.global` is latched on, persisted, audited with the reason, and raised as a
+//! critical alert. Every path that moves money (transfers, deposit crediting, and what comes
+//! later) already honours the global switch.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::admin::{Alert, AuditRecord, Control};
+use crate::error::{CoreError, CoreResult};
+use crate::ports::clock::new_uuid;
+use crate::ports::store::{ReadJob, Store, WriteJob, WriteTx};
+use crate::ports::{Clock, Entropy};
+use crate::time::Timestamp;
+
+pub const GLOBAL_KILL_SWITCH: &str = "kill_switch.global";
+/// Who latched the switch, in its audit record and control row.
+pub const LATCH_ACTOR: &str = "system:invariant";
+
+/// Ids of the records one latch writes.
+#[derive(Debug, Clone, Copy)]
+pub struct LatchIds {
+    pub audit: uuid::Uuid,
+    pub alert: uuid::Uuid,
+}
+
+/// Turns `kill_switch.global` on because of `reason`, with its audit record and a critical
+/// alert, inside the caller's transaction. Returns false (writing nothing) when the switch is
+/// on already: the first violation is the one an operator must read.
+pub fn latch(
+    tx: &mut dyn WriteTx,
+    ids: LatchIds,
+    reason: &str,
+    now: Timestamp,
+) -> CoreResult<bool> {
+    let old = tx.control(GLOBAL_KILL_SWITCH)?;
+    if old.as_ref().is_some_and(|c| c.enabled) {
+        return Ok(false);
+    }
+    // Bounded: the reason goes to an operator's screen, not a dump.
+    let reason: String = reason.chars().take(500).collect();
+    let why = format!("invariant violated: {reason}");
+    tx.put_control(&Control {
+        control_key: GLOBAL_KILL_SWITCH.to_owned(),
+        enabled: true,
+        reason: why.clone(),
+        updated_by: LATCH_ACTOR.to_owned(),
+        updated_at: now,
+    })?;
+    tx.append_audit(&AuditRecord {
+        id: ids.audit,
+        actor: LATCH_ACTOR.to_owned(),
+        action: "control.update".into(),
+        target: GLOBAL_KILL_SWITCH.to_owned(),
+        old_value: Some(serde_json::json!({ "enabled": false })),
+        new_value: Some(serde_json::json!({ "enabled": true })),
+        reason: why.clone(),
+        created_at: now,
+    })?;
+    tx.raise_alert(&Alert {
+        id: ids.alert,
+        kind: "invariant_violated".into(),
+        severity: "critical".into(),
+        message: format!(
+            "{why}. kill_switch.global is on: nothing moves until an operator has looked and \
+             turned it off through /v1/admin/controls"
+        ),
+        reference_type: None,
+        reference_id: None,
+        created_at: now,
+    })?;
+    Ok(true)
+}
+
+/// A store that latches the global kill switch whenever a job ends with a broken invariant,
+/// wrapped around the real store by the composition root, so that every path (HTTP handlers,
+/// scanners, workers) is covered without each remembering to.
+pub struct InvariantGuard {
+    inner: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<dyn Entropy>,
+}
+
+impl InvariantGuard {
+    pub fn new(inner: Arc<dyn Store>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> Self {
+        InvariantGuard {
+            inner,
+            clock,
+            entropy,
+        }
+    }
+
+    async fn latch_on(&self, reason: Option<String>) {
+        let Some(reason) = reason else {
+            return;
+        };
+        let ids = LatchIds {
+            audit: new_uuid(self.entropy.as_ref()),
+            alert: new_uuid(self.entropy.as_ref()),
+        };
+        let now = self.clock.now();
+        // The failed job rolled back; the latch is a job of its own. If it cannot be written
+        // either, the caller still gets (and logs) the invariant error, and the next job that
+        // breaks it tries again.
+        let _ =
+            crate::ports::store::write(self.inner.as_ref(), move |tx| latch(tx, ids, &reason, now))
+                .await;
+    }
+}
+
+fn broken(result: &CoreResult<Box<dyn Any + Send>>) -> Option<String> {
+    match result {
+        Err(CoreError::Invariant(reason)) => Some(reason.clone()),
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl Store for InvariantGuard {
+    async fn write(&self, job: WriteJob) -> CoreResult<Box<dyn Any + Send>> {
+        let result = self.inner.write(job).await;
+        self.latch_on(broken(&result)).await;
+        result
+    }
+
+    async fn read(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        let result = self.inner.read(job).await;
+        self.latch_on(broken(&result)).await;
+        result
+    }
+}
