@@ -380,14 +380,30 @@ mod tests {
     use super::*;
 
     /// A node whose blocks and visible head the test scripts.
+    #[derive(Default)]
     struct ScriptedNode {
         blocks: Mutex<Vec<ScannedBlock>>,
         visible: AtomicU64,
+        /// Heights at or below the head that this node does not serve (a lagging replica
+        /// behind a load balancer).
+        lacking: Mutex<std::collections::BTreeSet<u64>>,
+        /// Every call fails (a node that is down).
+        down: AtomicBool,
+        scans: AtomicU64,
     }
 
     impl ScriptedNode {
+        fn new(blocks: Vec<ScannedBlock>, visible: u64) -> Self {
+            ScriptedNode {
+                blocks: Mutex::new(blocks),
+                visible: AtomicU64::new(visible),
+                ..ScriptedNode::default()
+            }
+        }
+
         fn get(&self, n: u64) -> Option<ScannedBlock> {
-            if n > self.visible.load(Ordering::SeqCst) {
+            if n > self.visible.load(Ordering::SeqCst) || self.lacking.lock().unwrap().contains(&n)
+            {
                 return None;
             }
             self.blocks
@@ -404,12 +420,16 @@ mod tests {
             Network::Bsc
         }
         async fn head_number(&self) -> Result<u64, PortError> {
+            if self.down.load(Ordering::SeqCst) {
+                return Err(PortError::transient("test", "node down"));
+            }
             Ok(self.visible.load(Ordering::SeqCst))
         }
         async fn header(&self, n: u64) -> Result<Option<BlockHeader>, PortError> {
             Ok(self.get(n).map(|b| b.header))
         }
         async fn scan_block(&self, n: u64) -> Result<Option<ScannedBlock>, PortError> {
+            self.scans.fetch_add(1, Ordering::SeqCst);
             Ok(self.get(n))
         }
         async fn balance(&self, _: &str, _: &Asset) -> Result<OnchainBalance, PortError> {
@@ -454,8 +474,17 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test]
-    async fn a_node_behind_is_not_a_reorganization_but_a_fork_is() {
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        store: Arc<dyn Store>,
+        node: Arc<ScriptedNode>,
+        scanner: Scanner,
+        address: String,
+    }
+
+    /// A store with one BSC wallet, a node serving 25 blocks with a 9-unit deposit to it at
+    /// block 5, and a scanner over both (3 confirmations, 100 blocks kept).
+    async fn fixture() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open(
@@ -478,10 +507,7 @@ mod tests {
         .wallet;
         let watch = Arc::new(WatchSet::new());
         watch.extend(Network::Bsc, [wallet.address.clone()]);
-        let node = Arc::new(ScriptedNode {
-            blocks: Mutex::new(chain(25, 0, 0, &wallet.address, 5)),
-            visible: AtomicU64::new(24),
-        });
+        let node = Arc::new(ScriptedNode::new(chain(25, 0, 0, &wallet.address, 5), 24));
         let scanner = Scanner {
             chain: Arc::clone(&node) as Arc<dyn ChainSource>,
             store: Arc::clone(&store),
@@ -501,6 +527,116 @@ mod tests {
             stuck_alert_after: Duration::from_secs(600),
             halted: AtomicBool::new(false),
         };
+        Fixture {
+            _dir: dir,
+            store,
+            node,
+            scanner,
+            address: wallet.address,
+        }
+    }
+
+    async fn deposit_status(store: &Arc<dyn Store>) -> DepositStatus {
+        read(store.as_ref(), |tx| {
+            Ok(tx.list_deposits("t", &DepositFilter::default(), 10)?)
+        })
+        .await
+        .unwrap()[0]
+            .status
+    }
+
+    async fn alerts(store: &Arc<dyn Store>) -> Vec<Alert> {
+        read(store.as_ref(), |tx| Ok(tx.list_alerts(10)?))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_node_that_lacks_blocks_during_the_fork_search_rewinds_nothing() {
+        let f = fixture().await;
+        for _ in 0..3 {
+            f.scanner.tick().await.unwrap();
+        }
+        assert_eq!(deposit_status(&f.store).await, DepositStatus::Credited);
+        // The node now names another block 24 (a fork from 20 on), but it is a load-balanced
+        // URL whose replica lacks blocks 3 to 19. Before, the walk took the missing blocks as
+        // forked too and rewound to block 2, reversing the good credit of block 5.
+        *f.node.blocks.lock().unwrap() = chain(25, 1, 20, &f.address, 5);
+        f.node.lacking.lock().unwrap().extend(3..20);
+        for _ in 0..3 {
+            assert_eq!(f.scanner.tick().await.unwrap(), Tick::UpToDate);
+        }
+        assert_eq!(deposit_status(&f.store).await, DepositStatus::Credited);
+        assert!(alerts(&f.store).await.is_empty());
+        assert!(!f.scanner.halted.load(Ordering::SeqCst));
+        // Once the node serves the blocks again, the fork is found at 19 and the deposit at
+        // block 5 is untouched.
+        f.node.lacking.lock().unwrap().clear();
+        for _ in 0..3 {
+            f.scanner.tick().await.unwrap();
+        }
+        let cursor = read(f.store.as_ref(), |tx| Ok(tx.chain_cursor(Network::Bsc)?))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(cursor.hash.starts_with("01"), "on the new chain");
+        assert_eq!(deposit_status(&f.store).await, DepositStatus::Credited);
+        assert!(alerts(&f.store).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_head_ahead_of_the_blocks_served_waits_instead_of_spinning() {
+        let f = fixture().await;
+        f.node.lacking.lock().unwrap().extend(10..25);
+        // Up to block 9, then the node names head 24 but serves nothing above 9.
+        assert_eq!(f.scanner.tick().await.unwrap(), Tick::Behind);
+        assert_eq!(f.scanner.tick().await.unwrap(), Tick::UpToDate);
+        let before = f.node.scans.load(Ordering::SeqCst);
+        assert_eq!(f.scanner.tick().await.unwrap(), Tick::UpToDate);
+        let per_tick = f.node.scans.load(Ordering::SeqCst) - before;
+        assert!(
+            per_tick <= FETCH_WINDOW,
+            "{per_tick} block requests in one tick"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_scanner_failing_without_progress_raises_one_stuck_alert() {
+        let mut f = fixture().await;
+        f.scanner.stuck_alert_after = Duration::from_millis(40);
+        f.node.down.store(true, Ordering::SeqCst);
+        let status = Arc::clone(&f.scanner.status);
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(f.scanner.run(stopped));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        stop.send(true).unwrap();
+        task.await.unwrap();
+        let stuck: Vec<_> = alerts(&f.store)
+            .await
+            .into_iter()
+            .filter(|a| a.kind == "scan_stuck")
+            .collect();
+        assert_eq!(stuck.len(), 1, "{stuck:?}");
+        assert_eq!(stuck[0].severity, "critical");
+        assert!(
+            stuck[0].message.contains("node down"),
+            "{}",
+            stuck[0].message
+        );
+        let s = status.lock().unwrap().clone();
+        assert!(s.failing_since.is_some() && s.last_error.is_some(), "{s:?}");
+    }
+
+    #[tokio::test]
+    async fn a_node_behind_is_not_a_reorganization_but_a_fork_is() {
+        let Fixture {
+            _dir,
+            store,
+            node,
+            scanner,
+            address,
+        } = fixture().await;
+        let wallet_address = address;
         let status = |store: Arc<dyn Store>| async move {
             read(store.as_ref(), |tx| {
                 Ok(tx.list_deposits("t", &DepositFilter::default(), 10)?)
@@ -526,7 +662,7 @@ mod tests {
         assert!(alerts.is_empty(), "{alerts:?}");
 
         // A real fork from block 3 on, without the deposit: reversed.
-        *node.blocks.lock().unwrap() = chain(26, 1, 3, &wallet.address, 99);
+        *node.blocks.lock().unwrap() = chain(26, 1, 3, &wallet_address, 99);
         node.visible.store(25, Ordering::SeqCst);
         for _ in 0..3 {
             scanner.tick().await.unwrap();
