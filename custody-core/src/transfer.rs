@@ -60,6 +60,7 @@ pub fn execute(
         )
         .into());
     }
+    crate::deposit::refuse_if_owing(tx, &req.tenant, &req.sender, req.network, &req.asset)?;
     if tx
         .wallet_by_user(&req.tenant, &req.recipient, req.network)?
         .is_none()

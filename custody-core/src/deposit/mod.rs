@@ -122,6 +122,10 @@ pub struct Deposit {
     /// The ledger transaction that credited it; cleared when a reorganization's reversal is
     /// posted, kept when the reversal could not be (the user had spent the funds).
     pub credit_tx_id: Option<Uuid>,
+    /// What the user still owes after a reorganization reversed this deposit when they had
+    /// already spent it (booked to `reorg_receivable`); zero otherwise. While any deposit of a
+    /// user owes something, the user's outgoing operations of that asset are refused.
+    pub shortfall: Amount,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -239,6 +243,38 @@ pub trait DepositReads {
         network: Network,
         asset: &str,
     ) -> Result<Amount, PortError>;
+    /// Sum of the shortfalls still owed by one user account (reversed deposits that were
+    /// spent; see [`Deposit::shortfall`]).
+    fn owed_after_reorg_units(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+        asset: &str,
+    ) -> Result<Amount, PortError>;
+}
+
+/// Refuses an outgoing operation (internal transfer today; withdrawals and swaps next) of a
+/// user who owes a reorganization shortfall in that asset, until the transfer is mined again.
+pub fn refuse_if_owing(
+    tx: &mut dyn DepositReads,
+    tenant: &str,
+    external_user_id: &str,
+    network: Network,
+    asset: &str,
+) -> crate::error::CoreResult<()> {
+    let owed = tx.owed_after_reorg_units(tenant, external_user_id, network, asset)?;
+    if owed.is_zero() {
+        return Ok(());
+    }
+    Err(crate::error::Refusal::new(
+        crate::error::ErrorCode::InsufficientBalance,
+        format!(
+            "this user owes {owed} units of {asset} after a deposit they had spent left the chain; \
+             outgoing operations of {asset} are blocked until it is settled"
+        ),
+    )
+    .into())
 }
 
 mod pipeline;

@@ -11,7 +11,7 @@ use crate::admin::{restricted, Alert};
 use crate::asset::AssetCatalog;
 use crate::balance_event;
 use crate::chain::{connects, ChainCursor};
-use crate::error::{CoreError, CoreResult, ErrorCode};
+use crate::error::{CoreError, CoreResult};
 use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
 use crate::network::Network;
 use crate::outbox::{EventType, NewEvent};
@@ -19,7 +19,7 @@ use crate::ports::chain::ScannedBlock;
 use crate::ports::clock::{new_uuid, Entropy};
 use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
-use crate::AssetId;
+use crate::{Amount, AssetId};
 
 #[derive(Debug, Clone)]
 pub struct PipelineSettings {
@@ -161,6 +161,7 @@ pub fn apply_block(
                         at: now.to_rfc3339(),
                     }],
                     credit_tx_id: None,
+                    shortfall: Amount::ZERO,
                     created_at: now,
                     updated_at: now,
                 };
@@ -271,7 +272,13 @@ fn credit(
     }
     let meta = deposit_meta(entropy, d, now);
     let account = user_account(d);
-    ledger::credit_deposit(tx, &meta, &account, d.amount)?;
+    if d.shortfall.is_zero() {
+        ledger::credit_deposit(tx, &meta, &account, d.amount)?;
+    } else {
+        // Mined again after a reversal the user could not cover: settle what they owe first.
+        ledger::recredit_deposit(tx, &meta, &account, d.amount, d.shortfall)?;
+        d.shortfall = Amount::ZERO;
+    }
     d.credit_tx_id = Some(meta.id);
     d.transition(DepositStatus::Credited, now)
         .map_err(invariant)?;
@@ -328,23 +335,29 @@ fn reverse(
 ) -> CoreResult<()> {
     let meta = deposit_meta(entropy, d, now);
     let account = user_account(d);
-    let (severity, message) = match ledger::reverse_deposit(tx, &meta, &account, d.amount) {
-        Ok(_) => {
-            d.credit_tx_id = None;
-            balance_event::emit(tx, new_uuid(entropy), &account, (ReferenceType::Deposit, d.id), now)?;
-            ("warning", format!(
-                "deposit {} ({} {} units on {}) left the chain after it was credited; the credit was reversed",
-                d.id, d.asset, d.amount, d.network
-            ))
-        }
-        Err(ledger::LedgerError::Refused(r)) if r.code == ErrorCode::InsufficientBalance => {
-            ("critical", format!(
-                "deposit {} ({} {} units on {}) left the chain after it was credited, and the user has \
-                 already spent it: the reversal could not be posted; adjust the balance by hand",
-                d.id, d.asset, d.amount, d.network
-            ))
-        }
-        Err(e) => return Err(e.into()),
+    let (_, shortfall) = ledger::reverse_deposit(tx, &meta, &account, d.amount)?;
+    d.credit_tx_id = None;
+    d.shortfall = shortfall;
+    balance_event::emit(
+        tx,
+        new_uuid(entropy),
+        &account,
+        (ReferenceType::Deposit, d.id),
+        now,
+    )?;
+    let (severity, message) = if shortfall.is_zero() {
+        ("warning", format!(
+            "deposit {} ({} {} units on {}) left the chain after it was credited; the credit was reversed",
+            d.id, d.asset, d.amount, d.network
+        ))
+    } else {
+        ("critical", format!(
+            "deposit {} ({} {} units on {}) left the chain after it was credited, and user {} of \
+             tenant {} had already spent {} units of it: what was left was reversed and the rest is \
+             booked as owed (reorg_receivable). The user's outgoing {} operations are refused until \
+             the transfer is mined again (which settles it) or the debt is settled by hand",
+            d.id, d.asset, d.amount, d.network, d.external_user_id, d.tenant, shortfall, d.asset
+        ))
     };
     d.transition(DepositStatus::Reversed, now)
         .map_err(invariant)?;

@@ -26,15 +26,19 @@ pub enum SystemAccount {
     NetworkFees,
     /// The other side of operator corrections, so a correction never creates money silently.
     Adjustments,
+    /// What users owe the service after a reorganization took back a credited deposit they
+    /// had already spent (debit-normal). Settled when the transfer is mined again.
+    ReorgReceivable,
 }
 
 impl SystemAccount {
-    pub const ALL: [SystemAccount; 5] = [
+    pub const ALL: [SystemAccount; 6] = [
         SystemAccount::Treasury,
         SystemAccount::DepositClearing,
         SystemAccount::Revenue,
         SystemAccount::NetworkFees,
         SystemAccount::Adjustments,
+        SystemAccount::ReorgReceivable,
     ];
 
     /// Stored value; never change one that has shipped.
@@ -45,6 +49,7 @@ impl SystemAccount {
             SystemAccount::Revenue => "revenue",
             SystemAccount::NetworkFees => "network_fees",
             SystemAccount::Adjustments => "adjustments",
+            SystemAccount::ReorgReceivable => "reorg_receivable",
         }
     }
 

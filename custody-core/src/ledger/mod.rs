@@ -39,8 +39,8 @@ pub use history::{history, HistoryEntry, HistoryPage, HISTORY_LIMIT_DEFAULT, HIS
 pub use hold::{Hold, HoldPurpose, HoldState, NewHold};
 pub use memory::MemoryLedger;
 pub use ops::{
-    adjust, credit_deposit, post, release, reserve, reverse_deposit, settle, transfer,
-    user_balance, HoldOutcome, Settle, UserBalance,
+    adjust, credit_deposit, post, recredit_deposit, release, reserve, reverse_deposit, settle,
+    transfer, user_balance, HoldOutcome, Settle, UserBalance,
 };
 pub use reconcile::{reconcile, LedgerReport, DISCREPANCIES_MAX};
 pub use repo::{LedgerReads, LedgerRepo};

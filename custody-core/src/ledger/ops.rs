@@ -96,22 +96,59 @@ pub fn credit_deposit<R: LedgerRepo + ?Sized>(
     post(repo, meta, TxKind::DepositCredit, &legs)
 }
 
-/// Takes back a credited deposit whose block was reorganized away. Refused with
-/// `INSUFFICIENT_BALANCE` when the user already spent it: the caller must then raise an alert
-/// and decide (reverse what is available, or an adjustment), never overdraw.
+/// Takes back a credited deposit whose block was reorganized away: what the user still has
+/// available, up to `amount`, and the rest (the shortfall, already spent) as a receivable of the
+/// service, so the books show the debt instead of overdrawing the user or posting nothing.
+/// Returns the transaction and the shortfall.
 pub fn reverse_deposit<R: LedgerRepo + ?Sized>(
     repo: &mut R,
     meta: &TxMeta,
     user: &UserAccount,
     amount: Amount,
+) -> Result<(LedgerTx, Amount), LedgerError> {
+    require_positive(amount)?;
+    let available = user_balance(repo, user)?.available;
+    let taken = available.min(amount);
+    let shortfall = amount
+        .checked_sub(taken)
+        .ok_or_else(|| LedgerError::Invariant("reversal larger than the deposit".into()))?;
+    let clearing = AccountKey::system(SystemAccount::DepositClearing, user.asset.clone());
+    let receivable = AccountKey::system(SystemAccount::ReorgReceivable, user.asset.clone());
+    let mut legs = vec![Leg::credit(clearing, amount)];
+    if !taken.is_zero() {
+        legs.push(Leg::debit(user.key(), taken));
+    }
+    if !shortfall.is_zero() {
+        legs.push(Leg::debit(receivable, shortfall));
+    }
+    let tx = post(repo, meta, TxKind::DepositReversal, &legs)?;
+    Ok((tx, shortfall))
+}
+
+/// Credits a deposit mined again after a reversal that left `shortfall` owed: the receivable is
+/// settled first and the user gets the rest, so the user ends where the first credit left them.
+pub fn recredit_deposit<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    meta: &TxMeta,
+    user: &UserAccount,
+    amount: Amount,
+    shortfall: Amount,
 ) -> Result<LedgerTx, LedgerError> {
     require_positive(amount)?;
+    let settled = shortfall.min(amount);
+    let to_user = amount
+        .checked_sub(settled)
+        .ok_or_else(|| LedgerError::Invariant("settlement larger than the deposit".into()))?;
     let clearing = AccountKey::system(SystemAccount::DepositClearing, user.asset.clone());
-    let legs = [
-        Leg::debit(user.key(), amount),
-        Leg::credit(clearing, amount),
-    ];
-    post(repo, meta, TxKind::DepositReversal, &legs)
+    let receivable = AccountKey::system(SystemAccount::ReorgReceivable, user.asset.clone());
+    let mut legs = vec![Leg::debit(clearing, amount)];
+    if !settled.is_zero() {
+        legs.push(Leg::credit(receivable, settled));
+    }
+    if !to_user.is_zero() {
+        legs.push(Leg::credit(user.key(), to_user));
+    }
+    post(repo, meta, TxKind::DepositCredit, &legs)
 }
 
 /// Reserves `hold.amount` of the user's available balance: a pending debit of the user and a

@@ -295,17 +295,38 @@ fn deposit_credit_and_reversal_go_through_clearing() {
 }
 
 #[test]
-fn reversal_of_spent_deposit_is_refused() {
+fn reversal_of_a_spent_deposit_books_the_shortfall_as_a_receivable() {
     let mut fx = Fx::new();
     let alice = user("alice");
-    fx.deposit(&alice, 80);
+    let credit = fx.meta(ReferenceType::Deposit);
+    credit_deposit(&mut fx.ledger, &credit, &alice, units(80)).unwrap();
     let meta = fx.meta(ReferenceType::InternalTransfer);
     transfer(&mut fx.ledger, &meta, &alice, "bob", units(50)).unwrap();
-    let meta = fx.meta(ReferenceType::Deposit);
+    let meta = TxMeta {
+        id: fx.id(),
+        ..credit.clone()
+    };
+    let (_, shortfall) = reverse_deposit(&mut fx.ledger, &meta, &alice, units(80)).unwrap();
+    assert_eq!(shortfall, units(50));
+    // Never overdrawn: the 30 still there are taken back, the 50 spent are owed.
+    assert_eq!(fx.balance(&alice), (0, 0));
+    let owed = fx.ledger.accounts()[&system(SystemAccount::ReorgReceivable, usdt())];
     assert_eq!(
-        code(reverse_deposit(&mut fx.ledger, &meta, &alice, units(80))),
-        ErrorCode::InsufficientBalance
+        (owed.debits_posted, owed.credits_posted),
+        (units(50), units(0))
     );
+    fx.assert_reconciles();
+
+    // Mined again: the receivable is settled first, alice gets back the 30 taken.
+    let again = TxMeta {
+        id: fx.id(),
+        ..credit.clone()
+    };
+    recredit_deposit(&mut fx.ledger, &again, &alice, units(80), shortfall).unwrap();
+    assert_eq!(fx.balance(&alice), (30, 0));
+    let owed = fx.ledger.accounts()[&system(SystemAccount::ReorgReceivable, usdt())];
+    assert_eq!(owed.debits_posted, owed.credits_posted);
+    fx.assert_reconciles();
     assert_eq!(
         code(credit_deposit(&mut fx.ledger, &meta, &alice, Amount::ZERO)),
         ErrorCode::AmountTooSmall

@@ -12,7 +12,7 @@ use crate::tx::{db_err, SqliteTx};
 
 const COLUMNS: &str = "id, tenant, network, asset, external_user_id, wallet_id, address, tx_hash, log_key, \
      from_address, amount, block_number, block_hash, confirmations, required_confirmations, status, \
-     history, credit_tx_id, created_at, updated_at";
+     history, credit_tx_id, created_at, updated_at, shortfall";
 
 const NATIVE: i64 = -1;
 
@@ -41,6 +41,7 @@ struct Raw {
     credit_tx_id: Option<String>,
     created_at: i64,
     updated_at: i64,
+    shortfall: String,
 }
 
 fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
@@ -65,6 +66,7 @@ fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
         credit_tx_id: r.get(17)?,
         created_at: r.get(18)?,
         updated_at: r.get(19)?,
+        shortfall: r.get(20)?,
     })
 }
 
@@ -100,6 +102,7 @@ fn decode(r: Raw) -> Result<Deposit, PortError> {
         history: serde_json::from_str::<Vec<HistoryStep>>(&r.history)
             .map_err(|_| bad("history", &r.history))?,
         credit_tx_id: r.credit_tx_id.as_deref().map(parse_uuid).transpose()?,
+        shortfall: amount(&r.shortfall)?,
         created_at: ts(r.created_at),
         updated_at: ts(r.updated_at),
     })
@@ -133,7 +136,7 @@ impl DepositRepo for SqliteTx<'_> {
         self.conn
             .prepare_cached(&format!(
                 "INSERT INTO deposits ({COLUMNS}) VALUES \
-                 (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
+                 (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21)"
             ))
             .map_err(db_err)?
             .execute(params![
@@ -157,6 +160,7 @@ impl DepositRepo for SqliteTx<'_> {
                 d.credit_tx_id.map(|t| t.to_string()),
                 d.created_at.unix_millis(),
                 d.updated_at.unix_millis(),
+                d.shortfall.to_string(),
             ])
             .map_err(db_err)?;
         Ok(())
@@ -168,7 +172,7 @@ impl DepositRepo for SqliteTx<'_> {
             .conn
             .prepare_cached(
                 "UPDATE deposits SET block_number = ?2, block_hash = ?3, confirmations = ?4, status = ?5, \
-                 history = ?6, credit_tx_id = ?7, updated_at = ?8 WHERE id = ?1",
+                 history = ?6, credit_tx_id = ?7, updated_at = ?8, shortfall = ?9 WHERE id = ?1",
             )
             .map_err(db_err)?
             .execute(params![
@@ -180,6 +184,7 @@ impl DepositRepo for SqliteTx<'_> {
                 history,
                 d.credit_tx_id.map(|t| t.to_string()),
                 d.updated_at.unix_millis(),
+                d.shortfall.to_string(),
             ])
             .map_err(db_err)?;
         if n == 1 {
@@ -351,6 +356,30 @@ impl DepositReads for SqliteTx<'_> {
         amounts.iter().try_fold(Amount::ZERO, |sum, a| {
             sum.checked_add(amount(a)?)
                 .ok_or_else(|| PortError::permanent("store", "pending deposits overflow u128"))
+        })
+    }
+
+    fn owed_after_reorg_units(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+        asset: &str,
+    ) -> Result<Amount, PortError> {
+        let amounts: Vec<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT shortfall FROM deposits WHERE tenant = ?1 AND external_user_id = ?2 AND network = ?3 \
+                 AND asset = ?4 AND shortfall <> '0'",
+            )
+            .map_err(db_err)?
+            .query_map(params![tenant, external_user_id, network.as_str(), asset], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<Result<_, _>>()
+            .map_err(db_err)?;
+        amounts.iter().try_fold(Amount::ZERO, |sum, a| {
+            sum.checked_add(amount(a)?)
+                .ok_or_else(|| PortError::permanent("store", "owed shortfalls overflow u128"))
         })
     }
 }
