@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use custody_chain_bsc::{BscChain, BscSettings};
 use custody_chain_tron::{TronChain, TronSettings};
+use custody_cli::runtime::holdings::HoldingsCheck;
 use custody_cli::runtime::scanner::Scanner;
 use custody_cli::runtime::Background;
+use custody_core::deposit::holdings::HoldingsReport;
 use custody_core::deposit::{PipelineSettings, WatchSet};
 use custody_core::ports::store::read;
 use custody_core::ports::{ChainSource, Clock, Entropy, Store};
@@ -21,6 +23,7 @@ pub struct Chains {
     pub sources: BTreeMap<Network, Arc<dyn ChainSource>>,
     pub health: BTreeMap<Network, HealthProbe>,
     pub status: BTreeMap<Network, Arc<Mutex<ScanStatus>>>,
+    pub holdings: BTreeMap<Network, Arc<Mutex<HoldingsReport>>>,
 }
 
 /// Builds an adapter for each network with at least one URL. A network without one still
@@ -30,11 +33,13 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         sources: BTreeMap::new(),
         health: BTreeMap::new(),
         status: BTreeMap::new(),
+        holdings: BTreeMap::new(),
     };
     for network in Network::ALL {
         chains
             .status
             .insert(network, Arc::new(Mutex::new(ScanStatus::default())));
+        chains.holdings.insert(network, Arc::default());
     }
     if !config.bsc.urls.is_empty() {
         let bsc = Arc::new(
@@ -116,5 +121,17 @@ pub fn start_scanners(
             halted: std::sync::atomic::AtomicBool::new(false),
         };
         background.spawn("scanner", move |stop| scanner.run(stop));
+        if c.holdings_check_interval_ms > 0 {
+            let check = HoldingsCheck {
+                chain: Arc::clone(chain),
+                store: Arc::clone(&store),
+                clock: Arc::clone(&clock),
+                catalog: Arc::clone(&catalog),
+                network,
+                interval: Duration::from_millis(c.holdings_check_interval_ms),
+                report: Arc::clone(&chains.holdings[&network]),
+            };
+            background.spawn("holdings", move |stop| check.run(stop));
+        }
     }
 }

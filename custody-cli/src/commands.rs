@@ -324,6 +324,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             chains: chains.sources.clone(),
             chain_health: chains.health.clone(),
             scan_status: chains.status.clone(),
+            holdings: chains.holdings.clone(),
             watch: Arc::clone(&watch),
             catalog: catalog.clone(),
             networks: custody_core::Network::ALL

@@ -92,6 +92,10 @@ pub struct ChainConfig {
     /// How long the scanner may fail without progress before a `scan_stuck` critical alert.
     #[serde(default = "default_stuck_alert_after_ms")]
     pub stuck_alert_after_ms: u64,
+    /// How often every deposit address's on-chain balances are compared with what was credited
+    /// (funds no deposit explains show on the dashboard). 0 turns the check off.
+    #[serde(default = "default_holdings_check_interval_ms")]
+    pub holdings_check_interval_ms: u64,
 }
 
 fn default_blocks_kept() -> u64 {
@@ -100,6 +104,10 @@ fn default_blocks_kept() -> u64 {
 
 fn default_stuck_alert_after_ms() -> u64 {
     10 * 60 * 1000
+}
+
+fn default_holdings_check_interval_ms() -> u64 {
+    60 * 60 * 1000
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -129,6 +137,7 @@ impl Config {
             start_block: None,
             blocks_kept: default_blocks_kept(),
             stuck_alert_after_ms: default_stuck_alert_after_ms(),
+            holdings_check_interval_ms: default_holdings_check_interval_ms(),
             allow_insecure_http: false,
             api_key: None,
             assets: mainnet

@@ -55,6 +55,9 @@ pub struct AppState {
     pub chains: BTreeMap<Network, Arc<dyn ChainSource>>,
     pub chain_health: BTreeMap<Network, HealthProbe>,
     pub scan_status: BTreeMap<Network, Arc<std::sync::Mutex<ScanStatus>>>,
+    /// The last holdings check of each network (funds on deposit addresses no deposit explains).
+    pub holdings:
+        BTreeMap<Network, Arc<std::sync::Mutex<custody_core::deposit::holdings::HoldingsReport>>>,
     /// Addresses the scanners watch; a new wallet joins once its creation committed.
     pub watch: Arc<custody_core::deposit::WatchSet>,
     pub catalog: AssetCatalog,

@@ -452,3 +452,50 @@ fn scanning_resumes_when_the_node_comes_back() {
     });
     assert_eq!(client.available(&alice, "BNB"), 777);
 }
+
+#[test]
+fn funds_no_deposit_explains_are_listed_on_the_dashboard() {
+    let Some(mut s) = setup(None) else { return };
+    set_config(
+        &s.custody.data_dir(),
+        "bsc",
+        "holdings_check_interval_ms",
+        "200",
+    );
+    let admin = s.custody.credential("ops", &["--admin"]);
+    s.custody.start();
+    let client = s.custody.client(&s.cred);
+    let ops = s.custody.client(&admin);
+    let alice = client.wallet("alice", "BSC");
+    let alice_addr = alice["address"].as_str().unwrap().to_owned();
+    let funder = s.anvil.account(0).to_owned();
+    s.anvil.send_value(&funder, &alice_addr, ETH);
+    s.anvil.mine(16);
+    s.custody.wait_for(30, "credited", || {
+        (client.available(&alice, "BNB") == ETH).then_some(())
+    });
+
+    // BNB arriving without a transaction the scanner sees (as from a contract's internal
+    // call): the address now holds 1.25 BNB, of which 1 was credited.
+    s.anvil.rpc(
+        "anvil_setBalance",
+        serde_json::json!([alice_addr, format!("0x{:x}", 5 * ETH / 4)]),
+    );
+    let found = s.custody.wait_for(30, "the holdings check", || {
+        let dash = ops.get("/v1/admin/dashboard").json();
+        let bsc = dash["chains"]
+            .as_array()?
+            .iter()
+            .find(|c| c["network"] == "BSC")?
+            .clone();
+        let unexplained = bsc["holdings_check"]["unexplained"].as_array()?.clone();
+        (!unexplained.is_empty()).then_some(unexplained)
+    });
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["address"], alice_addr.as_str());
+    assert_eq!(found[0]["asset"], "BNB");
+    assert_eq!(found[0]["credited_units"], ETH.to_string());
+    assert_eq!(found[0]["onchain_units"], (5 * ETH / 4).to_string());
+    assert_eq!(found[0]["unexplained_units"], (ETH / 4).to_string());
+    s.custody.stop();
+}

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | chain scanner, one per network | `scanner.rs` | `chain::find_fork`, `deposit::apply_block` (refuses a block that does not connect), `deposit::rewind`, `deposit::advance` |
 //! | webhook delivery | `webhooks.rs` | `webhook::choose_claims` (in the store's claim), `webhook::next_step` |
+//! | holdings check, one per network | `holdings.rs` | `deposit::holdings::unexplained` |
 //! | pruning of nonces and idempotency records | `pruner.rs` | retention of `auth` and `idempotency` |
 //!
 //! [`Background`] starts them with one stop signal and stops them together on shutdown. A
@@ -13,6 +14,7 @@
 //! (see `custody_core::ports::store`), so a second instance or a restart picks up whatever a
 //! stopped loop left.
 
+pub mod holdings;
 pub mod pruner;
 pub mod scanner;
 pub mod system;

@@ -243,6 +243,12 @@ pub trait DepositReads {
         network: Network,
         asset: &str,
     ) -> Result<Amount, PortError>;
+    /// Per (address, asset) of `network`: the sum of deposits now credited (the funds the
+    /// ledger says sit on the address, since nothing is swept yet).
+    fn credited_by_address(
+        &mut self,
+        network: Network,
+    ) -> Result<Vec<(String, String, Amount)>, PortError>;
     /// Sum of the shortfalls still owed by one user account (reversed deposits that were
     /// spent; see [`Deposit::shortfall`]).
     fn owed_after_reorg_units(
@@ -277,6 +283,7 @@ pub fn refuse_if_owing(
     .into())
 }
 
+pub mod holdings;
 mod pipeline;
 mod watch;
 

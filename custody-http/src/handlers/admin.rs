@@ -197,7 +197,12 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
                 "scanned_block": status.scanned_block,
                 "lag_blocks": status.lag_blocks(),
                 "last_error": status.last_error,
+                "failing_since": status.failing_since,
                 "rpc_health": state.chain_health.get(&n.network).map(|probe| probe()),
+                "holdings_check": state
+                    .holdings
+                    .get(&n.network)
+                    .map(|h| h.lock().unwrap_or_else(|p| p.into_inner()).clone()),
             })
         })
         .collect();

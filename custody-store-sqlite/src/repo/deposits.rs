@@ -359,6 +359,38 @@ impl DepositReads for SqliteTx<'_> {
         })
     }
 
+    fn credited_by_address(
+        &mut self,
+        network: Network,
+    ) -> Result<Vec<(String, String, Amount)>, PortError> {
+        let rows: Vec<(String, String, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT address, asset, amount FROM deposits \
+                 WHERE network = ?1 AND status = 'credited' ORDER BY address, asset",
+            )
+            .map_err(db_err)?
+            .query_map([network.as_str()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .map_err(db_err)?
+            .collect::<Result<_, _>>()
+            .map_err(db_err)?;
+        let mut sums: Vec<(String, String, Amount)> = Vec::new();
+        for (address, asset, units) in rows {
+            let units = amount(&units)?;
+            match sums.last_mut() {
+                Some((a, s, total)) if *a == address && *s == asset => {
+                    *total = total
+                        .checked_add(units)
+                        .ok_or_else(|| PortError::permanent("store", "credited sum overflows"))?;
+                }
+                _ => sums.push((address, asset, units)),
+            }
+        }
+        Ok(sums)
+    }
+
     fn owed_after_reorg_units(
         &mut self,
         tenant: &str,
