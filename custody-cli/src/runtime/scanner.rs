@@ -364,6 +364,9 @@ fn describe(e: &CoreError) -> String {
 }
 
 #[cfg(test)]
+mod model;
+
+#[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicU64;
 
