@@ -5,6 +5,7 @@
 pub mod chain;
 pub mod clock;
 pub mod dex;
+pub mod sender;
 pub mod signer;
 pub mod store;
 pub mod webhook;
@@ -12,6 +13,7 @@ pub mod webhook;
 pub use chain::{ChainSource, OnchainBalance};
 pub use clock::{Clock, Entropy};
 pub use dex::DexRouter;
+pub use sender::ChainSender;
 pub use signer::{HdPath, RecoverableSignature, Signer};
 pub use store::{nested, read, write, ReadTx, Savepoints, Store, WriteTx};
 pub use webhook::{DeliveryOutcome, WebhookRequest, WebhookSink};

@@ -1,0 +1,191 @@
+//! Sending. What a chain adapter must do so that the core's outgoing-transaction engine can
+//! pay on that chain: price a payment, build an unsigned transaction and the digest to sign,
+//! assemble the signed bytes, broadcast them, and look a transaction up by hash. The engine
+//! decides what to build, when to send, replace or rebuild, and when a payment is final; the
+//! adapter moves bytes and classifies what the node answered.
+//!
+//! Signing is not here: the core signs the digest with the `Signer` port, so key material never
+//! reaches an adapter.
+
+use async_trait::async_trait;
+
+use crate::amount::Amount;
+use crate::error::PortError;
+use crate::network::Network;
+use crate::ports::signer::RecoverableSignature;
+
+/// What an outgoing transaction does. Addresses are in the network's canonical text form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payment {
+    /// The native coin (BNB, TRX) to `to`.
+    Native { to: String, amount: Amount },
+    /// A token transfer (`transfer(to, amount)` of a BEP20/TRC20 `contract`).
+    Token {
+        contract: String,
+        to: String,
+        amount: Amount,
+    },
+}
+
+impl Payment {
+    pub fn recipient(&self) -> &str {
+        match self {
+            Payment::Native { to, .. } | Payment::Token { to, .. } => to,
+        }
+    }
+
+    pub fn amount(&self) -> Amount {
+        match self {
+            Payment::Native { amount, .. } | Payment::Token { amount, .. } => *amount,
+        }
+    }
+}
+
+/// What the sender pays the network, and how it is bid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeeBid {
+    /// EVM legacy (EIP-155) pricing: `gas_limit × gas_price_wei` at most.
+    Gas { gas_limit: u64, gas_price_wei: u128 },
+    /// TRON: the most the transaction may burn (`fee_limit`, in sun; 0 for a TRX transfer,
+    /// which burns only bandwidth).
+    FeeLimit { sun: u64 },
+}
+
+/// A priced payment: what it is expected to cost in the native coin's smallest unit, and the
+/// bid to build it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeeEstimate {
+    /// Expected network cost in native units (wei, sun): what the quote charges for.
+    pub expected_native: Amount,
+    /// The most it may cost (gas limit × price, or the fee limit); the hot wallet must hold it.
+    pub max_native: Amount,
+    pub bid: FeeBid,
+}
+
+/// What to build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildRequest {
+    /// The paying address (a hot wallet).
+    pub from: String,
+    pub payment: Payment,
+    /// EVM: the nonce the store allocated to this transaction (kept across replacements).
+    /// `None` on TRON.
+    pub nonce: Option<u64>,
+    pub bid: FeeBid,
+}
+
+/// An unsigned transaction: the digest the core signs and the adapter's own encoding of the
+/// rest, which only the same adapter reads back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsignedTx {
+    pub digest: [u8; 32],
+    pub payload: Vec<u8>,
+    /// TRON: the transaction is void once a block after this time is produced (ms since the
+    /// epoch). `None` on EVM (a nonce never expires).
+    pub expires_at_ms: Option<i64>,
+}
+
+/// The exact bytes to broadcast and the hash they will be known by. Stored before anything is
+/// sent, so every retry sends the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedTx {
+    /// Lowercase hex without `0x` (the store's form; responses format it per decisions §10).
+    pub hash: String,
+    pub raw: Vec<u8>,
+}
+
+/// What the node said to a broadcast. Only `Rejected` is a verdict on the transaction; every
+/// other answer keeps it alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BroadcastOutcome {
+    /// Accepted into the pool (or the node already had exactly these bytes).
+    Accepted,
+    /// EVM "nonce too low": a transaction with this nonce is already mined, ours or another.
+    /// Look the attempts up before deciding anything.
+    NonceUsed,
+    /// EVM "replacement transaction underpriced": a pooled transaction with this nonce bids
+    /// more. Keep following what was sent; bid higher on the next replacement.
+    Underpriced,
+    /// TRON TAPOS/EXPIRATION errors: these bytes can never be included; rebuild once the
+    /// earlier attempts are known not to be.
+    Expired,
+    /// A permanent refusal with the node's reason (bad signature, contract validation, no
+    /// balance): nothing was sent.
+    Rejected(String),
+    /// No answer (timeout, connection cut after sending): the bytes may or may not be in a
+    /// pool. Never a failure: send the same bytes again and ask the chain.
+    Unknown(String),
+}
+
+/// Where a transaction is, by hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxLookup {
+    /// The node does not know it (never received, dropped, or not yet propagated).
+    Unknown,
+    /// In the node's pool, not in a block.
+    Pending,
+    Included(Inclusion),
+}
+
+/// A transaction in a block, with its receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inclusion {
+    pub block_number: u64,
+    /// Lowercase hex without `0x`.
+    pub block_hash: String,
+    /// EVM receipt status 1 / TRON `SUCCESS`. A failed transaction still pays its fee.
+    pub succeeded: bool,
+    /// What it actually cost in native units (gas used × price, TRON fee burned).
+    pub fee_native: Amount,
+}
+
+/// Sending on one network.
+///
+/// An implementation:
+/// - MUST classify every answer as in [`BroadcastOutcome`]: a timeout or a cut connection is
+///   `Unknown`, never `Rejected`; a node's "already known" for the same bytes is `Accepted`.
+/// - MUST NOT sign, and MUST build deterministically from the request (same request and same
+///   chain facts → same digest), so a crash between signing and storing loses nothing.
+/// - MUST make `assemble` pure (no I/O): the signed bytes and hash are stored before the first
+///   broadcast.
+/// - MAY fail over between endpoints for `price`, `build`, `lookup` and `broadcast` (sending the
+///   same signed bytes twice is harmless).
+#[async_trait]
+pub trait ChainSender: Send + Sync {
+    fn network(&self) -> Network;
+
+    /// Prices `payment` from `from` now: gas limit (21,000 for native on EVM, estimated for a
+    /// token) × the node's gas price within the configured floor and cap; on TRON the
+    /// bandwidth and energy against `from`'s free and staked resources, and the activation
+    /// fee for a new account.
+    async fn price(&self, from: &str, payment: &Payment) -> Result<FeeEstimate, PortError>;
+
+    /// The next nonce of `address` counting only mined transactions (EVM), for seeding the
+    /// store's nonce allocator; `Ok(None)` where the chain has no nonces.
+    async fn confirmed_nonce(&self, address: &str) -> Result<Option<u64>, PortError>;
+
+    /// Builds the unsigned transaction (TRON: with a recent block as reference and an
+    /// expiration).
+    async fn build(&self, request: &BuildRequest) -> Result<UnsignedTx, PortError>;
+
+    /// The signed transaction from an unsigned one and the signature of its digest.
+    fn assemble(
+        &self,
+        unsigned: &UnsignedTx,
+        signature: &RecoverableSignature,
+    ) -> Result<SignedTx, PortError>;
+
+    async fn broadcast(&self, signed: &SignedTx) -> BroadcastOutcome;
+
+    async fn lookup(&self, hash: &str) -> Result<TxLookup, PortError>;
+
+    /// The newest block's number and timestamp (ms), to judge confirmations and expirations.
+    async fn head(&self) -> Result<(u64, i64), PortError>;
+
+    /// The native balance of `address` and, for a token, its token balance: (native, token).
+    async fn balances(
+        &self,
+        address: &str,
+        token_contract: Option<&str>,
+    ) -> Result<(Amount, Option<Amount>), PortError>;
+}
