@@ -12,7 +12,8 @@
 //!   `{"blockID", "block_header": {"raw_data": {"number", "txTrieRoot", "witness_address",
 //!   "parentHash", "version", "timestamp"}, "witness_signature"}, "transactions": [...]}`;
 //!   `getblockbynum` "Returns {} if the block number does not exist". A block id's first 8
-//!   bytes are the block number.
+//!   bytes are the block number. Block 0 (the genesis block) is printed without `number` and
+//!   `timestamp` (both 0, left out by proto3 JSON); its `blockID` names the network.
 //! - Transactions: `{"ret": [{"contractRet": "SUCCESS"}], "signature": [...], "txID",
 //!   "raw_data": {"contract": [{"parameter": {"value": {...}, "type_url"}, "type"}],
 //!   "ref_block_bytes", "ref_block_hash", "expiration", "fee_limit", "timestamp"},

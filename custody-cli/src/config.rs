@@ -89,6 +89,22 @@ pub struct ChainConfig {
     /// TRON only: sent as TRON-PRO-API-KEY. Env `CUSTODY_TRON_API_KEY` overrides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// TRON only: the `blockID` of block 0 every endpoint must serve before it is used (the
+    /// network's identity, as `chain_id` is BSC's). Absent = mainnet's. Set it for Nile,
+    /// Shasta or a devnet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub genesis_block_id: Option<String>,
+}
+
+impl ChainConfig {
+    /// The genesis block id TRON endpoints are checked against (lowercase): the configured
+    /// one, or mainnet's. Call after [`Config::validate`].
+    pub fn tron_genesis_block_id(&self) -> String {
+        self.genesis_block_id
+            .as_deref()
+            .and_then(custody_chain_tron::parse_genesis_block_id)
+            .unwrap_or_else(|| custody_chain_tron::MAINNET_GENESIS_BLOCK_ID.to_owned())
+    }
 }
 
 fn default_blocks_kept() -> u64 {
@@ -123,6 +139,8 @@ impl Config {
             blocks_kept: default_blocks_kept(),
             allow_insecure_http: false,
             api_key: None,
+            genesis_block_id: (network == Network::Tron)
+                .then(|| custody_chain_tron::MAINNET_GENESIS_BLOCK_ID.to_owned()),
             assets: mainnet
                 .of_network(network)
                 .map(|a| AssetConfig {
@@ -141,6 +159,28 @@ impl Config {
             swaps: SwapsConfig::default(),
             webhooks: crate::webhooks::WebhooksConfig::default(),
         }
+    }
+
+    /// Refuses settings that would lose or invent money, naming the section and key: a
+    /// malformed TRON genesis block id, or one in `[bsc]`. Called on every load, so `serve`
+    /// refuses to start with them.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.bsc.genesis_block_id.is_some() {
+            return Err(
+                "[bsc] genesis_block_id: a TRON setting; BSC endpoints are checked with chain_id"
+                    .into(),
+            );
+        }
+        if let Some(id) = &self.tron.genesis_block_id {
+            if custody_chain_tron::parse_genesis_block_id(id).is_none() {
+                return Err(format!(
+                    "[tron] genesis_block_id = {id:?}: must be the blockID of block 0, 64 hex \
+                     digits whose first 16 are zeros (mainnet's is {})",
+                    custody_chain_tron::MAINNET_GENESIS_BLOCK_ID
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn chain(&self, network: Network) -> &ChainConfig {
@@ -228,5 +268,56 @@ mod tests {
         assert_eq!(catalog, AssetCatalog::mainnet());
         assert_eq!(back.swap_pairs(&catalog).unwrap().len(), 3);
         assert_eq!(back.tron.confirmations, 19);
+        back.validate().unwrap();
+    }
+
+    /// `init`'s file with `edit` applied (`from` must occur once), loaded as `serve` loads it.
+    fn load_edited(edits: &[(&str, &str)]) -> Result<Config, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let data = crate::datadir::DataDir::new(dir.path().to_path_buf());
+        data.write_config(&Config::default_for_init()).unwrap();
+        let mut text = std::fs::read_to_string(data.config_path()).unwrap();
+        for (from, to) in edits {
+            assert_eq!(text.matches(from).count(), 1, "{from:?} once in:\n{text}");
+            text = text.replacen(from, to, 1);
+        }
+        std::fs::write(data.config_path(), text).unwrap();
+        data.load_config()
+    }
+
+    #[test]
+    fn the_tron_genesis_is_written_by_init_and_checked() {
+        let mainnet = custody_chain_tron::MAINNET_GENESIS_BLOCK_ID;
+        let c = load_edited(&[]).unwrap();
+        assert_eq!(c.tron.genesis_block_id.as_deref(), Some(mainnet));
+        assert_eq!(c.bsc.genesis_block_id, None);
+        assert_eq!(c.tron.tron_genesis_block_id(), mainnet);
+        let line = format!("genesis_block_id = \"{mainnet}\"");
+
+        // Absent: mainnet's.
+        let c = load_edited(&[(&line, "")]).unwrap();
+        assert_eq!(c.tron.genesis_block_id, None);
+        assert_eq!(c.tron.tron_genesis_block_id(), mainnet);
+
+        // Nile's, written with 0x and in capitals: normalized.
+        let nile = "0000000000000000d698d4192c56cb6be724a558448e2684802de4d6cd8690dc";
+        let edited = format!("genesis_block_id = \"0x{}\"", nile.to_ascii_uppercase());
+        let c = load_edited(&[(&line, &edited)]).unwrap();
+        assert_eq!(c.tron.tron_genesis_block_id(), nile);
+
+        for bad in [
+            "genesis_block_id = \"\"",
+            "genesis_block_id = \"1ebf88508a03865c71d452e25f4d51194196a1d22b6653dc\"",
+            // Not block 0: the first 8 bytes are the block number.
+            "genesis_block_id = \"00000000000000011ebf88508a03865c71d452e25f4d51194196a1d22b6653dc\"",
+            "genesis_block_id = \"00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dz\"",
+        ] {
+            let err = load_edited(&[(&line, bad)]).unwrap_err();
+            assert!(err.contains("[tron] genesis_block_id"), "{bad}: {err}");
+        }
+
+        let err = load_edited(&[("confirmations = 15", &format!("confirmations = 15\n{line}"))])
+            .unwrap_err();
+        assert!(err.contains("[bsc] genesis_block_id"), "{err}");
     }
 }
