@@ -162,9 +162,28 @@ impl Config {
     }
 
     /// Refuses settings that would lose or invent money, naming the section and key: a
-    /// malformed TRON genesis block id, or one in `[bsc]`. Called on every load, so `serve`
-    /// refuses to start with them.
+    /// deposit credited at 0 confirmations, a reorganization window (`blocks_kept`) too short
+    /// to follow a reorganization that reverses a credited deposit, a malformed TRON genesis
+    /// block id. Called on every load, so `serve` refuses to start with them.
     pub fn validate(&self) -> Result<(), String> {
+        for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
+            if chain.confirmations < 1 {
+                return Err(format!(
+                    "[{section}] confirmations = {}: must be at least 1 (with 0 a deposit is \
+                     credited from a block that may still be replaced)",
+                    chain.confirmations
+                ));
+            }
+            let floor = 2 * u64::from(chain.confirmations);
+            if chain.blocks_kept < floor {
+                return Err(format!(
+                    "[{section}] blocks_kept = {}: must be at least 2 × confirmations = {floor} \
+                     (the block hashes kept must reach below every credited deposit's block, or \
+                     a reorganization reversing one could not be followed)",
+                    chain.blocks_kept
+                ));
+            }
+        }
         if self.bsc.genesis_block_id.is_some() {
             return Err(
                 "[bsc] genesis_block_id: a TRON setting; BSC endpoints are checked with chain_id"
@@ -283,6 +302,54 @@ mod tests {
         }
         std::fs::write(data.config_path(), text).unwrap();
         data.load_config()
+    }
+
+    #[test]
+    fn zero_confirmations_are_refused_for_either_network() {
+        for (from, to, named) in [
+            (
+                "confirmations = 15",
+                "confirmations = 0",
+                "[bsc] confirmations = 0",
+            ),
+            (
+                "confirmations = 19",
+                "confirmations = 0",
+                "[tron] confirmations = 0",
+            ),
+        ] {
+            let err = load_edited(&[(from, to)]).unwrap_err();
+            assert!(err.contains(named), "{err}");
+            assert!(err.contains("at least 1"), "{err}");
+            assert!(err.contains("custody.toml"), "the file is named: {err}");
+        }
+    }
+
+    #[test]
+    fn blocks_kept_below_twice_the_confirmations_is_refused() {
+        // TRON: 19 confirmations need 38 blocks kept.
+        let tron_kept = "poll_interval_ms = 3000\nblocks_kept = 1000";
+        let err =
+            load_edited(&[(tron_kept, "poll_interval_ms = 3000\nblocks_kept = 37")]).unwrap_err();
+        assert!(err.contains("[tron] blocks_kept = 37"), "{err}");
+        assert!(err.contains("2 × confirmations = 38"), "{err}");
+        let ok = load_edited(&[(tron_kept, "poll_interval_ms = 3000\nblocks_kept = 38")]).unwrap();
+        assert_eq!(ok.tron.blocks_kept, 38);
+
+        // BSC: raising the confirmations past half the default window is refused too.
+        let err = load_edited(&[("confirmations = 15", "confirmations = 501")]).unwrap_err();
+        assert!(err.contains("[bsc] blocks_kept = 1000"), "{err}");
+        assert!(err.contains("2 × confirmations = 1002"), "{err}");
+        assert!(load_edited(&[("confirmations = 15", "confirmations = 500")]).is_ok());
+        // One is the least accepted, with a window of two.
+        let ok = load_edited(&[
+            ("confirmations = 15", "confirmations = 1"),
+            (
+                "poll_interval_ms = 1000\nblocks_kept = 1000",
+                "poll_interval_ms = 1000\nblocks_kept = 2",
+            ),
+        ]);
+        assert_eq!(ok.unwrap().bsc.confirmations, 1);
     }
 
     #[test]

@@ -42,6 +42,35 @@ fn serve_outcome(custody: &Custody) -> (Option<i32>, String) {
 }
 
 #[test]
+fn serve_refuses_zero_confirmations() {
+    let custody = Custody::init();
+    custody.edit_config("confirmations = 15", "confirmations = 0");
+    let (code, stderr) = serve_outcome(&custody);
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "serve must exit non-zero, got {code:?}: {stderr}"
+    );
+    assert!(stderr.contains("[bsc] confirmations = 0"), "{stderr}");
+    assert!(stderr.contains("at least 1"), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_a_reorganization_window_shorter_than_twice_the_confirmations() {
+    let custody = Custody::init();
+    custody.edit_config(
+        "poll_interval_ms = 3000\nblocks_kept = 1000",
+        "poll_interval_ms = 3000\nblocks_kept = 20",
+    );
+    let (code, stderr) = serve_outcome(&custody);
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "serve must exit non-zero, got {code:?}: {stderr}"
+    );
+    assert!(stderr.contains("[tron] blocks_kept = 20"), "{stderr}");
+    assert!(stderr.contains("2 × confirmations = 38"), "{stderr}");
+}
+
+#[test]
 fn serve_refuses_a_malformed_tron_genesis_block_id() {
     let custody = Custody::init();
     custody.edit_config(
