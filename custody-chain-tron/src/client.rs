@@ -22,6 +22,12 @@
 //! to the next endpoint, and when none is left they fail as permanent. An endpoint whose check
 //! could not be made (down, no block 0, a malformed answer) is not used either; the check is
 //! tried again on its next turn.
+//!
+//! An answer larger than `response_bytes_max` is the request's trait, not the endpoint's: every
+//! endpoint of the same network would send the same bytes. It is not failed over, it does not
+//! count against the endpoint's health, and it reaches the caller as [`ReadError::TooLarge`]
+//! from the `try_*` reads, so that the caller can ask for less (see
+//! [`crate::chain::TronChain`]).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -263,6 +269,8 @@ impl Endpoint {
 struct CallError {
     retry: Retry,
     message: String,
+    /// The answer was cut at `response_bytes_max`: not the endpoint's failure.
+    too_large: bool,
 }
 
 impl CallError {
@@ -270,12 +278,42 @@ impl CallError {
         CallError {
             retry: Retry::Transient,
             message: message.into(),
+            too_large: false,
         }
     }
     fn permanent(message: impl Into<String>) -> Self {
         CallError {
             retry: Retry::Permanent,
             message: message.into(),
+            too_large: false,
+        }
+    }
+    fn too_large(limit: usize) -> Self {
+        CallError {
+            retry: Retry::Permanent,
+            message: format!("answer larger than {limit} bytes (response_bytes_max)"),
+            too_large: true,
+        }
+    }
+}
+
+/// Why a read failed, for the reads whose caller can act on an answer that is too large.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The answer is larger than `response_bytes_max` (permanent for this request: any
+    /// endpoint would send the same bytes). No other endpoint was tried and the endpoint's
+    /// health is untouched; ask for less.
+    #[error("{0}")]
+    TooLarge(PortError),
+    /// Any other failure, after every endpoint was tried.
+    #[error("{0}")]
+    Failed(PortError),
+}
+
+impl From<ReadError> for PortError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::TooLarge(e) | ReadError::Failed(e) => e,
         }
     }
 }
@@ -507,7 +545,7 @@ impl TronClient {
                 .await
                 .map_err(|e| {
                     if e.is::<http_body_util::LengthLimitError>() {
-                        CallError::permanent(format!("answer larger than {limit} bytes"))
+                        CallError::too_large(limit)
                     } else {
                         CallError::transient(format!("reading the answer: {e}"))
                     }
@@ -610,7 +648,11 @@ impl TronClient {
                     ))
                 })
             }),
-            Err(e) => Err(e),
+            // Too large for block 0 is the endpoint's doing.
+            Err(e) => Err(CallError {
+                too_large: false,
+                ..e
+            }),
         };
         match checked {
             Ok(actual) if actual == *expected => {
@@ -658,16 +700,17 @@ impl TronClient {
     }
 
     /// A read with failover: `parse` turns a 2xx body into the answer; its failure counts as
-    /// a failure of the endpoint.
-    async fn read<T>(
+    /// a failure of the endpoint. An answer over `response_bytes_max` ends the read at once
+    /// ([`ReadError::TooLarge`]).
+    async fn try_read<T>(
         &self,
         path: &str,
         body: serde_json::Value,
         parse: impl Fn(&[u8]) -> Result<T, CallError>,
-    ) -> Result<(usize, T), PortError> {
+    ) -> Result<(usize, T), ReadError> {
         let order = self.order();
         if order.is_empty() {
-            return Err(self.no_endpoint(path));
+            return Err(ReadError::Failed(self.no_endpoint(path)));
         }
         let body = Bytes::from(body.to_string());
         let mut any_transient = false;
@@ -680,13 +723,26 @@ impl TronClient {
                         Ok(bytes) => parse(&bytes),
                         Err(e) => Err(e),
                     };
-                    self.record(index, started, result.as_ref().map(|_| ()));
+                    match &result {
+                        // The endpoint answered; the request asked for too much.
+                        Err(e) if e.too_large => self.record(index, started, Ok(())),
+                        Err(e) => self.record(index, started, Err(e)),
+                        Ok(_) => self.record(index, started, Ok(())),
+                    }
                     result
                 }
                 Err(e) => Err(e),
             };
             match result {
                 Ok(value) => return Ok((index, value)),
+                Err(e) if e.too_large => {
+                    let shown = &self.inner.endpoints[index].shown;
+                    tracing::warn!(endpoint = %shown, path, error = %e.message, "TRON answer over the size limit");
+                    return Err(ReadError::TooLarge(PortError::permanent(
+                        "tron",
+                        format!("{path}: {shown}: {}", e.message),
+                    )));
+                }
                 Err(e) => {
                     any_transient |= e.retry == Retry::Transient;
                     errors.push(format!(
@@ -697,11 +753,21 @@ impl TronClient {
             }
         }
         let message = format!("{path}: {}", errors.join("; "));
-        Err(if any_transient {
+        Err(ReadError::Failed(if any_transient {
             PortError::transient("tron", message)
         } else {
             PortError::permanent("tron", message)
-        })
+        }))
+    }
+
+    /// [`Self::try_read`] for callers that cannot ask for less.
+    async fn read<T>(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+        parse: impl Fn(&[u8]) -> Result<T, CallError>,
+    ) -> Result<(usize, T), PortError> {
+        Ok(self.try_read(path, body, parse).await?)
     }
 
     /// The head block's id and header (`wallet/getnowblock`; its transactions are skipped).
@@ -772,8 +838,17 @@ impl TronClient {
         &self,
         number: u64,
     ) -> Result<Vec<api::TransactionInfo>, PortError> {
+        Ok(self.try_transaction_infos_by_block_num(number).await?)
+    }
+
+    /// [`Self::transaction_infos_by_block_num`], telling an answer over `response_bytes_max`
+    /// apart ([`ReadError::TooLarge`]) so that the caller can read the infos one by one.
+    pub async fn try_transaction_infos_by_block_num(
+        &self,
+        number: u64,
+    ) -> Result<Vec<api::TransactionInfo>, ReadError> {
         let (_, infos) = self
-            .read(
+            .try_read(
                 "/wallet/gettransactioninfobyblocknum",
                 json!({ "num": number }),
                 |b| {
@@ -793,6 +868,26 @@ impl TronClient {
             )
             .await?;
         Ok(infos)
+    }
+
+    /// The info of one transaction (`wallet/gettransactioninfobyid`), `None` when the node has
+    /// none (`{}`: unknown, or not in a block yet). `txid` is 64 hex digits.
+    pub async fn transaction_info_by_id(
+        &self,
+        txid: &str,
+    ) -> Result<Option<api::TransactionInfo>, ReadError> {
+        let (_, info) = self
+            .try_read(
+                "/wallet/gettransactioninfobyid",
+                json!({ "value": txid }),
+                |b| {
+                    let info: api::TransactionInfoAnswer = parse_json(b)?;
+                    node_error(&info.error)?;
+                    Ok(info)
+                },
+            )
+            .await?;
+        Ok((!info.info.id.is_empty()).then_some(info.info))
     }
 
     /// `wallet/getaccount`: `None` for an account the chain does not know (`{}`).

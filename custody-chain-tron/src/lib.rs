@@ -8,7 +8,8 @@
 //!   network is never used.
 //! - [`chain`]: [`TronChain`], the [`ChainSource`](custody_core::ports::ChainSource) port:
 //!   head, headers (`blockID`, `parentHash`, `number`, `timestamp`), blocks with their TRX and
-//!   TRC20 transfers ([`scan`] says exactly what is reported), balances.
+//!   TRC20 transfers ([`scan`] says exactly what is reported; a block's transaction infos
+//!   over the response limit are read one by one), balances.
 //! - [`tx`]: the `raw_data` protobuf of TRX and TRC20 transfers ([`proto`] has the messages),
 //!   txID, signing through the [`Signer`](custody_core::ports::Signer) port, broadcast hex.
 //! - [`fees`]: the TRX a transaction burns, from bandwidth, energy, the account's staked and
@@ -28,7 +29,7 @@ pub mod tx;
 
 pub use chain::TronChain;
 pub use client::{
-    parse_genesis_block_id, redact_url, BroadcastOutcome, EndpointHealth, SettingsError,
+    parse_genesis_block_id, redact_url, BroadcastOutcome, EndpointHealth, ReadError, SettingsError,
     TronClient, TronSettings, API_KEY_HEADER, MAINNET_GENESIS_BLOCK_ID,
 };
 pub use fees::{estimate, FeeEstimate, FeeInputs};
