@@ -14,7 +14,7 @@ use custody_core::{Amount, Network};
 use serde_json::{json, Value};
 
 use crate::codec::{self, TRANSFER_TOPIC};
-use crate::rpc::{RpcClient, RpcHealth, RpcSettings, PORT};
+use crate::rpc::{CallFailure, RpcClient, RpcError, RpcHealth, RpcSettings, PORT};
 use crate::settings::{BscConfigError, BscSettings, Catalog};
 
 /// The BSC adapter: reads blocks, transfers and balances through [`RpcClient`].
@@ -58,6 +58,35 @@ fn changed_under_scan(what: impl std::fmt::Display) -> PortError {
         PORT,
         format!("block changed during the scan (reorganization?): {what}"),
     )
+}
+
+/// Receipt facts by transaction hash: succeeded, block-wide index of the first log.
+type Statuses = HashMap<String, (bool, Option<u64>)>;
+
+/// The error when the answer for one single item is over the response limit: nothing smaller
+/// can be asked for, so it stays permanent until the limit is raised.
+fn too_large_alone(f: CallFailure, item: &str) -> PortError {
+    match f {
+        CallFailure::TooLarge(e) => PortError::permanent(
+            PORT,
+            format!(
+                "{item} alone is larger than the response limit (raise response_bytes_max): {}",
+                e.message
+            ),
+        ),
+        CallFailure::Failed(e) => e,
+    }
+}
+
+/// A block answer: `None` for null (no such block), an error for anything but an object.
+fn checked_block(block: Value) -> Result<Option<Value>, PortError> {
+    if block.is_null() {
+        return Ok(None);
+    }
+    if !block.is_object() {
+        return Err(malformed("eth_getBlockByNumber: not an object"));
+    }
+    Ok(Some(block))
 }
 
 fn field<'a>(obj: &'a Value, name: &str, what: &str) -> Result<&'a Value, PortError> {
@@ -113,17 +142,74 @@ impl BscChain {
                 json!([codec::quantity_hex(number), full]),
             )
             .await?;
-        if block.is_null() {
+        checked_block(block)
+    }
+
+    /// Block `number` with its transaction objects. When the whole block is over the response
+    /// limit, its transaction hashes are read instead, then the transactions by hash in
+    /// batches split to fit, each checked to be in this block.
+    async fn full_block(&self, number: u64) -> Result<Option<Value>, PortError> {
+        let call = (
+            "eth_getBlockByNumber",
+            json!([codec::quantity_hex(number), true]),
+        );
+        let block = match self.rpc.try_batch(&[call]).await {
+            Ok(mut answers) => {
+                let answer = answers.pop().unwrap_or(Ok(Value::Null));
+                return checked_block(
+                    answer.map_err(|e| e.into_port_error("eth_getBlockByNumber"))?,
+                );
+            }
+            Err(CallFailure::Failed(e)) => return Err(e),
+            Err(CallFailure::TooLarge(e)) => {
+                tracing::warn!(
+                    block = number,
+                    error = %e.message,
+                    "BSC block over the response limit: reading its transactions by hash"
+                );
+                self.block_by_number(number, false).await?
+            }
+        };
+        let Some(mut block) = block else {
             return Ok(None);
+        };
+        let block_hash = codec::hash(field(&block, "hash", "block")?).map_err(malformed)?;
+        let hashes = field(&block, "transactions", "block")?
+            .as_array()
+            .ok_or_else(|| malformed("block transactions is not a list"))?
+            .iter()
+            .map(|h| codec::hash(h).map_err(malformed))
+            .collect::<Result<Vec<_>, _>>()?;
+        let calls: Vec<(&str, Value)> = hashes
+            .iter()
+            .map(|h| ("eth_getTransactionByHash", json!([format!("0x{h}")])))
+            .collect();
+        let answers = self
+            .rpc
+            .batch_split(&calls)
+            .await
+            .map_err(|f| too_large_alone(f, "a transaction"))?;
+        let mut txs = Vec::with_capacity(hashes.len());
+        for (h, answer) in hashes.iter().zip(answers) {
+            let tx = answer.map_err(|e| e.into_port_error("eth_getTransactionByHash"))?;
+            let in_block = tx
+                .get("blockHash")
+                .filter(|b| !b.is_null())
+                .map(|b| codec::hash(b).map_err(malformed))
+                .transpose()?;
+            if in_block.as_deref() != Some(block_hash.as_str()) {
+                return Err(changed_under_scan(format!(
+                    "transaction 0x{h} is no longer in block 0x{block_hash}"
+                )));
+            }
+            txs.push(tx);
         }
-        if !block.is_object() {
-            return Err(malformed("eth_getBlockByNumber: not an object"));
-        }
+        block["transactions"] = Value::Array(txs);
         Ok(Some(block))
     }
 
     async fn scan(&self, number: u64) -> Result<Option<ScannedBlock>, PortError> {
-        let Some(block) = self.block_by_number(number, true).await? else {
+        let Some(block) = self.full_block(number).await? else {
             return Ok(None);
         };
         let header = parse_header(&block, number)?;
@@ -141,49 +227,9 @@ impl BscChain {
             .filter_map(|tx| native_candidate(tx).transpose())
             .collect::<Result<Vec<_>, _>>()?;
 
-        let block_hash = format!("0x{}", header.hash);
-        let use_block_receipts = self.block_receipts.load(Ordering::Relaxed);
-        let mut calls: Vec<(&str, Value)> = Vec::new();
-        let logs_at = if self.catalog.log_filter.is_empty() {
-            None
-        } else {
-            calls.push((
-                "eth_getLogs",
-                json!([{
-                    "blockHash": block_hash,
-                    "address": self.catalog.log_filter,
-                    "topics": [TRANSFER_TOPIC],
-                }]),
-            ));
-            Some(calls.len() - 1)
-        };
-        let receipts_from = calls.len();
-        if use_block_receipts {
-            calls.push(("eth_getBlockReceipts", json!([block_hash])));
-        } else {
-            for n in &natives {
-                calls.push((
-                    "eth_getTransactionReceipt",
-                    json!([format!("0x{}", n.tx_hash)]),
-                ));
-            }
-        }
-        let mut answers = self.rpc.batch(&calls).await?;
-
-        let tokens = match logs_at {
-            Some(i) => {
-                let logs = std::mem::replace(&mut answers[i], Ok(Value::Null)).map_err(|e| {
-                    if e.message.to_ascii_lowercase().contains("unknown block")
-                        || e.message.to_ascii_lowercase().contains("not found")
-                    {
-                        changed_under_scan(format!("eth_getLogs: {}", e.message))
-                    } else {
-                        e.into_port_error("eth_getLogs")
-                    }
-                })?;
-                self.token_candidates(&logs, &header.hash)?
-            }
-            None => Vec::new(),
+        let (tokens, mut statuses) = match self.logs_and_receipts(&header.hash, &natives).await? {
+            Some(found) => found,
+            None => self.logs_and_receipts_in_parts(txs, &header.hash).await?,
         };
 
         // Status of every transaction that carries a candidate.
@@ -192,52 +238,13 @@ impl BscChain {
             .map(|n| n.tx_hash.as_str())
             .chain(tokens.iter().map(|t| t.tx_hash.as_str()))
             .collect();
-        let mut statuses: HashMap<String, (bool, Option<u64>)> = HashMap::new();
-        if use_block_receipts {
-            match std::mem::replace(&mut answers[receipts_from], Ok(Value::Null)) {
-                Ok(Value::Null) => {
-                    return Err(changed_under_scan("eth_getBlockReceipts: unknown block"))
-                }
-                Ok(receipts) => {
-                    let list = receipts
-                        .as_array()
-                        .ok_or_else(|| malformed("eth_getBlockReceipts: not a list"))?;
-                    for r in list {
-                        let (hash, ok, first_log) = receipt_status(r, &header.hash)?;
-                        statuses.insert(hash, (ok, first_log));
-                    }
-                }
-                Err(e) if e.is_method_not_found() => {
-                    tracing::warn!(
-                        error = %e.message,
-                        "the BSC node has no eth_getBlockReceipts: using eth_getTransactionReceipt"
-                    );
-                    self.block_receipts.store(false, Ordering::Relaxed);
-                }
-                Err(e) => return Err(e.into_port_error("eth_getBlockReceipts")),
-            }
-        } else {
-            for (n, answer) in natives.iter().zip(&answers[receipts_from..]) {
-                let r = answer
-                    .clone()
-                    .map_err(|e| e.into_port_error("eth_getTransactionReceipt"))?;
-                if r.is_null() {
-                    return Err(changed_under_scan(format!(
-                        "no receipt for 0x{}",
-                        n.tx_hash
-                    )));
-                }
-                let (hash, ok, first_log) = receipt_status(&r, &header.hash)?;
-                statuses.insert(hash, (ok, first_log));
-            }
-        }
         let missing: Vec<&str> = needed
             .iter()
             .copied()
             .filter(|h| !statuses.contains_key(*h))
             .collect();
         if !missing.is_empty() {
-            statuses.extend(self.receipts(&missing, &header.hash).await?);
+            statuses.extend(self.receipts(&missing, &header.hash, false).await?.0);
         }
 
         let status = |hash: &str| -> Result<(bool, Option<u64>), PortError> {
@@ -301,27 +308,194 @@ impl BscChain {
         Ok(Some(ScannedBlock { header, transfers }))
     }
 
-    /// Receipt status of each of `hashes`, checked to belong to block `block_hash`.
+    /// The `eth_getLogs` call for the catalog's `Transfer` logs of block `block_hash`.
+    fn logs_call(&self, block_hash: &str) -> (&'static str, Value) {
+        (
+            "eth_getLogs",
+            json!([{
+                "blockHash": format!("0x{block_hash}"),
+                "address": self.catalog.log_filter,
+                "topics": [TRANSFER_TOPIC],
+            }]),
+        )
+    }
+
+    /// The token candidates of an `eth_getLogs` answer for block `block_hash`.
+    fn logs_answer(
+        &self,
+        answer: Result<Value, RpcError>,
+        block_hash: &str,
+    ) -> Result<Vec<TokenCandidate>, PortError> {
+        let logs = answer.map_err(|e| {
+            if e.message.to_ascii_lowercase().contains("unknown block")
+                || e.message.to_ascii_lowercase().contains("not found")
+            {
+                changed_under_scan(format!("eth_getLogs: {}", e.message))
+            } else {
+                e.into_port_error("eth_getLogs")
+            }
+        })?;
+        self.token_candidates(&logs, block_hash)
+    }
+
+    /// The usual way, one request: the catalog's `Transfer` logs and the block's receipts
+    /// (`eth_getBlockReceipts`, or the native candidates' receipts). `None` when the answer is
+    /// over the response limit: then [`Self::logs_and_receipts_in_parts`].
+    async fn logs_and_receipts(
+        &self,
+        block_hash: &str,
+        natives: &[NativeCandidate],
+    ) -> Result<Option<(Vec<TokenCandidate>, Statuses)>, PortError> {
+        let use_block_receipts = self.block_receipts.load(Ordering::Relaxed);
+        let mut calls: Vec<(&str, Value)> = Vec::new();
+        let logs_at = if self.catalog.log_filter.is_empty() {
+            None
+        } else {
+            calls.push(self.logs_call(block_hash));
+            Some(calls.len() - 1)
+        };
+        let receipts_from = calls.len();
+        if use_block_receipts {
+            calls.push(("eth_getBlockReceipts", json!([format!("0x{block_hash}")])));
+        } else {
+            for n in natives {
+                calls.push((
+                    "eth_getTransactionReceipt",
+                    json!([format!("0x{}", n.tx_hash)]),
+                ));
+            }
+        }
+        let mut answers = match self.rpc.try_batch(&calls).await {
+            Ok(answers) => answers,
+            Err(CallFailure::TooLarge(e)) => {
+                tracing::warn!(
+                    block = %block_hash,
+                    error = %e.message,
+                    "BSC logs and receipts over the response limit: reading them in parts"
+                );
+                return Ok(None);
+            }
+            Err(CallFailure::Failed(e)) => return Err(e),
+        };
+
+        let tokens = match logs_at {
+            Some(i) => {
+                let answer = std::mem::replace(&mut answers[i], Ok(Value::Null));
+                self.logs_answer(answer, block_hash)?
+            }
+            None => Vec::new(),
+        };
+        let mut statuses = Statuses::new();
+        if use_block_receipts {
+            match std::mem::replace(&mut answers[receipts_from], Ok(Value::Null)) {
+                Ok(Value::Null) => {
+                    return Err(changed_under_scan("eth_getBlockReceipts: unknown block"))
+                }
+                Ok(receipts) => {
+                    let list = receipts
+                        .as_array()
+                        .ok_or_else(|| malformed("eth_getBlockReceipts: not a list"))?;
+                    for r in list {
+                        let (hash, ok, first_log) = receipt_status(r, block_hash)?;
+                        statuses.insert(hash, (ok, first_log));
+                    }
+                }
+                Err(e) if e.is_method_not_found() => {
+                    tracing::warn!(
+                        error = %e.message,
+                        "the BSC node has no eth_getBlockReceipts: using eth_getTransactionReceipt"
+                    );
+                    self.block_receipts.store(false, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e.into_port_error("eth_getBlockReceipts")),
+            }
+        } else {
+            for (n, answer) in natives.iter().zip(&answers[receipts_from..]) {
+                let r = answer
+                    .clone()
+                    .map_err(|e| e.into_port_error("eth_getTransactionReceipt"))?;
+                if r.is_null() {
+                    return Err(changed_under_scan(format!(
+                        "no receipt for 0x{}",
+                        n.tx_hash
+                    )));
+                }
+                let (hash, ok, first_log) = receipt_status(&r, block_hash)?;
+                statuses.insert(hash, (ok, first_log));
+            }
+        }
+        Ok(Some((tokens, statuses)))
+    }
+
+    /// When logs and receipts together are over the response limit: the logs alone (catalog
+    /// `Transfer` logs only, usually small), the receipts being read afterwards for the
+    /// candidates only, in batches split to fit. When even the logs are over the limit, the
+    /// receipts of every transaction of the block, from which the logs are taken.
+    async fn logs_and_receipts_in_parts(
+        &self,
+        txs: &[Value],
+        block_hash: &str,
+    ) -> Result<(Vec<TokenCandidate>, Statuses), PortError> {
+        if self.catalog.log_filter.is_empty() {
+            return Ok((Vec::new(), Statuses::new()));
+        }
+        match self.rpc.batch_split(&[self.logs_call(block_hash)]).await {
+            Ok(mut answers) => {
+                let answer = answers.pop().unwrap_or(Ok(Value::Null));
+                Ok((self.logs_answer(answer, block_hash)?, Statuses::new()))
+            }
+            Err(CallFailure::Failed(e)) => Err(e),
+            Err(CallFailure::TooLarge(e)) => {
+                tracing::warn!(
+                    block = %block_hash,
+                    error = %e.message,
+                    "BSC logs over the response limit: reading every receipt of the block"
+                );
+                let hashes = txs
+                    .iter()
+                    .map(|tx| codec::hash(field(tx, "hash", "transaction")?).map_err(malformed))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let hashes: Vec<&str> = hashes.iter().map(String::as_str).collect();
+                let (statuses, logs) = self.receipts(&hashes, block_hash, true).await?;
+                let tokens = self.token_candidates(&Value::Array(logs), block_hash)?;
+                Ok((tokens, statuses))
+            }
+        }
+    }
+
+    /// Receipt status of each of `hashes`, checked to belong to block `block_hash`, in batches
+    /// split to fit the response limit; with `keep_logs`, every log of those receipts too.
     async fn receipts(
         &self,
         hashes: &[&str],
         block_hash: &str,
-    ) -> Result<HashMap<String, (bool, Option<u64>)>, PortError> {
+        keep_logs: bool,
+    ) -> Result<(Statuses, Vec<Value>), PortError> {
         let calls: Vec<(&str, Value)> = hashes
             .iter()
             .map(|h| ("eth_getTransactionReceipt", json!([format!("0x{h}")])))
             .collect();
-        let answers = self.rpc.batch(&calls).await?;
-        let mut out = HashMap::with_capacity(hashes.len());
+        let answers = self
+            .rpc
+            .batch_split(&calls)
+            .await
+            .map_err(|f| too_large_alone(f, "a transaction receipt"))?;
+        let mut statuses = Statuses::with_capacity(hashes.len());
+        let mut logs = Vec::new();
         for (h, answer) in hashes.iter().zip(answers) {
-            let r = answer.map_err(|e| e.into_port_error("eth_getTransactionReceipt"))?;
+            let mut r = answer.map_err(|e| e.into_port_error("eth_getTransactionReceipt"))?;
             if r.is_null() {
                 return Err(changed_under_scan(format!("no receipt for 0x{h}")));
             }
             let (hash, ok, first_log) = receipt_status(&r, block_hash)?;
-            out.insert(hash, (ok, first_log));
+            statuses.insert(hash, (ok, first_log));
+            if keep_logs {
+                if let Some(Value::Array(l)) = r.get_mut("logs").map(Value::take) {
+                    logs.extend(l);
+                }
+            }
         }
-        Ok(out)
+        Ok((statuses, logs))
     }
 
     /// The catalog `Transfer` logs of `logs` (the answer of `eth_getLogs` for `block_hash`).

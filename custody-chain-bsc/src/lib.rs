@@ -48,6 +48,16 @@
 //! "unknown block", a missing receipt, or a receipt of another block) the scan fails as
 //! **transient**; the core retries and meets the new hash. Nothing is cached across calls.
 //!
+//! **Answers over `response_bytes_max`.** A busy block is still scanned, in smaller requests
+//! ([`rpc::RpcClient::batch_split`] halves a batch whose answer is too large, down to single
+//! calls): when the logs and receipts answer is too large, the logs alone are read, then the
+//! receipts of the candidate transactions; when the logs alone are too large, every receipt of
+//! the block is read and the catalog logs are taken from them; when the block body is too
+//! large, its transaction hashes are read, then each transaction by hash (checked to be in the
+//! block). Each request is then bounded by a single transaction or receipt; one of those over
+//! the limit is a permanent error. An oversized answer is not failed over and does not count
+//! against the endpoint's health.
+//!
 //! # `balance(address, asset)`
 //!
 //! Reads the head number, then `eth_getBalance` (native) or `eth_call` of `balanceOf(address)`
@@ -66,5 +76,5 @@ mod chain;
 mod settings;
 
 pub use chain::BscChain;
-pub use rpc::{RpcClient, RpcError, RpcHealth, RpcSettings, UrlError};
+pub use rpc::{Answers, CallFailure, RpcClient, RpcError, RpcHealth, RpcSettings, UrlError};
 pub use settings::{BscConfigError, BscSettings};

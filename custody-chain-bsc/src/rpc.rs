@@ -10,10 +10,15 @@
 //! | HTTP 200 with a body that is not a JSON-RPC answer to what was sent | permanent | yes |
 //! | other HTTP status (401, 403, 404...) | permanent | yes |
 //! | endpoint on another chain (`eth_chainId` differs) | permanent | yes; the endpoint is never used again |
+//! | answer larger than `response_bytes_max` | permanent, [`CallFailure::TooLarge`] | no: every endpoint would send the same bytes; not counted against the endpoint's health |
 //! | any other JSON-RPC error object | given to the caller ([`RpcError`]) | no: the node answered |
 //!
 //! When every endpoint fails, the call fails as transient if at least one endpoint failed
 //! transiently (it may come back), else as permanent.
+//!
+//! An answer over the size limit is the request's trait, not the endpoint's: callers that can
+//! ask for less use [`RpcClient::try_batch`] (tells it apart) or [`RpcClient::batch_split`]
+//! (sends a batch answered too large again in halves, down to single calls).
 //!
 //! Endpoint URLs often carry an API key in their path or query: health records, logs and error
 //! messages show only `scheme://host:port` (plus `/…` and `?…` markers), and error texts are
@@ -217,6 +222,8 @@ impl Endpoint {
 struct AttemptError {
     retry: Retry,
     message: String,
+    /// The answer was cut at `response_bytes_max`.
+    too_large: bool,
 }
 
 impl AttemptError {
@@ -224,15 +231,40 @@ impl AttemptError {
         AttemptError {
             retry: Retry::Transient,
             message: message.into(),
+            too_large: false,
         }
     }
     fn permanent(message: impl Into<String>) -> Self {
         AttemptError {
             retry: Retry::Permanent,
             message: message.into(),
+            too_large: false,
         }
     }
 }
+
+/// Why a call or batch got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallFailure {
+    /// The answer is larger than `response_bytes_max` (permanent for this request). No other
+    /// endpoint was tried and the endpoint's health is untouched: ask for less.
+    #[error("{0}")]
+    TooLarge(PortError),
+    /// Every endpoint failed; classified as in the module table.
+    #[error("{0}")]
+    Failed(PortError),
+}
+
+impl From<CallFailure> for PortError {
+    fn from(f: CallFailure) -> Self {
+        match f {
+            CallFailure::TooLarge(e) | CallFailure::Failed(e) => e,
+        }
+    }
+}
+
+/// Answers of a batch, in the order of its calls.
+pub type Answers = Vec<Result<Value, RpcError>>;
 
 type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -349,6 +381,14 @@ impl RpcClient {
         method: &str,
         params: Value,
     ) -> Result<Result<Value, RpcError>, PortError> {
+        Ok(self.try_call_raw(method, params).await?)
+    }
+
+    async fn try_call_raw(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<Result<Value, RpcError>, CallFailure> {
         let body = self.request_body(method, params);
         let mut answers = self.send_with_failover(&body, 1, method).await?;
         Ok(answers.pop().unwrap_or_else(|| {
@@ -361,28 +401,73 @@ impl RpcClient {
 
     /// Several calls in JSON-RPC batches of at most `batch_max`; answers in the order of
     /// `calls`, each the result or the node's error object for that call.
-    pub async fn batch(
-        &self,
-        calls: &[(&str, Value)],
-    ) -> Result<Vec<Result<Value, RpcError>>, PortError> {
+    pub async fn batch(&self, calls: &[(&str, Value)]) -> Result<Answers, PortError> {
+        Ok(self.try_batch(calls).await?)
+    }
+
+    /// [`RpcClient::batch`], telling an answer over `response_bytes_max` apart
+    /// ([`CallFailure::TooLarge`]) so that the caller can ask for less.
+    pub async fn try_batch(&self, calls: &[(&str, Value)]) -> Result<Answers, CallFailure> {
         let mut out = Vec::with_capacity(calls.len());
         for chunk in calls.chunks(self.batch_max) {
-            if let [(method, params)] = chunk {
-                out.push(self.call_raw(method, params.clone()).await?);
-                continue;
-            }
-            let items: Vec<Value> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, (method, params))| {
-                    json!({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
-                })
-                .collect();
-            let body = serde_json::to_vec(&Value::Array(items)).expect("JSON values serialize");
-            let label = format!("batch of {} ({}...)", chunk.len(), chunk[0].0);
-            out.extend(self.send_with_failover(&body, chunk.len(), &label).await?);
+            out.extend(self.send_chunk(chunk).await?);
         }
         Ok(out)
+    }
+
+    /// [`RpcClient::batch`] where a batch answered over `response_bytes_max` is sent again in
+    /// two halves, and so on down to single calls: at most `2n − 1` requests for `n` calls.
+    /// Fails with [`CallFailure::TooLarge`] only when the answer to one single call is over
+    /// the limit.
+    pub async fn batch_split(&self, calls: &[(&str, Value)]) -> Result<Answers, CallFailure> {
+        let mut out: Vec<Option<Result<Value, RpcError>>> = vec![None; calls.len()];
+        // A stack of ranges of `calls`, the first to send on top.
+        let mut pending: Vec<std::ops::Range<usize>> = (0..calls.len())
+            .step_by(self.batch_max)
+            .map(|start| start..(start + self.batch_max).min(calls.len()))
+            .rev()
+            .collect();
+        while let Some(range) = pending.pop() {
+            match self.send_chunk(&calls[range.clone()]).await {
+                Ok(answers) => {
+                    for (slot, answer) in out[range].iter_mut().zip(answers) {
+                        *slot = Some(answer);
+                    }
+                }
+                Err(CallFailure::TooLarge(e)) if range.len() > 1 => {
+                    tracing::debug!(calls = range.len(), error = %e.message, "batch answer too large: splitting it");
+                    let middle = range.start + range.len() / 2;
+                    pending.push(middle..range.end);
+                    pending.push(range.start..middle);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|a| a.expect("every range was answered"))
+            .collect())
+    }
+
+    /// One request: a single call as an object, several as a batch array.
+    async fn send_chunk(&self, chunk: &[(&str, Value)]) -> Result<Answers, CallFailure> {
+        if let [(method, params)] = chunk {
+            return Ok(vec![self.try_call_raw(method, params.clone()).await?]);
+        }
+        let items: Vec<Value> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (method, params))| {
+                json!({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+            })
+            .collect();
+        let body = serde_json::to_vec(&Value::Array(items)).expect("JSON values serialize");
+        let label = format!(
+            "batch of {} ({}...)",
+            chunk.len(),
+            chunk.first().map_or("", |c| c.0)
+        );
+        self.send_with_failover(&body, chunk.len(), &label).await
     }
 
     fn request_body(&self, method: &str, params: Value) -> Vec<u8> {
@@ -421,29 +506,38 @@ impl RpcClient {
         body: &[u8],
         expected: usize,
         label: &str,
-    ) -> Result<Vec<Result<Value, RpcError>>, PortError> {
+    ) -> Result<Answers, CallFailure> {
         if self.endpoints.is_empty() {
-            return Err(PortError::transient(
+            return Err(CallFailure::Failed(PortError::transient(
                 PORT,
                 format!("{label}: no BSC RPC endpoint is configured"),
-            ));
+            )));
         }
         let order = self.attempt_order();
         if order.is_empty() {
-            return Err(PortError::permanent(
+            return Err(CallFailure::Failed(PortError::permanent(
                 PORT,
                 format!(
                     "{label}: every BSC RPC endpoint serves another chain than the configured \
                      chain id {}",
                     self.expected_chain_id.unwrap_or_default()
                 ),
-            ));
+            )));
         }
         let mut failures = Vec::new();
         let mut any_transient = false;
         for i in order {
             match self.attempt(i, body, expected).await {
                 Ok(answers) => return Ok(answers),
+                Err(e) if e.too_large => {
+                    let endpoint = &self.endpoints[i];
+                    let text = sanitize(&e.message, &endpoint.secrets);
+                    tracing::warn!(endpoint = %endpoint.display, request = label, error = %text, "BSC RPC answer over the size limit");
+                    return Err(CallFailure::TooLarge(PortError::permanent(
+                        PORT,
+                        format!("{label}: {}: {text}", endpoint.display),
+                    )));
+                }
                 Err(e) => {
                     any_transient |= e.retry == Retry::Transient;
                     let endpoint = &self.endpoints[i];
@@ -456,11 +550,11 @@ impl RpcClient {
             "{label}: every BSC RPC endpoint failed: {}",
             failures.join("; ")
         );
-        Err(if any_transient {
+        Err(CallFailure::Failed(if any_transient {
             PortError::transient(PORT, message)
         } else {
             PortError::permanent(PORT, message)
-        })
+        }))
     }
 
     /// One exchange with endpoint `i` (after its chain id check, the first time), recorded in
@@ -481,7 +575,12 @@ impl RpcClient {
         let started = Instant::now();
         let result = self.exchange(endpoint, body, expected).await;
         let latency = started.elapsed();
-        self.record(endpoint, latency, result.as_ref().err());
+        // An answer too large is the request's trait: the endpoint did answer.
+        self.record(
+            endpoint,
+            latency,
+            result.as_ref().err().filter(|e| !e.too_large),
+        );
         result
     }
 
@@ -502,6 +601,7 @@ impl RpcClient {
                         e.retry()
                     },
                     message: format!("eth_chainId: node answered error {}: {}", e.code, e.message),
+                    too_large: false,
                 }),
                 None => Err(AttemptError::permanent("eth_chainId: empty answer")),
             });
@@ -528,6 +628,11 @@ impl RpcClient {
                 Err(e)
             }
             Err(e) => {
+                // An oversized answer to eth_chainId is the endpoint's failure.
+                let e = AttemptError {
+                    too_large: false,
+                    ..e
+                };
                 self.record(endpoint, latency, Some(&e));
                 Err(e)
             }
@@ -590,10 +695,13 @@ impl RpcClient {
                     if e.downcast_ref::<http_body_util::LengthLimitError>()
                         .is_some()
                     {
-                        AttemptError::permanent(format!(
-                            "answer larger than {} bytes",
-                            self.response_bytes_max
-                        ))
+                        AttemptError {
+                            too_large: true,
+                            ..AttemptError::permanent(format!(
+                                "answer larger than {} bytes (response_bytes_max)",
+                                self.response_bytes_max
+                            ))
+                        }
                     } else {
                         AttemptError::transient(format!("reading the answer failed: {e}"))
                     }

@@ -684,3 +684,204 @@ async fn a_reorg_during_the_scan_is_transient_with_logs_and_block_receipts() {
 async fn a_reorg_during_the_scan_is_transient_with_transaction_receipts() {
     reorg_during_scan(false, false).await;
 }
+
+/// Bytes of the JSON answer to `method(params)` on anvil.
+fn answer_len(anvil: &Anvil, method: &str, params: Value) -> usize {
+    anvil.rpc(method, params).to_string().len()
+}
+
+/// A block of 30 token transfers and 10 BNB transfers: (its number, the token).
+fn busy_block(anvil: &Anvil) -> (u64, String) {
+    let token = funded_token(anvil, "TST");
+    let a0 = anvil.account(0).to_owned();
+    anvil.set_automine(false);
+    for i in 0..30u128 {
+        anvil.token_transfer(&token, &a0, anvil.account(1 + (i % 5) as usize), 100 + i);
+    }
+    for i in 0..10u128 {
+        anvil.send_value(&a0, anvil.account(6 + (i % 3) as usize), 1_000 + i);
+    }
+    anvil.mine(1);
+    anvil.set_automine(true);
+    let n = anvil.block_number();
+    let txs = anvil.block(n)["transactions"].as_array().unwrap().len();
+    assert_eq!(txs, 40, "every transaction in one block");
+    (n, token)
+}
+
+/// A block's logs and receipts together (and, with a smaller limit, its body and its logs
+/// alone) are over the response limit: the scan reads them in parts and finds exactly what a
+/// scan without a limit finds. Before, the scan failed as permanent on every try.
+async fn busy_block_over_the_limit(use_block_receipts: bool) {
+    let anvil = anvil_or_skip!();
+    let (n, token) = busy_block(&anvil);
+    let tokens = [("TST", token.as_str())];
+    let hash = anvil.block_hash(n);
+    let block_len = answer_len(
+        &anvil,
+        "eth_getBlockByNumber",
+        json!([format!("{n:#x}"), true]),
+    );
+    let receipts_len = answer_len(&anvil, "eth_getBlockReceipts", json!([hash]));
+    let logs_len = answer_len(
+        &anvil,
+        "eth_getLogs",
+        json!([{"blockHash": hash, "address": [token.to_lowercase()]}]),
+    );
+
+    let mut s = settings(vec![anvil.url()], &tokens);
+    s.use_block_receipts = use_block_receipts;
+    let expected = BscChain::new(s.clone())
+        .unwrap()
+        .scan_block(n)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(expected.transfers.len(), 40);
+
+    // 1. The body fits, logs and receipts together do not.
+    let limit = block_len.max(logs_len) + 1024;
+    assert!(
+        receipts_len + logs_len > limit,
+        "{receipts_len} + {logs_len} vs {limit}"
+    );
+    s.response_bytes_max = limit;
+    let chain = BscChain::new(s.clone()).unwrap();
+    assert_eq!(chain.scan_block(n).await.unwrap().unwrap(), expected);
+    let health = &chain.health()[0];
+    assert!(
+        health.healthy && health.consecutive_failures == 0,
+        "{health:?}"
+    );
+
+    // 2. Neither the body nor the logs alone fit: transactions by hash, every receipt.
+    let limit = 8 * 1024;
+    assert!(
+        block_len > limit && logs_len > limit,
+        "{block_len} {logs_len}"
+    );
+    s.response_bytes_max = limit;
+    let chain = BscChain::new(s).unwrap();
+    assert_eq!(chain.scan_block(n).await.unwrap().unwrap(), expected);
+    assert!(chain.health()[0].healthy);
+}
+
+#[tokio::test]
+async fn a_busy_block_over_the_response_limit_is_scanned_in_parts() {
+    busy_block_over_the_limit(true).await;
+}
+
+#[tokio::test]
+async fn a_busy_block_over_the_response_limit_is_scanned_in_parts_with_transaction_receipts() {
+    busy_block_over_the_limit(false).await;
+}
+
+/// Forwards every call to anvil and appends `padding` spaces to an answer that holds a call
+/// of one of `methods` (the same JSON, larger). Holds the node weakly, as `proxy` does.
+fn padding_proxy(anvil: Arc<Anvil>, methods: &'static [&'static str], padding: usize) -> String {
+    let anvil = Arc::downgrade(&anvil);
+    fake_endpoint(move |request| {
+        let Some(anvil) = anvil.upgrade() else {
+            return (503, "the test is over".to_owned());
+        };
+        let one = |call: &Value| match anvil
+            .try_rpc(call["method"].as_str().unwrap(), call["params"].clone())
+        {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": call["id"], "result": result}),
+            Err(error) => json!({"jsonrpc": "2.0", "id": call["id"], "error": error}),
+        };
+        let calls = match request {
+            Value::Array(calls) => calls.clone(),
+            call => vec![call.clone()],
+        };
+        let body = match request {
+            Value::Array(calls) => Value::Array(calls.iter().map(one).collect()),
+            call => one(call),
+        };
+        let mut text = body.to_string();
+        if calls
+            .iter()
+            .any(|c| methods.contains(&c["method"].as_str().unwrap_or("")))
+        {
+            text.push_str(&" ".repeat(padding));
+        }
+        (200, text)
+    })
+}
+
+#[tokio::test]
+async fn a_single_receipt_over_the_limit_is_permanent_and_not_the_endpoints_fault() {
+    let anvil = Arc::new(anvil_or_skip!());
+    let (n, token) = busy_block(&anvil);
+    let url = padding_proxy(
+        anvil.clone(),
+        &["eth_getBlockReceipts", "eth_getTransactionReceipt"],
+        64 * 1024,
+    );
+    // The block body (about 34 KB) fits; every answer holding a receipt does not.
+    let mut s = settings(vec![url], &[("TST", &token)]);
+    s.response_bytes_max = 48 * 1024;
+    let chain = BscChain::new(s).unwrap();
+    let err = chain.scan_block(n).await.unwrap_err();
+    assert_eq!(err.retry, Retry::Permanent, "{err}");
+    assert!(
+        err.message
+            .contains("a transaction receipt alone is larger"),
+        "{err}"
+    );
+    let health = &chain.health()[0];
+    assert!(
+        health.healthy && health.consecutive_failures == 0,
+        "{health:?}"
+    );
+}
+
+#[tokio::test]
+async fn batch_split_halves_a_batch_answered_too_large_and_keeps_the_order() {
+    // Answers a batch of more than two calls with a padded (too large) body.
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = requests.clone();
+    let url = fake_endpoint(move |request| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let answer = |call: &Value| {
+            let result = if call["method"] == "eth_chainId" {
+                json!("0x38")
+            } else {
+                call["params"][0].clone()
+            };
+            json!({"jsonrpc": "2.0", "id": call["id"], "result": result})
+        };
+        match request {
+            Value::Array(calls) => {
+                let mut text = Value::Array(calls.iter().map(answer).collect()).to_string();
+                if calls.len() > 2 {
+                    text.push_str(&" ".repeat(4096));
+                }
+                (200, text)
+            }
+            call => (200, answer(call).to_string()),
+        }
+    });
+    let client = custody_chain_bsc::RpcClient::new(&custody_chain_bsc::RpcSettings {
+        urls: vec![url],
+        expected_chain_id: Some(56),
+        request_timeout_ms: 5_000,
+        response_bytes_max: 2048,
+        batch_max: 100,
+        allow_insecure_http: false,
+    })
+    .unwrap();
+    let calls: Vec<(&str, Value)> = (0..7).map(|i| ("echo", json!([i]))).collect();
+    let whole = client.try_batch(&calls).await.unwrap_err();
+    assert!(
+        matches!(whole, custody_chain_bsc::CallFailure::TooLarge(_)),
+        "{whole:?}"
+    );
+    requests.store(0, std::sync::atomic::Ordering::SeqCst);
+    let answers = client.batch_split(&calls).await.unwrap();
+    let got: Vec<Value> = answers.into_iter().map(Result::unwrap).collect();
+    assert_eq!(got, (0..7).map(|i| json!(i)).collect::<Vec<_>>());
+    // 7 → 3 + 4 → (1 + 2) + (2 + 2): 7 requests at most 2n − 1.
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 7);
+    assert!(client.health()[0].healthy);
+}

@@ -83,7 +83,9 @@ fn main() {
     for transfers in [0u64, 300] {
         let api = TronApi::start_at(70_000_000);
         let first = fill(&api, transfers);
-        let chain = TronChain::new(&TronSettings::new(vec![api.url().into()]), &catalog).unwrap();
+        let settings =
+            TronSettings::new(vec![api.url().into()]).with_genesis_block_id(api.genesis_block_id());
+        let chain = TronChain::new(&settings, &catalog).unwrap();
 
         // Through HTTP, as the deposit scanner calls it.
         let (scans, elapsed, found) = runtime.block_on(async {

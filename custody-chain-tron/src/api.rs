@@ -12,7 +12,8 @@
 //!   `{"blockID", "block_header": {"raw_data": {"number", "txTrieRoot", "witness_address",
 //!   "parentHash", "version", "timestamp"}, "witness_signature"}, "transactions": [...]}`;
 //!   `getblockbynum` "Returns {} if the block number does not exist". A block id's first 8
-//!   bytes are the block number.
+//!   bytes are the block number. Block 0 (the genesis block) is printed without `number` and
+//!   `timestamp` (both 0, left out by proto3 JSON); its `blockID` names the network.
 //! - Transactions: `{"ret": [{"contractRet": "SUCCESS"}], "signature": [...], "txID",
 //!   "raw_data": {"contract": [{"parameter": {"value": {...}, "type_url"}, "type"}],
 //!   "ref_block_bytes", "ref_block_hash", "expiration", "fee_limit", "timestamp"},
@@ -27,6 +28,8 @@
 //!   format address without the prefix 0x41" (20 bytes); `result` "will not be displayed" on
 //!   success and is `"FAILED"` otherwise; `receipt.result` is the contract result
 //!   (`SUCCESS`, `REVERT`, `OUT_OF_ENERGY`, ...: `Transaction.Result.contractResult`).
+//! - `wallet/gettransactioninfobyid` (`{"value": "<txID>"}`): one `TransactionInfo` as above;
+//!   `{}` when the node does not have the transaction in a block.
 //! - `wallet/getaccount`: a `protocol.Account` (`{"address", "balance", ...}`, `balance` in sun);
 //!   `{}` for an account that does not exist.
 //! - `wallet/getaccountresource`: `{"freeNetUsed", "freeNetLimit", "NetUsed", "NetLimit",
@@ -149,6 +152,15 @@ pub struct TransactionInfo {
     /// Absent on success, `"FAILED"` otherwise.
     #[serde(default)]
     pub result: Option<String>,
+}
+
+/// `wallet/gettransactioninfobyid`: a [`TransactionInfo`], or `{}` when the node has none.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TransactionInfoAnswer {
+    #[serde(flatten)]
+    pub info: TransactionInfo,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -8,9 +8,15 @@ use custody_core::error::PortError;
 use custody_core::network::Network;
 use custody_core::ports::chain::{BlockHeader, ChainSource, OnchainBalance, ScannedBlock};
 
-use crate::client::{BroadcastOutcome, EndpointHealth, SettingsError, TronClient, TronSettings};
+use crate::api;
+use crate::client::{
+    BroadcastOutcome, EndpointHealth, ReadError, SettingsError, TronClient, TronSettings,
+};
 use crate::scan::{self, TronCatalog};
 use crate::tx::SignedTransaction;
+
+/// Most `gettransactioninfobyid` reads in flight when a block's infos are read one by one.
+pub const INFO_READS_IN_FLIGHT: usize = 8;
 
 /// The TRON network for the core: head, headers, blocks with their transfers, balances.
 ///
@@ -18,6 +24,14 @@ use crate::tx::SignedTransaction;
 /// scan is two reads: `wallet/getblockbynum`, then `wallet/gettransactioninfobyblocknum` when
 /// the block has contract calls; when the two answers disagree (a reorganization between
 /// them) the scan fails transiently and the core retries.
+///
+/// When the block's transaction infos are larger than `response_bytes_max`, they are read one
+/// by one instead (`wallet/gettransactioninfobyid`, for the contract calls only, at most
+/// [`INFO_READS_IN_FLIGHT`] at a time), each checked to be of this block's number, and the
+/// block's id is read again afterwards: if it changed meanwhile the scan fails transiently.
+/// Each request is then bounded by one transaction's info, so a busy block cannot stop the
+/// scanner; only a single info over the limit (or a block body over it, which the API cannot
+/// split) remains a permanent error.
 #[derive(Debug, Clone)]
 pub struct TronChain {
     client: TronClient,
@@ -60,6 +74,71 @@ impl TronChain {
         self.client.broadcast_hex(&tx.broadcast_hex()).await
     }
 
+    /// The infos of the block's contract calls, one read each (see the type's documentation),
+    /// then a check that block `number` is still `block_id`.
+    async fn call_infos_one_by_one(
+        &self,
+        block: &api::Block,
+        number: u64,
+        block_id: &str,
+    ) -> Result<Vec<api::TransactionInfo>, PortError> {
+        let txids = scan::call_txids(block)?;
+        let mut infos = Vec::with_capacity(txids.len());
+        for chunk in txids.chunks(INFO_READS_IN_FLIGHT) {
+            let mut reads = tokio::task::JoinSet::new();
+            for txid in chunk {
+                let client = self.client.clone();
+                let txid = txid.clone();
+                reads.spawn(async move {
+                    let info = client.transaction_info_by_id(&txid).await;
+                    (txid, info)
+                });
+            }
+            while let Some(joined) = reads.join_next().await {
+                let (txid, info) = joined.map_err(|e| {
+                    PortError::transient("tron", format!("transaction info read stopped: {e}"))
+                })?;
+                match info {
+                    Ok(Some(info)) => infos.push(info),
+                    Ok(None) => {
+                        return Err(PortError::transient(
+                            "tron",
+                            format!(
+                                "the node has no info for transaction {txid} of block {number}: \
+                                 a reorganization may be under way"
+                            ),
+                        ))
+                    }
+                    Err(ReadError::TooLarge(e)) => {
+                        return Err(PortError::permanent(
+                            "tron",
+                            format!(
+                                "block {number}: the info of transaction {txid} alone is larger \
+                                 than the response limit: {}",
+                                e.message
+                            ),
+                        ))
+                    }
+                    Err(ReadError::Failed(e)) => return Err(e),
+                }
+            }
+        }
+        let again = self.client.block_head_by_num(number).await?;
+        let still = again
+            .as_ref()
+            .is_some_and(|b| b.block_id.eq_ignore_ascii_case(block_id));
+        if !still {
+            return Err(PortError::transient(
+                "tron",
+                format!(
+                    "block {number} changed while its transaction infos were read one by one \
+                     (reorganization?)"
+                ),
+            ));
+        }
+        Ok(infos)
+    }
+
     fn address(address: &str) -> Result<TronAddress, PortError> {
         TronAddress::parse(address)
             .map_err(|e| PortError::permanent("tron", format!("address {address:?}: {e}")))
@@ -94,12 +173,26 @@ impl ChainSource for TronChain {
         let Some(block) = self.client.block_by_num(number).await? else {
             return Ok(None);
         };
-        let infos = if scan::needs_infos(&block) {
-            self.client.transaction_infos_by_block_num(number).await?
+        let scanned = if !scan::needs_infos(&block) {
+            scan::scan(&block, &[], &self.catalog)?
         } else {
-            Vec::new()
+            match self.client.try_transaction_infos_by_block_num(number).await {
+                Ok(infos) => scan::scan(&block, &infos, &self.catalog)?,
+                Err(ReadError::TooLarge(e)) => {
+                    tracing::warn!(
+                        block = number,
+                        error = %e.message,
+                        "TRON block's transaction infos are over the response limit: reading \
+                         them one by one"
+                    );
+                    let infos = self
+                        .call_infos_one_by_one(&block, number, &block.block_id)
+                        .await?;
+                    scan::scan_with_call_infos(&block, &infos, &self.catalog)?
+                }
+                Err(ReadError::Failed(e)) => return Err(e),
+            }
         };
-        let scanned = scan::scan(&block, &infos, &self.catalog)?;
         if scanned.header.number != number {
             return Err(PortError::permanent(
                 "tron",

@@ -13,6 +13,21 @@
 //! Writes (`wallet/broadcasthex`) go to one endpoint only (the first that is not cooling
 //! down) and are never repeated here: the caller retries later. Rebroadcasting the same signed
 //! transaction is harmless (same txID; the node answers `DUP_TRANSACTION_ERROR`).
+//!
+//! Network identity: before an endpoint is used for the first time, its block 0
+//! (`wallet/getblockbynum` `{"num": 0}`) is read and its `blockID` compared with the configured
+//! genesis block id ([`TronSettings::genesis_block_id`], mainnet's by default). An endpoint that
+//! serves another network (Nile, Shasta, a private chain) is logged at `error` level, shows as
+//! unhealthy with `genesis_verified: false`, and is never sent another request: reads fail over
+//! to the next endpoint, and when none is left they fail as permanent. An endpoint whose check
+//! could not be made (down, no block 0, a malformed answer) is not used either; the check is
+//! tried again on its next turn.
+//!
+//! An answer larger than `response_bytes_max` is the request's trait, not the endpoint's: every
+//! endpoint of the same network would send the same bytes. It is not failed over, it does not
+//! count against the endpoint's health, and it reaches the caller as [`ReadError::TooLarge`]
+//! from the `try_*` reads, so that the caller can ask for less (see
+//! [`crate::chain::TronChain`]).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -39,6 +54,14 @@ use crate::api;
 /// The header TronGrid reads the API key from.
 pub const API_KEY_HEADER: &str = "TRON-PRO-API-KEY";
 
+/// `blockID` of block 0 of TRON mainnet. Checked with `wallet/getblockbynum` `{"num": 0}` on
+/// TronGrid and published identically by independent sources (TRON's CAIP-2 namespace, chain
+/// registries); its last four bytes, `2b6653dc`, are the chain id mainnet's EVM reports.
+/// Nile's is `0000000000000000d698d4192c56cb6be724a558448e2684802de4d6cd8690dc`, Shasta's
+/// `0000000000000000de1aa88295e1fcf982742f773e0419c5a9c134c994a9059e`.
+pub const MAINNET_GENESIS_BLOCK_ID: &str =
+    "00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc";
+
 /// The owner of read-only contract calls: the all-zero address, which the documentation of
 /// `triggerconstantcontract` allows ("For constant call you can use the all-zero address").
 const ZERO_OWNER_HEX: &str = "410000000000000000000000000000000000000000";
@@ -60,6 +83,10 @@ pub struct TronSettings {
     /// Accept `http://` endpoints off loopback. Off by default: whoever sits on a plain-HTTP
     /// path reads the API key and can invent blocks and deposits.
     pub allow_insecure_http: bool,
+    /// The `blockID` of block 0 every endpoint must serve before it is used (64 hex digits; the
+    /// first 16 are zeros, block 0's number). `None` skips the check (tests of other things
+    /// only: an endpoint of another network would then be believed).
+    pub genesis_block_id: Option<String>,
 }
 
 impl TronSettings {
@@ -78,7 +105,15 @@ impl TronSettings {
             response_bytes_max: Self::RESPONSE_BYTES_MAX,
             cooldown_ms: Self::COOLDOWN_MS,
             allow_insecure_http: false,
+            genesis_block_id: Some(MAINNET_GENESIS_BLOCK_ID.into()),
         }
+    }
+
+    /// The same settings for the network whose block 0 has id `genesis_block_id` (a testnet,
+    /// a devnet, a test server).
+    pub fn with_genesis_block_id(mut self, genesis_block_id: impl Into<String>) -> Self {
+        self.genesis_block_id = Some(genesis_block_id.into());
+        self
     }
 
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
@@ -99,6 +134,8 @@ impl fmt::Debug for TronSettings {
             .field("connect_timeout_ms", &self.connect_timeout_ms)
             .field("response_bytes_max", &self.response_bytes_max)
             .field("cooldown_ms", &self.cooldown_ms)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("genesis_block_id", &self.genesis_block_id)
             .finish()
     }
 }
@@ -112,6 +149,10 @@ pub enum SettingsError {
     InsecureHttp(String),
     #[error("the TRON API key is not a valid header value")]
     BadApiKey,
+    #[error(
+        "the TRON genesis block id {0:?} is not a block 0 id: 64 hex digits, the first 16 zeros"
+    )]
+    BadGenesis(String),
     #[error("TLS setup failed: {0}")]
     Tls(String),
     #[error("{0}")]
@@ -178,6 +219,19 @@ pub struct EndpointHealth {
     pub last_latency_ms: Option<u64>,
     /// The newest block this endpoint reported as its head.
     pub head_block: Option<u64>,
+    /// The endpoint served the configured genesis block id (`false` until checked, and for
+    /// good when it serves another network).
+    pub genesis_verified: bool,
+}
+
+/// What is known of the network an endpoint serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum NetworkCheck {
+    #[default]
+    Unchecked,
+    Verified,
+    /// Block 0 has this other id: the endpoint is never used.
+    Mismatch(String),
 }
 
 #[derive(Debug, Default)]
@@ -191,6 +245,7 @@ struct EndpointState {
     last_failure: Option<Instant>,
     last_latency_ms: Option<u64>,
     head_block: Option<u64>,
+    network: NetworkCheck,
 }
 
 struct Endpoint {
@@ -198,6 +253,8 @@ struct Endpoint {
     base: String,
     shown: String,
     state: Mutex<EndpointState>,
+    /// Held while the genesis check runs, so that concurrent first uses make one check.
+    network_check: tokio::sync::Mutex<()>,
 }
 
 impl Endpoint {
@@ -212,6 +269,8 @@ impl Endpoint {
 struct CallError {
     retry: Retry,
     message: String,
+    /// The answer was cut at `response_bytes_max`: not the endpoint's failure.
+    too_large: bool,
 }
 
 impl CallError {
@@ -219,12 +278,42 @@ impl CallError {
         CallError {
             retry: Retry::Transient,
             message: message.into(),
+            too_large: false,
         }
     }
     fn permanent(message: impl Into<String>) -> Self {
         CallError {
             retry: Retry::Permanent,
             message: message.into(),
+            too_large: false,
+        }
+    }
+    fn too_large(limit: usize) -> Self {
+        CallError {
+            retry: Retry::Permanent,
+            message: format!("answer larger than {limit} bytes (response_bytes_max)"),
+            too_large: true,
+        }
+    }
+}
+
+/// Why a read failed, for the reads whose caller can act on an answer that is too large.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The answer is larger than `response_bytes_max` (permanent for this request: any
+    /// endpoint would send the same bytes). No other endpoint was tried and the endpoint's
+    /// health is untouched; ask for less.
+    #[error("{0}")]
+    TooLarge(PortError),
+    /// Any other failure, after every endpoint was tried.
+    #[error("{0}")]
+    Failed(PortError),
+}
+
+impl From<ReadError> for PortError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::TooLarge(e) | ReadError::Failed(e) => e,
         }
     }
 }
@@ -242,6 +331,8 @@ struct Inner {
     request_timeout: Duration,
     response_bytes_max: usize,
     cooldown: Duration,
+    /// Lowercase hex; `None`: endpoints are not checked.
+    genesis_block_id: Option<String>,
 }
 
 /// The TRON HTTP API client. Cheap to clone (shared connection pool and health).
@@ -286,6 +377,17 @@ fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, CallError> {
         .map_err(|e| CallError::permanent(format!("answer does not parse: {e}")))
 }
 
+/// A genesis block id in lowercase hex (an optional `0x` dropped) when `id` is one: 64 hex
+/// digits whose first 16, block 0's number, are zeros.
+pub fn parse_genesis_block_id(id: &str) -> Option<String> {
+    let id = id.trim();
+    let id = id.strip_prefix("0x").unwrap_or(id);
+    (id.len() == 64
+        && id.bytes().all(|b| b.is_ascii_hexdigit())
+        && id.bytes().take(16).all(|b| b == b'0'))
+    .then(|| id.to_ascii_lowercase())
+}
+
 /// The outcome of `wallet/broadcasthex`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BroadcastOutcome {
@@ -319,8 +421,15 @@ impl TronClient {
                 base: url.trim_end_matches('/').to_owned(),
                 shown: redact_url(url),
                 state: Mutex::new(EndpointState::default()),
+                network_check: tokio::sync::Mutex::new(()),
             });
         }
+        let genesis_block_id = match &settings.genesis_block_id {
+            Some(id) => Some(
+                parse_genesis_block_id(id).ok_or_else(|| SettingsError::BadGenesis(id.clone()))?,
+            ),
+            None => None,
+        };
         let api_key = match &settings.api_key {
             Some(k) => {
                 let mut value = HeaderValue::from_str(k).map_err(|_| SettingsError::BadApiKey)?;
@@ -351,6 +460,7 @@ impl TronClient {
                 request_timeout: Duration::from_millis(settings.request_timeout_ms),
                 response_bytes_max: settings.response_bytes_max,
                 cooldown: Duration::from_millis(settings.cooldown_ms),
+                genesis_block_id,
             }),
         })
     }
@@ -362,9 +472,10 @@ impl TronClient {
             .iter()
             .map(|e| {
                 let s = e.state();
+                let mismatch = matches!(s.network, NetworkCheck::Mismatch(_));
                 EndpointHealth {
                     url: e.shown.clone(),
-                    healthy: s.consecutive_failures == 0,
+                    healthy: s.consecutive_failures == 0 && !mismatch,
                     consecutive_failures: s.consecutive_failures,
                     requests: s.requests,
                     failures: s.failures,
@@ -373,18 +484,22 @@ impl TronClient {
                     last_failure_at: s.last_failure_at,
                     last_latency_ms: s.last_latency_ms,
                     head_block: s.head_block,
+                    genesis_verified: s.network == NetworkCheck::Verified,
                 }
             })
             .collect()
     }
 
-    /// Endpoint indexes in the order to try them.
+    /// Endpoint indexes in the order to try them; endpoints of another network never.
     fn order(&self) -> Vec<usize> {
         let now = Instant::now();
         let mut ready = Vec::new();
         let mut cooling: Vec<(Instant, usize)> = Vec::new();
         for (i, e) in self.inner.endpoints.iter().enumerate() {
             let s = e.state();
+            if matches!(s.network, NetworkCheck::Mismatch(_)) {
+                continue;
+            }
             match s.last_failure {
                 Some(at) if s.consecutive_failures > 0 && now - at < self.inner.cooldown => {
                     cooling.push((at, i));
@@ -430,7 +545,7 @@ impl TronClient {
                 .await
                 .map_err(|e| {
                     if e.is::<http_body_util::LengthLimitError>() {
-                        CallError::permanent(format!("answer larger than {limit} bytes"))
+                        CallError::too_large(limit)
                     } else {
                         CallError::transient(format!("reading the answer: {e}"))
                     }
@@ -492,36 +607,143 @@ impl TronClient {
         s.head_block = Some(s.head_block.map_or(head, |h| h.max(head)));
     }
 
+    /// Makes sure endpoint `index` serves the configured network, reading its block 0 the
+    /// first time (recorded in its health like any request). `Err` when it does not, or when
+    /// the check cannot be made now.
+    async fn ensure_network(&self, index: usize) -> Result<(), CallError> {
+        let Some(expected) = &self.inner.genesis_block_id else {
+            return Ok(());
+        };
+        let endpoint = &self.inner.endpoints[index];
+        let known = |endpoint: &Endpoint| match &endpoint.state().network {
+            NetworkCheck::Verified => Some(Ok(())),
+            NetworkCheck::Mismatch(actual) => Some(Err(CallError::permanent(format!(
+                "the endpoint serves another network (genesis block {actual})"
+            )))),
+            NetworkCheck::Unchecked => None,
+        };
+        if let Some(known) = known(endpoint) {
+            return known;
+        }
+        let _checking = endpoint.network_check.lock().await;
+        // Another caller may have made the check while this one waited.
+        if let Some(known) = known(endpoint) {
+            return known;
+        }
+        let started = Instant::now();
+        let body = Bytes::from(json!({ "num": 0 }).to_string());
+        let checked = match self.attempt(index, "/wallet/getblockbynum", &body).await {
+            Ok(bytes) => parse_json::<api::BlockHead>(&bytes).and_then(|b| {
+                node_error(&b.error)?;
+                if b.block_id.is_empty() {
+                    return Err(CallError::permanent(
+                        "genesis check: the endpoint does not serve block 0, so the network it \
+                         serves cannot be verified; it will not be used",
+                    ));
+                }
+                parse_genesis_block_id(&b.block_id).ok_or_else(|| {
+                    CallError::permanent(format!(
+                        "genesis check: block 0 has a malformed blockID {:?}",
+                        b.block_id
+                    ))
+                })
+            }),
+            // Too large for block 0 is the endpoint's doing.
+            Err(e) => Err(CallError {
+                too_large: false,
+                ..e
+            }),
+        };
+        match checked {
+            Ok(actual) if actual == *expected => {
+                endpoint.state().network = NetworkCheck::Verified;
+                self.record(index, started, Ok(()));
+                tracing::info!(endpoint = %endpoint.shown, "TRON endpoint genesis block verified");
+                Ok(())
+            }
+            Ok(actual) => {
+                let e = CallError::permanent(format!(
+                    "genesis block mismatch: configured {expected}, the endpoint serves \
+                     {actual} (another network); it will not be used"
+                ));
+                endpoint.state().network = NetworkCheck::Mismatch(actual.clone());
+                self.record(index, started, Err(&e));
+                tracing::error!(
+                    endpoint = %endpoint.shown,
+                    configured = %expected,
+                    actual = %actual,
+                    "TRON endpoint serves another network: check [tron] urls and genesis_block_id"
+                );
+                Err(e)
+            }
+            Err(e) => {
+                self.record(index, started, Err(&e));
+                Err(e)
+            }
+        }
+    }
+
+    /// The error of a read when no endpoint may be tried.
+    fn no_endpoint(&self, path: &str) -> PortError {
+        if self.inner.endpoints.is_empty() {
+            PortError::transient("tron", "no TRON endpoint is configured")
+        } else {
+            PortError::permanent(
+                "tron",
+                format!(
+                    "{path}: every TRON endpoint serves another network than the configured \
+                     genesis block {}",
+                    self.inner.genesis_block_id.as_deref().unwrap_or("")
+                ),
+            )
+        }
+    }
+
     /// A read with failover: `parse` turns a 2xx body into the answer; its failure counts as
-    /// a failure of the endpoint.
-    async fn read<T>(
+    /// a failure of the endpoint. An answer over `response_bytes_max` ends the read at once
+    /// ([`ReadError::TooLarge`]).
+    async fn try_read<T>(
         &self,
         path: &str,
         body: serde_json::Value,
         parse: impl Fn(&[u8]) -> Result<T, CallError>,
-    ) -> Result<(usize, T), PortError> {
-        if self.inner.endpoints.is_empty() {
-            return Err(PortError::transient(
-                "tron",
-                "no TRON endpoint is configured",
-            ));
+    ) -> Result<(usize, T), ReadError> {
+        let order = self.order();
+        if order.is_empty() {
+            return Err(ReadError::Failed(self.no_endpoint(path)));
         }
         let body = Bytes::from(body.to_string());
         let mut any_transient = false;
         let mut errors = Vec::new();
-        for index in self.order() {
-            let started = Instant::now();
-            let result = match self.attempt(index, path, &body).await {
-                Ok(bytes) => parse(&bytes),
+        for index in order {
+            let result = match self.ensure_network(index).await {
+                Ok(()) => {
+                    let started = Instant::now();
+                    let result = match self.attempt(index, path, &body).await {
+                        Ok(bytes) => parse(&bytes),
+                        Err(e) => Err(e),
+                    };
+                    match &result {
+                        // The endpoint answered; the request asked for too much.
+                        Err(e) if e.too_large => self.record(index, started, Ok(())),
+                        Err(e) => self.record(index, started, Err(e)),
+                        Ok(_) => self.record(index, started, Ok(())),
+                    }
+                    result
+                }
                 Err(e) => Err(e),
             };
             match result {
-                Ok(value) => {
-                    self.record(index, started, Ok(()));
-                    return Ok((index, value));
+                Ok(value) => return Ok((index, value)),
+                Err(e) if e.too_large => {
+                    let shown = &self.inner.endpoints[index].shown;
+                    tracing::warn!(endpoint = %shown, path, error = %e.message, "TRON answer over the size limit");
+                    return Err(ReadError::TooLarge(PortError::permanent(
+                        "tron",
+                        format!("{path}: {shown}: {}", e.message),
+                    )));
                 }
                 Err(e) => {
-                    self.record(index, started, Err(&e));
                     any_transient |= e.retry == Retry::Transient;
                     errors.push(format!(
                         "{}: {}",
@@ -531,11 +753,21 @@ impl TronClient {
             }
         }
         let message = format!("{path}: {}", errors.join("; "));
-        Err(if any_transient {
+        Err(ReadError::Failed(if any_transient {
             PortError::transient("tron", message)
         } else {
             PortError::permanent("tron", message)
-        })
+        }))
+    }
+
+    /// [`Self::try_read`] for callers that cannot ask for less.
+    async fn read<T>(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+        parse: impl Fn(&[u8]) -> Result<T, CallError>,
+    ) -> Result<(usize, T), PortError> {
+        Ok(self.try_read(path, body, parse).await?)
     }
 
     /// The head block's id and header (`wallet/getnowblock`; its transactions are skipped).
@@ -606,8 +838,17 @@ impl TronClient {
         &self,
         number: u64,
     ) -> Result<Vec<api::TransactionInfo>, PortError> {
+        Ok(self.try_transaction_infos_by_block_num(number).await?)
+    }
+
+    /// [`Self::transaction_infos_by_block_num`], telling an answer over `response_bytes_max`
+    /// apart ([`ReadError::TooLarge`]) so that the caller can read the infos one by one.
+    pub async fn try_transaction_infos_by_block_num(
+        &self,
+        number: u64,
+    ) -> Result<Vec<api::TransactionInfo>, ReadError> {
         let (_, infos) = self
-            .read(
+            .try_read(
                 "/wallet/gettransactioninfobyblocknum",
                 json!({ "num": number }),
                 |b| {
@@ -627,6 +868,26 @@ impl TronClient {
             )
             .await?;
         Ok(infos)
+    }
+
+    /// The info of one transaction (`wallet/gettransactioninfobyid`), `None` when the node has
+    /// none (`{}`: unknown, or not in a block yet). `txid` is 64 hex digits.
+    pub async fn transaction_info_by_id(
+        &self,
+        txid: &str,
+    ) -> Result<Option<api::TransactionInfo>, ReadError> {
+        let (_, info) = self
+            .try_read(
+                "/wallet/gettransactioninfobyid",
+                json!({ "value": txid }),
+                |b| {
+                    let info: api::TransactionInfoAnswer = parse_json(b)?;
+                    node_error(&info.error)?;
+                    Ok(info)
+                },
+            )
+            .await?;
+        Ok((!info.info.id.is_empty()).then_some(info.info))
     }
 
     /// `wallet/getaccount`: `None` for an account the chain does not know (`{}`).
@@ -738,10 +999,37 @@ impl TronClient {
         &self,
         transaction_hex: &str,
     ) -> Result<BroadcastOutcome, PortError> {
-        let index = *self
-            .order()
-            .first()
-            .ok_or_else(|| PortError::transient("tron", "no TRON endpoint is configured"))?;
+        // The first endpoint in order that serves the configured network (checked now when it
+        // never was): a signed transaction never goes to an endpoint of another network.
+        let mut index = None;
+        let mut errors = Vec::new();
+        let mut any_transient = false;
+        for i in self.order() {
+            match self.ensure_network(i).await {
+                Ok(()) => {
+                    index = Some(i);
+                    break;
+                }
+                Err(e) => {
+                    any_transient |= e.retry == Retry::Transient;
+                    errors.push(format!("{}: {}", self.inner.endpoints[i].shown, e.message));
+                }
+            }
+        }
+        let Some(index) = index else {
+            if errors.is_empty() {
+                return Err(self.no_endpoint("/wallet/broadcasthex"));
+            }
+            let message = format!(
+                "broadcasthex: no endpoint serves the configured network: {}",
+                errors.join("; ")
+            );
+            return Err(if any_transient {
+                PortError::transient("tron", message)
+            } else {
+                PortError::permanent("tron", message)
+            });
+        };
         let body = Bytes::from(json!({ "transaction": transaction_hex }).to_string());
         let started = Instant::now();
         let result = match self.attempt(index, "/wallet/broadcasthex", &body).await {

@@ -3,9 +3,13 @@
 //! - [`client`]: a client for the TRON full-node HTTP API (the API TronGrid serves) with
 //!   endpoint failover, health ([`EndpointHealth`], serde-serializable for the admin `rpcs`
 //!   listing), the optional `TRON-PRO-API-KEY` header, timeouts and transient/permanent errors.
+//!   Each endpoint's block 0 is compared with the configured genesis block id
+//!   ([`MAINNET_GENESIS_BLOCK_ID`] by default) before its first use: an endpoint of another
+//!   network is never used.
 //! - [`chain`]: [`TronChain`], the [`ChainSource`](custody_core::ports::ChainSource) port:
 //!   head, headers (`blockID`, `parentHash`, `number`, `timestamp`), blocks with their TRX and
-//!   TRC20 transfers ([`scan`] says exactly what is reported), balances.
+//!   TRC20 transfers ([`scan`] says exactly what is reported; a block's transaction infos
+//!   over the response limit are read one by one), balances.
 //! - [`tx`]: the `raw_data` protobuf of TRX and TRC20 transfers ([`proto`] has the messages),
 //!   txID, signing through the [`Signer`](custody_core::ports::Signer) port, broadcast hex.
 //! - [`fees`]: the TRX a transaction burns, from bandwidth, energy, the account's staked and
@@ -25,8 +29,8 @@ pub mod tx;
 
 pub use chain::TronChain;
 pub use client::{
-    redact_url, BroadcastOutcome, EndpointHealth, SettingsError, TronClient, TronSettings,
-    API_KEY_HEADER,
+    parse_genesis_block_id, redact_url, BroadcastOutcome, EndpointHealth, ReadError, SettingsError,
+    TronClient, TronSettings, API_KEY_HEADER, MAINNET_GENESIS_BLOCK_ID,
 };
 pub use fees::{estimate, FeeEstimate, FeeInputs};
 pub use tx::{

@@ -144,15 +144,29 @@ pub fn header_of(
     })
 }
 
+/// Whether `tx` can emit logs (a contract call or creation): only these need their info.
+fn is_call(tx: &api::Transaction) -> bool {
+    tx.raw_data
+        .contract
+        .iter()
+        .any(|c| c.kind == CONTRACT_TYPE_TRIGGER || c.kind == CONTRACT_TYPE_CREATE)
+}
+
 /// Whether the block has a transaction that can emit logs (a contract call or creation); a
 /// block without one needs no transaction infos.
 pub fn needs_infos(block: &api::Block) -> bool {
-    block.transactions.iter().any(|tx| {
-        tx.raw_data
-            .contract
-            .iter()
-            .any(|c| c.kind == CONTRACT_TYPE_TRIGGER || c.kind == CONTRACT_TYPE_CREATE)
-    })
+    block.transactions.iter().any(is_call)
+}
+
+/// The txIDs (lowercase hex) of the block's contract calls and creations: the transactions
+/// whose infos [`scan_with_call_infos`] needs.
+pub fn call_txids(block: &api::Block) -> Result<Vec<String>, ScanError> {
+    block
+        .transactions
+        .iter()
+        .filter(|tx| is_call(tx))
+        .map(tx_hash)
+        .collect()
 }
 
 /// `41…` hex (the node's form with `visible` false), or base58 when a proxy forces `visible`.
@@ -245,12 +259,45 @@ pub fn scan(
     infos: &[api::TransactionInfo],
     catalog: &TronCatalog,
 ) -> Result<ScannedBlock, ScanError> {
+    scan_inner(block, infos, catalog, Cover::Block)
+}
+
+/// The transfers of `block` from the infos of its contract calls only, as
+/// `gettransactioninfobyid` gives them one by one (when the whole block's infos are too large
+/// to read at once). `infos` must be exactly those of [`call_txids`], each of this block's
+/// number; anything else is [`ScanError::Inconsistent`] (a reorganization under the reads).
+pub fn scan_with_call_infos(
+    block: &api::Block,
+    infos: &[api::TransactionInfo],
+    catalog: &TronCatalog,
+) -> Result<ScannedBlock, ScanError> {
+    scan_inner(block, infos, catalog, Cover::Calls)
+}
+
+/// What the infos given to a scan cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cover {
+    /// Every transaction of the block (`gettransactioninfobyblocknum`).
+    Block,
+    /// The contract calls only, read one by one.
+    Calls,
+}
+
+fn scan_inner(
+    block: &api::Block,
+    infos: &[api::TransactionInfo],
+    catalog: &TronCatalog,
+    cover: Cover,
+) -> Result<ScannedBlock, ScanError> {
     let header = header_of(&block.block_id, block.block_header.as_ref())?;
 
     let mut by_id: HashMap<String, &api::TransactionInfo> = HashMap::with_capacity(infos.len());
     for info in infos {
         let id = hash_hex(&info.id, "transaction info id")?;
-        if info.block_number != 0 && u64::try_from(info.block_number) != Ok(header.number) {
+        let of_block = u64::try_from(info.block_number) == Ok(header.number);
+        // A block's own list may leave the number out (proto3 zero); one read by id may not.
+        let unnumbered_ok = cover == Cover::Block && info.block_number == 0;
+        if !of_block && !unnumbered_ok {
             return Err(ScanError::Inconsistent(format!(
                 "transaction info {id} is of block {}, not {}",
                 info.block_number, header.number
@@ -258,7 +305,20 @@ pub fn scan(
         }
         by_id.insert(id, info);
     }
-    if !infos.is_empty() {
+    if cover == Cover::Calls {
+        let calls = call_txids(block)?;
+        let same = calls.len() == by_id.len() && calls.iter().all(|id| by_id.contains_key(id));
+        if !same {
+            return Err(ScanError::Inconsistent(format!(
+                "block {} ({}) has {} contract calls but {} of their infos were read: a \
+                 reorganization may be under way",
+                header.number,
+                header.hash,
+                calls.len(),
+                by_id.len()
+            )));
+        }
+    } else if !infos.is_empty() {
         // Both answers must describe the same block: after a reorganization between the two
         // calls, the transaction sets differ.
         let same = infos.len() == block.transactions.len()
@@ -569,6 +629,52 @@ mod tests {
         assert_eq!(e.retry, custody_core::error::Retry::Transient);
         let e: PortError = ScanError::Malformed("x".into()).into();
         assert_eq!(e.retry, custody_core::error::Retry::Permanent);
+    }
+
+    #[test]
+    fn infos_read_one_by_one_must_be_exactly_the_calls_of_the_block() {
+        let amount = format!("{:064x}", 5u128);
+        let logs = json!([transfer_log(&USDT_HEX[2..], topics(), &amount)]);
+        let b = block(vec![
+            trx(1, 5, json!([{"contractRet": "SUCCESS"}])),
+            call(2, "00", "SUCCESS"),
+            call(3, "00", "SUCCESS"),
+        ]);
+        assert_eq!(call_txids(&b).unwrap(), vec![txid(2), txid(3)]);
+        let infos = vec![
+            info(2, "SUCCESS", logs.clone()),
+            info(3, "SUCCESS", json!([])),
+        ];
+        // The same transfers as from the whole block's infos (which include the TRX one's).
+        let mut all = infos.clone();
+        all.insert(0, info(1, "SUCCESS", json!([])));
+        let whole = scan(&b, &all, &catalog()).unwrap();
+        assert_eq!(scan_with_call_infos(&b, &infos, &catalog()).unwrap(), whole);
+        assert_eq!(whole.transfers.len(), 2);
+
+        let inconsistent = |infos: Vec<api::TransactionInfo>| {
+            matches!(
+                scan_with_call_infos(&b, &infos, &catalog()),
+                Err(ScanError::Inconsistent(_))
+            )
+        };
+        // A call without its info, an info of no call of the block, an info of another block,
+        // an info without a block number.
+        assert!(inconsistent(vec![info(2, "SUCCESS", logs.clone())]));
+        assert!(inconsistent(vec![
+            info(2, "SUCCESS", logs.clone()),
+            info(3, "SUCCESS", json!([])),
+            info(4, "SUCCESS", json!([])),
+        ]));
+        let mut elsewhere = info(3, "SUCCESS", json!([]));
+        elsewhere.block_number = 11;
+        assert!(inconsistent(vec![
+            info(2, "SUCCESS", logs.clone()),
+            elsewhere
+        ]));
+        let mut unnumbered = info(3, "SUCCESS", json!([]));
+        unnumbered.block_number = 0;
+        assert!(inconsistent(vec![info(2, "SUCCESS", logs), unnumbered]));
     }
 
     #[test]

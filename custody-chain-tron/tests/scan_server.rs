@@ -13,7 +13,7 @@ use custody_core::keys::{HdSigner, Mnemonic};
 use custody_core::network::Network;
 use custody_core::ports::chain::{ChainSource, ObservedTransfer};
 use custody_core::ports::signer::HdPath;
-use custody_e2e::tron_api::{BlockSpec, Mode, TronApi, TxSpec};
+use custody_e2e::tron_api::{BlockSpec, Mode, TronApi, TxSpec, TEST_GENESIS_BLOCK_ID};
 use serde_json::json;
 
 const USDT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
@@ -25,8 +25,10 @@ fn other_token() -> String {
     TronAddress::from_bytes([0x77; 20]).to_string()
 }
 
+/// The test servers' network (`TronApi::start` serves [`TEST_GENESIS_BLOCK_ID`] as block 0).
 fn settings(urls: &[&str]) -> TronSettings {
-    let mut s = TronSettings::new(urls.iter().map(|u| u.to_string()).collect());
+    let mut s = TronSettings::new(urls.iter().map(|u| u.to_string()).collect())
+        .with_genesis_block_id(TEST_GENESIS_BLOCK_ID);
     s.request_timeout_ms = 2_000;
     s.connect_timeout_ms = 500;
     s
@@ -434,7 +436,9 @@ async fn the_api_key_header_is_sent_when_configured() {
     with_key.head_number().await.unwrap();
     with_key.scan_block(1).await.unwrap();
     let requests = api.requests();
-    assert_eq!(requests.len(), 2);
+    // The genesis check (block 0) before the first use, then the two reads.
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].body, r#"{"num":0}"#);
     for r in &requests {
         assert_eq!(
             r.header(API_KEY_HEADER),
@@ -445,7 +449,7 @@ async fn the_api_key_header_is_sent_when_configured() {
         assert_eq!(r.header("content-type"), Some("application/json"));
         assert_eq!(r.method, "POST");
     }
-    assert_eq!(requests[1].body, r#"{"num":1}"#);
+    assert_eq!(requests[2].body, r#"{"num":1}"#);
 
     api.clear_requests();
     chain(&api).head_number().await.unwrap();

@@ -63,6 +63,7 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         let mut settings = TronSettings::new(config.tron.urls.clone());
         settings.api_key = config.tron.api_key.clone();
         settings.allow_insecure_http = config.tron.allow_insecure_http;
+        settings.genesis_block_id = Some(config.tron.tron_genesis_block_id());
         let tron =
             Arc::new(TronChain::new(&settings, catalog).map_err(|e| format!("[tron]: {e}"))?);
         let probe = Arc::clone(&tron);

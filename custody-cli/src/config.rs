@@ -89,6 +89,11 @@ pub struct ChainConfig {
     /// TRON only: sent as TRON-PRO-API-KEY. Env `CUSTODY_TRON_API_KEY` overrides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
+    /// TRON only: the `blockID` of block 0 every endpoint must serve before it is used (the
+    /// network's identity, as `chain_id` is BSC's). Absent = mainnet's. Set it for Nile,
+    /// Shasta or a devnet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub genesis_block_id: Option<String>,
     /// How long the scanner may fail without progress before a `scan_stuck` critical alert.
     #[serde(default = "default_stuck_alert_after_ms")]
     pub stuck_alert_after_ms: u64,
@@ -96,6 +101,17 @@ pub struct ChainConfig {
     /// (funds no deposit explains show on the dashboard). 0 turns the check off.
     #[serde(default = "default_holdings_check_interval_ms")]
     pub holdings_check_interval_ms: u64,
+}
+
+impl ChainConfig {
+    /// The genesis block id TRON endpoints are checked against (lowercase): the configured
+    /// one, or mainnet's. Call after [`Config::validate`].
+    pub fn tron_genesis_block_id(&self) -> String {
+        self.genesis_block_id
+            .as_deref()
+            .and_then(custody_chain_tron::parse_genesis_block_id)
+            .unwrap_or_else(|| custody_chain_tron::MAINNET_GENESIS_BLOCK_ID.to_owned())
+    }
 }
 
 fn default_blocks_kept() -> u64 {
@@ -140,6 +156,8 @@ impl Config {
             holdings_check_interval_ms: default_holdings_check_interval_ms(),
             allow_insecure_http: false,
             api_key: None,
+            genesis_block_id: (network == Network::Tron)
+                .then(|| custody_chain_tron::MAINNET_GENESIS_BLOCK_ID.to_owned()),
             assets: mainnet
                 .of_network(network)
                 .map(|a| AssetConfig {
@@ -158,6 +176,47 @@ impl Config {
             swaps: SwapsConfig::default(),
             webhooks: crate::webhooks::WebhooksConfig::default(),
         }
+    }
+
+    /// Refuses settings that would lose or invent money, naming the section and key: a
+    /// deposit credited at 0 confirmations, a reorganization window (`blocks_kept`) too short
+    /// to follow a reorganization that reverses a credited deposit, a malformed TRON genesis
+    /// block id. Called on every load, so `serve` refuses to start with them.
+    pub fn validate(&self) -> Result<(), String> {
+        for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
+            if chain.confirmations < 1 {
+                return Err(format!(
+                    "[{section}] confirmations = {}: must be at least 1 (with 0 a deposit is \
+                     credited from a block that may still be replaced)",
+                    chain.confirmations
+                ));
+            }
+            let floor = 2 * u64::from(chain.confirmations);
+            if chain.blocks_kept < floor {
+                return Err(format!(
+                    "[{section}] blocks_kept = {}: must be at least 2 × confirmations = {floor} \
+                     (the block hashes kept must reach below every credited deposit's block, or \
+                     a reorganization reversing one could not be followed)",
+                    chain.blocks_kept
+                ));
+            }
+        }
+        if self.bsc.genesis_block_id.is_some() {
+            return Err(
+                "[bsc] genesis_block_id: a TRON setting; BSC endpoints are checked with chain_id"
+                    .into(),
+            );
+        }
+        if let Some(id) = &self.tron.genesis_block_id {
+            if custody_chain_tron::parse_genesis_block_id(id).is_none() {
+                return Err(format!(
+                    "[tron] genesis_block_id = {id:?}: must be the blockID of block 0, 64 hex \
+                     digits whose first 16 are zeros (mainnet's is {})",
+                    custody_chain_tron::MAINNET_GENESIS_BLOCK_ID
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn chain(&self, network: Network) -> &ChainConfig {
@@ -245,5 +304,104 @@ mod tests {
         assert_eq!(catalog, AssetCatalog::mainnet());
         assert_eq!(back.swap_pairs(&catalog).unwrap().len(), 3);
         assert_eq!(back.tron.confirmations, 19);
+        back.validate().unwrap();
+    }
+
+    /// `init`'s file with `edit` applied (`from` must occur once), loaded as `serve` loads it.
+    fn load_edited(edits: &[(&str, &str)]) -> Result<Config, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let data = crate::datadir::DataDir::new(dir.path().to_path_buf());
+        data.write_config(&Config::default_for_init()).unwrap();
+        let mut text = std::fs::read_to_string(data.config_path()).unwrap();
+        for (from, to) in edits {
+            assert_eq!(text.matches(from).count(), 1, "{from:?} once in:\n{text}");
+            text = text.replacen(from, to, 1);
+        }
+        std::fs::write(data.config_path(), text).unwrap();
+        data.load_config()
+    }
+
+    #[test]
+    fn zero_confirmations_are_refused_for_either_network() {
+        for (from, to, named) in [
+            (
+                "confirmations = 15",
+                "confirmations = 0",
+                "[bsc] confirmations = 0",
+            ),
+            (
+                "confirmations = 19",
+                "confirmations = 0",
+                "[tron] confirmations = 0",
+            ),
+        ] {
+            let err = load_edited(&[(from, to)]).unwrap_err();
+            assert!(err.contains(named), "{err}");
+            assert!(err.contains("at least 1"), "{err}");
+            assert!(err.contains("custody.toml"), "the file is named: {err}");
+        }
+    }
+
+    #[test]
+    fn blocks_kept_below_twice_the_confirmations_is_refused() {
+        // TRON: 19 confirmations need 38 blocks kept.
+        let tron_kept = "poll_interval_ms = 3000\nblocks_kept = 1000";
+        let err =
+            load_edited(&[(tron_kept, "poll_interval_ms = 3000\nblocks_kept = 37")]).unwrap_err();
+        assert!(err.contains("[tron] blocks_kept = 37"), "{err}");
+        assert!(err.contains("2 × confirmations = 38"), "{err}");
+        let ok = load_edited(&[(tron_kept, "poll_interval_ms = 3000\nblocks_kept = 38")]).unwrap();
+        assert_eq!(ok.tron.blocks_kept, 38);
+
+        // BSC: raising the confirmations past half the default window is refused too.
+        let err = load_edited(&[("confirmations = 15", "confirmations = 501")]).unwrap_err();
+        assert!(err.contains("[bsc] blocks_kept = 1000"), "{err}");
+        assert!(err.contains("2 × confirmations = 1002"), "{err}");
+        assert!(load_edited(&[("confirmations = 15", "confirmations = 500")]).is_ok());
+        // One is the least accepted, with a window of two.
+        let ok = load_edited(&[
+            ("confirmations = 15", "confirmations = 1"),
+            (
+                "poll_interval_ms = 1000\nblocks_kept = 1000",
+                "poll_interval_ms = 1000\nblocks_kept = 2",
+            ),
+        ]);
+        assert_eq!(ok.unwrap().bsc.confirmations, 1);
+    }
+
+    #[test]
+    fn the_tron_genesis_is_written_by_init_and_checked() {
+        let mainnet = custody_chain_tron::MAINNET_GENESIS_BLOCK_ID;
+        let c = load_edited(&[]).unwrap();
+        assert_eq!(c.tron.genesis_block_id.as_deref(), Some(mainnet));
+        assert_eq!(c.bsc.genesis_block_id, None);
+        assert_eq!(c.tron.tron_genesis_block_id(), mainnet);
+        let line = format!("genesis_block_id = \"{mainnet}\"");
+
+        // Absent: mainnet's.
+        let c = load_edited(&[(&line, "")]).unwrap();
+        assert_eq!(c.tron.genesis_block_id, None);
+        assert_eq!(c.tron.tron_genesis_block_id(), mainnet);
+
+        // Nile's, written with 0x and in capitals: normalized.
+        let nile = "0000000000000000d698d4192c56cb6be724a558448e2684802de4d6cd8690dc";
+        let edited = format!("genesis_block_id = \"0x{}\"", nile.to_ascii_uppercase());
+        let c = load_edited(&[(&line, &edited)]).unwrap();
+        assert_eq!(c.tron.tron_genesis_block_id(), nile);
+
+        for bad in [
+            "genesis_block_id = \"\"",
+            "genesis_block_id = \"1ebf88508a03865c71d452e25f4d51194196a1d22b6653dc\"",
+            // Not block 0: the first 8 bytes are the block number.
+            "genesis_block_id = \"00000000000000011ebf88508a03865c71d452e25f4d51194196a1d22b6653dc\"",
+            "genesis_block_id = \"00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dz\"",
+        ] {
+            let err = load_edited(&[(&line, bad)]).unwrap_err();
+            assert!(err.contains("[tron] genesis_block_id"), "{bad}: {err}");
+        }
+
+        let err = load_edited(&[("confirmations = 15", &format!("confirmations = 15\n{line}"))])
+            .unwrap_err();
+        assert!(err.contains("[bsc] genesis_block_id"), "{err}");
     }
 }

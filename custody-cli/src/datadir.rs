@@ -161,6 +161,9 @@ impl DataDir {
         let mut config: Config =
             toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         config.apply_env();
+        config
+            .validate()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(config)
     }
 

@@ -5,15 +5,22 @@
 //! `visible` false (hex `41…` addresses): the shapes follow the samples kept in
 //! `tests/fixtures/tron/`, taken from the TRON developer documentation. Served paths:
 //! `wallet/getnowblock`, `wallet/getblockbynum`, `wallet/gettransactioninfobyblocknum`,
-//! `walletsolidity/getnowblock`, `wallet/getaccount`, `wallet/getaccountresource`,
-//! `wallet/triggerconstantcontract` (`balanceOf(address)`), `wallet/broadcasthex`,
-//! `wallet/getchainparameters`; anything else is a 404.
+//! `wallet/gettransactioninfobyid`, `walletsolidity/getnowblock`, `wallet/getaccount`,
+//! `wallet/getaccountresource`, `wallet/triggerconstantcontract` (`balanceOf(address)`),
+//! `wallet/broadcasthex`, `wallet/getchainparameters`; anything else is a 404.
+//!
+//! Block 0, the genesis block, is always served (as a node prints it: no `number` and no
+//! `timestamp`); its `blockID` names the test network, [`TEST_GENESIS_BLOCK_ID`] unless the
+//! server was started with another ([`TronApi::start_on_network`]). A service pointed at the
+//! server must be configured with that id (`[tron] genesis_block_id`), as it would be for a
+//! testnet. Blocks between 0 and the first block are absent (`{}`).
 //!
 //! The chain is scripted from the test: append blocks holding TRX transfers, TRC20 transfers
 //! (successful, `REVERT`, `OUT_OF_ENERGY`, any contract), replace blocks (a reorganization:
 //! the block and every later one get new ids), set balances and resources, make the server
-//! stop answering ([`Mode`]), and read back the requests it got (headers included) and the
-//! transactions broadcast to it.
+//! stop answering ([`Mode`]), pad the answers of a path with whitespace (an answer too large
+//! for a client's limit, same JSON), and read back the requests it got (headers included) and
+//! the transactions broadcast to it.
 //!
 //! Addresses are given in base58 (`T…`) or `41…` hex. The server shares no code with the
 //! adapter: it decodes base58check with the `bs58` crate and writes everything else itself.
@@ -59,6 +66,11 @@ pub const TRANSFER_TOPIC: &str = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a1
 pub const BLOCK_INTERVAL_MS: i64 = 3_000;
 /// Timestamp of the first block the server makes.
 pub const FIRST_BLOCK_TIMESTAMP_MS: i64 = 1_760_000_000_000;
+/// The `blockID` of block 0 of the test network the server runs by default: 8 zero bytes
+/// (block number 0) then 24 bytes of SHA-256("custody tron api test server genesis"). Not
+/// mainnet's, Nile's or Shasta's.
+pub const TEST_GENESIS_BLOCK_ID: &str =
+    "0000000000000000d541732b444a39550a6c85ff9673524384211bb9f373c16c";
 /// A super representative's address, written as the witness of every block.
 const WITNESS_HEX: &str = "41b2f713d57dbcec679d93a8849fa0cd0e4db594ba";
 /// Requests kept for [`TronApi::requests`] (the oldest are dropped).
@@ -363,6 +375,7 @@ impl RecordedRequest {
 }
 
 struct State {
+    genesis_block_id: String,
     first: u64,
     blocks: Vec<StoredBlock>,
     /// Changes every block id made after a reorganization.
@@ -375,9 +388,45 @@ struct State {
     mode: Mode,
     requests: VecDeque<RecordedRequest>,
     broadcasts: Vec<String>,
+    /// Whitespace bytes appended to every answer of a path.
+    padding: HashMap<String, usize>,
+    pending_replace: Option<PendingReplace>,
+}
+
+/// A [`TronApi::replace_after`] waiting for its request.
+struct PendingReplace {
+    path: String,
+    remaining: usize,
+    number: u64,
+    spec: BlockSpec,
 }
 
 impl State {
+    /// Block 0 as java-tron prints it: proto3 JSON leaves `number` and `timestamp` (both 0) out.
+    fn genesis_json(&self) -> Value {
+        json!({
+            "blockID": self.genesis_block_id,
+            "block_header": {
+                "raw_data": {
+                    "txTrieRoot": hex::encode(Sha256::digest(self.genesis_block_id.as_bytes())),
+                    "witness_address": WITNESS_HEX,
+                    "parentHash": hex::encode(Sha256::digest(b"custody tron api test server genesis parent"))
+                }
+            }
+        })
+    }
+
+    /// The stored transaction `txid` and the number and timestamp of its block.
+    fn find_tx(&self, txid: &str) -> Option<(&TxSpec, u64, i64)> {
+        self.blocks.iter().find_map(|b| {
+            b.spec
+                .txs
+                .iter()
+                .find(|t| t.txid.eq_ignore_ascii_case(txid))
+                .map(|t| (t, b.info.number, b.info.timestamp_ms))
+        })
+    }
+
     fn make_block(&self, number: u64, parent_hash: &str, spec: BlockSpec) -> StoredBlock {
         let steps = i64::try_from(number - self.first).expect("block count fits i64");
         let timestamp = FIRST_BLOCK_TIMESTAMP_MS + steps * BLOCK_INTERVAL_MS;
@@ -435,6 +484,7 @@ impl State {
     fn push(&mut self, spec: BlockSpec) -> BlockInfo {
         let (number, parent) = match self.blocks.last() {
             Some(last) => (last.info.number + 1, last.info.hash.clone()),
+            None if self.first == 1 => (1, self.genesis_block_id.clone()),
             None => (
                 self.first,
                 format!(
@@ -450,12 +500,42 @@ impl State {
         info
     }
 
+    fn reorg(&mut self, number: u64, specs: Vec<BlockSpec>) -> Vec<BlockInfo> {
+        assert!(number > self.first, "the first block cannot be replaced");
+        let keep = usize::try_from(number - self.first).unwrap();
+        assert!(
+            keep <= self.blocks.len(),
+            "block {number} is beyond the head"
+        );
+        self.blocks.truncate(keep);
+        self.fork += 1;
+        specs.into_iter().map(|s| self.push(s)).collect()
+    }
+
+    fn replace(&mut self, number: u64, spec: BlockSpec) -> BlockInfo {
+        let from = usize::try_from(number - self.first).unwrap() + 1;
+        let mut specs = vec![spec];
+        specs.extend(self.blocks[from..].iter().map(|b| b.spec.clone()));
+        self.reorg(number, specs).remove(0)
+    }
+
     fn block(&self, number: u64) -> Option<&StoredBlock> {
         let i = usize::try_from(number.checked_sub(self.first)?).ok()?;
         self.blocks.get(i)
     }
 
     fn record(&mut self, request: RecordedRequest) {
+        let due = match &mut self.pending_replace {
+            Some(p) if p.path == request.path => {
+                p.remaining -= 1;
+                p.remaining == 0
+            }
+            _ => false,
+        };
+        if due {
+            let p = self.pending_replace.take().expect("pending");
+            self.replace(p.number, p.spec);
+        }
         if self.requests.len() == REQUESTS_KEPT_MAX {
             self.requests.pop_front();
         }
@@ -480,8 +560,21 @@ impl TronApi {
 
     /// A chain of one empty block, number `first` (at least 1).
     pub fn start_at(first: u64) -> TronApi {
+        TronApi::start_on_network(first, TEST_GENESIS_BLOCK_ID)
+    }
+
+    /// [`TronApi::start_at`] on the network whose block 0 has id `genesis_block_id` (64 hex
+    /// digits, the first 16 zeros): mainnet's, a testnet's, or any other.
+    pub fn start_on_network(first: u64, genesis_block_id: &str) -> TronApi {
         assert!(first >= 1, "the first block must have a parent");
+        assert!(
+            genesis_block_id.len() == 64
+                && genesis_block_id.starts_with("0000000000000000")
+                && genesis_block_id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{genesis_block_id:?} is not a block 0 id"
+        );
         let mut state = State {
+            genesis_block_id: genesis_block_id.to_ascii_lowercase(),
             first,
             blocks: Vec::new(),
             fork: 0,
@@ -502,6 +595,8 @@ impl TronApi {
             mode: Mode::Up,
             requests: VecDeque::new(),
             broadcasts: Vec::new(),
+            padding: HashMap::new(),
+            pending_replace: None,
         };
         state.push(BlockSpec::new());
         let state = Arc::new(Mutex::new(state));
@@ -563,6 +658,23 @@ impl TronApi {
         self.addr
     }
 
+    /// The `blockID` of block 0 (lowercase hex): what `[tron] genesis_block_id` must be set to.
+    pub fn genesis_block_id(&self) -> String {
+        self.state().genesis_block_id.clone()
+    }
+
+    /// Appends `bytes` spaces to every successful answer for `path` (e.g.
+    /// `/wallet/gettransactioninfobyblocknum`): the same JSON, larger than a client's limit.
+    /// 0 stops the padding.
+    pub fn pad_answers(&self, path: &str, bytes: usize) {
+        let mut state = self.state();
+        if bytes == 0 {
+            state.padding.remove(path);
+        } else {
+            state.padding.insert(path.to_owned(), bytes);
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
@@ -586,32 +698,26 @@ impl TronApi {
     /// chain may end shorter or longer). Every new block has a new id, even with the same
     /// transactions.
     pub fn reorg(&self, number: u64, specs: Vec<BlockSpec>) -> Vec<BlockInfo> {
-        let mut state = self.state();
-        assert!(number > state.first, "the first block cannot be replaced");
-        let keep = usize::try_from(number - state.first).unwrap();
-        assert!(
-            keep <= state.blocks.len(),
-            "block {number} is beyond the head"
-        );
-        state.blocks.truncate(keep);
-        state.fork += 1;
-        specs.into_iter().map(|s| state.push(s)).collect()
+        self.state().reorg(number, specs)
     }
 
     /// Replaces block `number` with `spec`; the later blocks keep their transactions but get
     /// new ids (their parent changed). Returns the new block.
     pub fn replace(&self, number: u64, spec: BlockSpec) -> BlockInfo {
-        let later: Vec<BlockSpec> = {
-            let state = self.state();
-            let from = usize::try_from(number - state.first).unwrap() + 1;
-            state.blocks[from..]
-                .iter()
-                .map(|b| b.spec.clone())
-                .collect()
-        };
-        let mut specs = vec![spec];
-        specs.extend(later);
-        self.reorg(number, specs).remove(0)
+        self.state().replace(number, spec)
+    }
+
+    /// [`TronApi::replace`] run by the server itself when it receives its `after`-th request
+    /// for `path` from now on, before answering it: a reorganization in the middle of a
+    /// client's reads.
+    pub fn replace_after(&self, path: &str, after: usize, number: u64, spec: BlockSpec) {
+        assert!(after >= 1, "after counts requests from 1");
+        self.state().pending_replace = Some(PendingReplace {
+            path: path.to_owned(),
+            remaining: after,
+            number,
+            spec,
+        });
     }
 
     pub fn head(&self) -> BlockInfo {
@@ -783,7 +889,21 @@ async fn handle(
             }
         }
     };
-    Ok(route(&state, &path, &body))
+    let response = route(&state, &path, &body);
+    let padding = lock(&state).padding.get(&path).copied();
+    match padding {
+        Some(bytes) if response.status() == StatusCode::OK => {
+            let (parts, body) = response.into_parts();
+            let mut padded = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes().to_vec())
+                .unwrap_or_default();
+            padded.resize(padded.len() + bytes, b' ');
+            Ok(Response::from_parts(parts, Full::new(Bytes::from(padded))))
+        }
+        _ => Ok(response),
+    }
 }
 
 fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>> {
@@ -799,8 +919,18 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
             let Some(num) = num_field(body, "num") else {
                 return node_error("class java.lang.NumberFormatException : num");
             };
+            if num == 0 {
+                return value_response(&s.genesis_json());
+            }
             match u64::try_from(num).ok().and_then(|n| s.block(n)) {
                 Some(b) => json_response(b.block_json.clone()),
+                None => value_response(&json!({})),
+            }
+        }
+        "/wallet/gettransactioninfobyid" => {
+            let txid = body["value"].as_str().unwrap_or_default();
+            match s.find_tx(txid) {
+                Some((tx, number, timestamp)) => value_response(&tx.info_json(number, timestamp)),
                 None => value_response(&json!({})),
             }
         }

@@ -8,7 +8,21 @@ const USDT: &str = "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t";
 const UNLISTED: &str = "TXLAQ63Xg1NAzckPwKHvzw7CSEmLMEqcdj";
 const SENDER: &str = "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy";
 
+/// `[tron] genesis_block_id` as `custody init` writes it: mainnet's.
+const MAINNET_GENESIS: &str = "00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc";
+
+/// A test server and a service scanning it, configured for the server's network.
 fn setup() -> (TronApi, Custody, Cred) {
+    let (api, custody, cred) = setup_on_mainnet();
+    custody.edit_config(
+        &format!("genesis_block_id = \"{MAINNET_GENESIS}\""),
+        &format!("genesis_block_id = \"{}\"", api.genesis_block_id()),
+    );
+    (api, custody, cred)
+}
+
+/// A test server and a service left configured for mainnet (the default).
+fn setup_on_mainnet() -> (TronApi, Custody, Cred) {
     let api = TronApi::start();
     api.append_empty(3);
     let custody = Custody::init_with(
@@ -133,4 +147,43 @@ fn a_replaced_block_orphans_its_deposit_and_a_restart_resumes_without_loss() {
         "each once; the orphan never"
     );
     assert_eq!(client.deposits("").len(), 6);
+}
+
+#[test]
+fn an_endpoint_of_another_network_is_never_used() {
+    // The service expects mainnet; the test server is another network (its own block 0).
+    let (api, mut custody, cred) = setup_on_mainnet();
+    assert_ne!(api.genesis_block_id(), MAINNET_GENESIS);
+    let ops = custody.credential("ops", &["--admin"]);
+    custody.start();
+    let client = custody.client(&cred);
+    let admin = custody.client(&ops);
+    let dave = client.wallet("dave", "TRON");
+    let d = dave["address"].as_str().unwrap().to_owned();
+    api.append(BlockSpec::new().trx(SENDER, &d, 9_000_000));
+    api.append_empty(25);
+
+    let endpoint = custody.wait_for(30, "the endpoint refused", || {
+        let rpcs = admin.get("/v1/admin/rpcs").json();
+        let tron = rpcs["data"]
+            .as_array()?
+            .iter()
+            .find(|n| n["network"] == "TRON")?
+            .clone();
+        let e = tron["endpoints"][0].clone();
+        e["last_error"]
+            .as_str()
+            .is_some_and(|m| m.contains("genesis block mismatch"))
+            .then_some(e)
+    });
+    assert_eq!(endpoint["healthy"], false);
+    assert_eq!(endpoint["genesis_verified"], false);
+    // Scanner ticks come and go (100 ms): still nothing read but block 0, nothing detected.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let requests = api.requests();
+    assert_eq!(requests.len(), 1, "only the genesis check: {requests:?}");
+    assert_eq!(requests[0].path, "/wallet/getblockbynum");
+    assert_eq!(requests[0].body, r#"{"num":0}"#);
+    assert!(client.deposits("").is_empty());
+    assert_eq!(client.available(&dave, "TRX"), 0);
 }
