@@ -20,6 +20,7 @@ pub mod keys;
 pub mod ledger;
 pub mod network;
 pub mod outbox;
+pub mod outgoing;
 pub mod ports;
 pub mod secret;
 pub mod time;

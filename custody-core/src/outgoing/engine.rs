@@ -1,0 +1,424 @@
+//! The engine's decision: given an outgoing transaction and what the chain says about each of
+//! its attempts now, what the broadcaster does next. Pure; the broadcaster does the I/O and
+//! records the result through [`super::OutgoingTx`]'s transitions.
+//!
+//! The rule that keeps money from going out twice: a new attempt is signed only when every
+//! earlier one either shares its EVM nonce (so at most one of them can ever be included) or has
+//! provably expired on a TRON chain whose head is past its expiration while the node knows
+//! none of them. An answer that was lost, a node that does not know a hash, a pool that dropped
+//! it: none of these is a reason to sign a transaction that could be included beside the first.
+
+use crate::network::Network;
+use crate::ports::sender::{FeeBid, Inclusion, TxLookup};
+use crate::time::Timestamp;
+
+use super::{Bid, OutStatus, OutgoingTx};
+
+/// Tuning of one network's broadcaster, units last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnginePolicy {
+    /// Depth at which an included transaction is final (the deposit depth of the network).
+    pub confirmations: u32,
+    /// EVM: an attempt still not included after this long is replaced under the same nonce.
+    pub replace_after_ms: i64,
+    /// EVM: each replacement bids at least this many percent more (nodes require 10).
+    pub bump_percent: u32,
+    /// EVM: never bid above this gas price.
+    pub gas_price_cap_wei: u128,
+    /// The same bytes are sent again this long after the last send while nothing is included.
+    pub rebroadcast_after_ms: i64,
+    /// How long the broadcaster waits between two looks at a transaction in flight.
+    pub check_every_ms: i64,
+}
+
+impl EnginePolicy {
+    /// Defaults for `network`: BSC blocks every 3 s, TRON every 3 s with a 60 s lifetime.
+    pub fn defaults(network: Network, confirmations: u32) -> Self {
+        let _ = network;
+        EnginePolicy {
+            confirmations,
+            replace_after_ms: 60_000,
+            bump_percent: 12,
+            gas_price_cap_wei: 50_000_000_000,
+            rebroadcast_after_ms: 15_000,
+            check_every_ms: 3_000,
+        }
+    }
+}
+
+/// What the chain says now, gathered by the broadcaster for one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub head_number: u64,
+    pub head_time_ms: i64,
+    /// One per attempt, in the attempts' order.
+    pub lookups: Vec<TxLookup>,
+}
+
+/// The next step for one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing signed yet: build, sign and store the first attempt.
+    FirstAttempt,
+    /// The newest attempt's stored bytes go out (first send, or again).
+    Broadcast,
+    /// EVM: sign a replacement under the same nonce with this bid.
+    Replace { bid: FeeBid },
+    /// TRON: every attempt expired on chain and none is known: build a new one.
+    Rebuild,
+    /// Attempt `hash` is in a block (new, or in another block than recorded).
+    Included { hash: String, inclusion: Inclusion },
+    /// The recorded inclusion is gone (a reorganization): follow the attempts again.
+    Reorged,
+    /// At confirmation depth in the recorded block.
+    Final,
+    /// Something only an operator can resolve (the nonce was consumed by a transaction that is
+    /// none of ours): raise an alert, sign nothing, look again later.
+    Stuck { reason: String },
+    /// Nothing to do before `until`.
+    Wait { until: Timestamp },
+}
+
+/// Decides the next step. `observation` is `None` until the broadcaster has asked the chain
+/// (it asks only once something was signed).
+pub fn decide(
+    tx: &OutgoingTx,
+    observation: Option<&Observation>,
+    policy: &EnginePolicy,
+    now: Timestamp,
+) -> Decision {
+    let wait = Decision::Wait {
+        until: now.plus_millis(policy.check_every_ms),
+    };
+    if tx.status.is_terminal() {
+        return Decision::Wait {
+            until: Timestamp::from_unix_millis(i64::MAX),
+        };
+    }
+    let Some(latest) = tx.latest() else {
+        return Decision::FirstAttempt;
+    };
+    if latest.sent_at.is_none() {
+        // Stored, never sent (or a crash right after storing): send exactly these bytes.
+        return Decision::Broadcast;
+    }
+    let Some(obs) = observation else {
+        return wait;
+    };
+
+    let included = tx
+        .attempts
+        .iter()
+        .zip(&obs.lookups)
+        .find_map(|(a, l)| match l {
+            TxLookup::Included(i) => Some((a.hash.clone(), i.clone())),
+            _ => None,
+        });
+    if let Some((hash, inclusion)) = included {
+        let same = tx.included.as_ref().is_some_and(|r| {
+            r.hash == hash
+                && r.block_number == inclusion.block_number
+                && r.block_hash == inclusion.block_hash
+        });
+        if !same {
+            return Decision::Included { hash, inclusion };
+        }
+        let depth = obs
+            .head_number
+            .saturating_sub(inclusion.block_number)
+            .saturating_add(1);
+        if depth >= u64::from(policy.confirmations) {
+            return Decision::Final;
+        }
+        return wait;
+    }
+    if tx.included.is_some() {
+        return Decision::Reorged;
+    }
+
+    let pending = obs.lookups.iter().any(|l| matches!(l, TxLookup::Pending));
+    let age = now
+        .unix_millis()
+        .saturating_sub(latest.signed_at.unix_millis());
+    let since_sent = latest.sent_at.map_or(i64::MAX, |s| {
+        now.unix_millis().saturating_sub(s.unix_millis())
+    });
+    let rebroadcast = since_sent >= policy.rebroadcast_after_ms;
+
+    match tx.network {
+        Network::Bsc => {
+            if latest.last_answer.as_deref() == Some(ANSWER_NONCE_USED) && !pending {
+                return Decision::Stuck {
+                    reason: format!(
+                        "nonce {} of {} was used by a transaction that is none of this payment's {} attempts",
+                        tx.nonce.map_or_else(|| "?".to_owned(), |n| n.to_string()),
+                        tx.from,
+                        tx.attempts.len()
+                    ),
+                };
+            }
+            if age >= policy.replace_after_ms {
+                if let Some(bid) = bumped(latest.bid, policy) {
+                    return Decision::Replace { bid };
+                }
+            }
+            if rebroadcast {
+                return Decision::Broadcast;
+            }
+            wait
+        }
+        Network::Tron => {
+            let expired = latest.expires_at_ms.is_some_and(|at| obs.head_time_ms > at);
+            let all_unknown = obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown));
+            if expired && all_unknown {
+                // Every earlier attempt expired before this one did.
+                return Decision::Rebuild;
+            }
+            if rebroadcast && !expired {
+                return Decision::Broadcast;
+            }
+            wait
+        }
+    }
+}
+
+/// The stored answer of an EVM "nonce too low".
+pub const ANSWER_NONCE_USED: &str = "nonce_used";
+
+/// The next EVM bid: at least `bump_percent` more (rounded up), within the cap; `None` when the
+/// cap leaves no room for a replacement a node would accept.
+fn bumped(bid: Bid, policy: &EnginePolicy) -> Option<FeeBid> {
+    let Bid::Gas {
+        gas_limit,
+        gas_price_wei,
+    } = bid
+    else {
+        return None;
+    };
+    let percent = u128::from(policy.bump_percent.max(10));
+    let raised = gas_price_wei
+        .checked_mul(100 + percent)?
+        .div_ceil(100)
+        .max(gas_price_wei + 1);
+    (raised <= policy.gas_price_cap_wei).then_some(FeeBid::Gas {
+        gas_limit,
+        gas_price_wei: raised,
+    })
+}
+
+/// What a terminal transaction ended as, for the record that owns it.
+pub fn final_status(tx: &OutgoingTx) -> Option<bool> {
+    match tx.status {
+        OutStatus::Final => tx.included.as_ref().map(|i| i.succeeded),
+        OutStatus::Failed => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::amount::Amount;
+    use crate::outgoing::{Attempt, Included, OutgoingTx, Purpose};
+    use crate::ports::sender::Payment;
+    use crate::ports::signer::HdPath;
+    use uuid::Uuid;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_unix_millis(ms)
+    }
+
+    fn policy() -> EnginePolicy {
+        EnginePolicy::defaults(Network::Bsc, 3)
+    }
+
+    fn tx(network: Network) -> OutgoingTx {
+        OutgoingTx::new(
+            Uuid::from_u128(1),
+            network,
+            Purpose::Withdrawal,
+            Uuid::from_u128(2),
+            "sender".into(),
+            HdPath {
+                network,
+                account: 2_147_483_647,
+                index: 0,
+            },
+            Payment::Native {
+                to: "to".into(),
+                amount: Amount::from_units(5),
+            },
+            (network == Network::Bsc).then_some(7),
+            at(0),
+        )
+    }
+
+    fn attempt(hash: &str, signed: i64, sent: Option<i64>, expires: Option<i64>) -> Attempt {
+        Attempt {
+            hash: hash.into(),
+            raw: vec![1, 2],
+            bid: Bid::Gas {
+                gas_limit: 21_000,
+                gas_price_wei: 1_000_000_000,
+            },
+            expires_at_ms: expires,
+            signed_at: at(signed),
+            sent_at: sent.map(at),
+            last_answer: None,
+        }
+    }
+
+    fn inclusion(block: u64, ok: bool) -> Inclusion {
+        Inclusion {
+            block_number: block,
+            block_hash: format!("{block:064x}"),
+            succeeded: ok,
+            fee_native: Amount::from_units(21),
+        }
+    }
+
+    fn obs(head: u64, head_time: i64, lookups: Vec<TxLookup>) -> Observation {
+        Observation {
+            head_number: head,
+            head_time_ms: head_time,
+            lookups,
+        }
+    }
+
+    #[test]
+    fn nothing_is_sent_before_it_is_stored_and_stored_bytes_go_out_first() {
+        let mut t = tx(Network::Bsc);
+        assert_eq!(decide(&t, None, &policy(), at(0)), Decision::FirstAttempt);
+        t.add_attempt(attempt("a", 0, None, None), at(0)).unwrap();
+        assert_eq!(decide(&t, None, &policy(), at(1)), Decision::Broadcast);
+    }
+
+    #[test]
+    fn a_lost_answer_or_an_unknown_hash_is_sent_again_never_signed_anew_too_soon() {
+        let mut t = tx(Network::Bsc);
+        t.attempts.push(attempt("a", 0, Some(0), None));
+        t.status = OutStatus::Sent;
+        let o = obs(10, 0, vec![TxLookup::Unknown]);
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(1_000)),
+            Decision::Wait { .. }
+        ));
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(15_000)),
+            Decision::Broadcast
+        );
+        // Only after replace_after does a replacement come, under the same nonce, +12 %.
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(60_000)),
+            Decision::Replace {
+                bid: FeeBid::Gas {
+                    gas_limit: 21_000,
+                    gas_price_wei: 1_120_000_000
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn the_gas_cap_stops_replacements() {
+        let mut t = tx(Network::Bsc);
+        let mut a = attempt("a", 0, Some(0), None);
+        a.bid = Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 48_000_000_000,
+        };
+        t.attempts.push(a);
+        t.status = OutStatus::Sent;
+        let o = obs(10, 0, vec![TxLookup::Pending]);
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(60_000)),
+            Decision::Broadcast
+        );
+    }
+
+    #[test]
+    fn any_attempt_included_is_recorded_then_final_at_depth() {
+        let mut t = tx(Network::Bsc);
+        t.attempts.push(attempt("a", 0, Some(0), None));
+        t.attempts.push(attempt("b", 60_000, Some(60_000), None));
+        t.status = OutStatus::Sent;
+        let o = obs(
+            10,
+            0,
+            vec![TxLookup::Included(inclusion(9, true)), TxLookup::Unknown],
+        );
+        let d = decide(&t, Some(&o), &policy(), at(61_000));
+        assert_eq!(
+            d,
+            Decision::Included {
+                hash: "a".into(),
+                inclusion: inclusion(9, true)
+            }
+        );
+        t.included = Some(Included::new("a", &inclusion(9, true)));
+        t.status = OutStatus::Included;
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(62_000)),
+            Decision::Wait { .. }
+        ));
+        let deep = obs(11, 0, o.lookups.clone());
+        assert_eq!(
+            decide(&t, Some(&deep), &policy(), at(63_000)),
+            Decision::Final
+        );
+        // The block went away: follow again.
+        let gone = obs(11, 0, vec![TxLookup::Unknown, TxLookup::Unknown]);
+        assert_eq!(
+            decide(&t, Some(&gone), &policy(), at(63_000)),
+            Decision::Reorged
+        );
+        // Included in another block after a reorganization: recorded anew.
+        let moved = obs(
+            12,
+            0,
+            vec![TxLookup::Included(inclusion(12, true)), TxLookup::Unknown],
+        );
+        assert!(matches!(
+            decide(&t, Some(&moved), &policy(), at(64_000)),
+            Decision::Included { .. }
+        ));
+    }
+
+    #[test]
+    fn a_nonce_used_by_someone_else_is_stuck_not_signed_again() {
+        let mut t = tx(Network::Bsc);
+        let mut a = attempt("a", 0, Some(0), None);
+        a.last_answer = Some(ANSWER_NONCE_USED.into());
+        t.attempts.push(a);
+        t.status = OutStatus::Sent;
+        let o = obs(10, 0, vec![TxLookup::Unknown]);
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(600_000)),
+            Decision::Stuck { .. }
+        ));
+    }
+
+    #[test]
+    fn tron_rebuilds_only_after_expiry_on_chain_with_nothing_known() {
+        let mut t = tx(Network::Tron);
+        t.attempts.push(attempt("a", 0, Some(0), Some(60_000)));
+        t.status = OutStatus::Sent;
+        // Our clock is past the expiration, the chain's head is not: no rebuild.
+        let o = obs(10, 59_000, vec![TxLookup::Unknown]);
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(120_000)),
+            Decision::Broadcast
+        );
+        // Head past the expiration but the node still has it pending: no rebuild.
+        let o = obs(30, 61_000, vec![TxLookup::Pending]);
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(120_000)),
+            Decision::Wait { .. }
+        ));
+        let o = obs(30, 61_000, vec![TxLookup::Unknown]);
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(120_000)),
+            Decision::Rebuild
+        );
+    }
+}

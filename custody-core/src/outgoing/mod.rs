@@ -1,0 +1,421 @@
+//! Outgoing transactions: one engine that signs, sends and follows every payment the service
+//! makes (withdrawals now; swaps, sweeps, gas top-ups and migrations next) without ever paying
+//! twice.
+//!
+//! States: `built` (the payment and, on EVM, its nonce are fixed) → `signed` (an attempt's exact
+//! bytes and hash are stored before anything is sent) → `sent` (a node took it, or its answer
+//! was lost) → `included` (in a block, with its receipt and the fee actually paid) → `final` (at
+//! the network's confirmation depth); or `failed` (never included and never can be, or
+//! included with a failed receipt once final). One transaction may have several attempts: an
+//! EVM replacement under the same nonce with a higher gas price, or a TRON rebuild once the
+//! earlier attempt has expired on chain and is known not to be included. Any attempt may be the
+//! one that is included; a new one is signed only when no earlier one can still be included
+//! without it replacing that one (same nonce) or after it provably cannot (TRON expiry).
+//! Every move is appended to `history`; nothing is erased.
+
+mod engine;
+
+pub use engine::{decide, final_status, Decision, EnginePolicy, Observation, ANSWER_NONCE_USED};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::amount::Amount;
+use crate::error::PortError;
+use crate::network::Network;
+use crate::ports::sender::{FeeBid, Inclusion, Payment};
+use crate::ports::signer::HdPath;
+use crate::time::Timestamp;
+
+/// Why the service pays: the record an outgoing transaction belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    Withdrawal,
+}
+
+impl Purpose {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Withdrawal => "withdrawal",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        (s == "withdrawal").then_some(Purpose::Withdrawal)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutStatus {
+    Built,
+    Signed,
+    Sent,
+    Included,
+    Final,
+    Failed,
+}
+
+impl OutStatus {
+    pub const ALL: [OutStatus; 6] = [
+        OutStatus::Built,
+        OutStatus::Signed,
+        OutStatus::Sent,
+        OutStatus::Included,
+        OutStatus::Final,
+        OutStatus::Failed,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OutStatus::Built => "built",
+            OutStatus::Signed => "signed",
+            OutStatus::Sent => "sent",
+            OutStatus::Included => "included",
+            OutStatus::Final => "final",
+            OutStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        OutStatus::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+
+    /// Nothing more happens to it.
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, OutStatus::Final | OutStatus::Failed)
+    }
+
+    /// The only legal moves. `signed → signed` and `sent → signed` add an attempt.
+    pub fn can_move_to(self, next: OutStatus) -> bool {
+        use OutStatus::*;
+        matches!(
+            (self, next),
+            (Built, Signed)
+                | (Built, Failed)
+                | (Signed, Signed)
+                | (Signed, Sent)
+                | (Signed, Included)
+                | (Signed, Failed)
+                | (Sent, Signed)
+                | (Sent, Sent)
+                | (Sent, Included)
+                | (Included, Sent)
+                | (Included, Included)
+                | (Included, Final)
+                | (Included, Failed)
+        )
+    }
+}
+
+/// One signed version of the payment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// Lowercase hex without `0x`.
+    pub hash: String,
+    /// The exact bytes; every broadcast of this attempt sends them.
+    #[serde(with = "hex_bytes")]
+    pub raw: Vec<u8>,
+    pub bid: Bid,
+    /// TRON: void once a block after this time exists.
+    pub expires_at_ms: Option<i64>,
+    #[serde(with = "ms")]
+    pub signed_at: Timestamp,
+    /// When a node last took these bytes (or its answer was lost).
+    #[serde(with = "ms_opt")]
+    pub sent_at: Option<Timestamp>,
+    /// What the last broadcast of these bytes was answered.
+    pub last_answer: Option<String>,
+}
+
+/// [`FeeBid`] in a stored form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Bid {
+    Gas {
+        gas_limit: u64,
+        #[serde(with = "u128_text")]
+        gas_price_wei: u128,
+    },
+    FeeLimit {
+        sun: u64,
+    },
+}
+
+impl From<FeeBid> for Bid {
+    fn from(b: FeeBid) -> Self {
+        match b {
+            FeeBid::Gas {
+                gas_limit,
+                gas_price_wei,
+            } => Bid::Gas {
+                gas_limit,
+                gas_price_wei,
+            },
+            FeeBid::FeeLimit { sun } => Bid::FeeLimit { sun },
+        }
+    }
+}
+
+impl From<Bid> for FeeBid {
+    fn from(b: Bid) -> Self {
+        match b {
+            Bid::Gas {
+                gas_limit,
+                gas_price_wei,
+            } => FeeBid::Gas {
+                gas_limit,
+                gas_price_wei,
+            },
+            Bid::FeeLimit { sun } => FeeBid::FeeLimit { sun },
+        }
+    }
+}
+
+/// Where the included attempt is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Included {
+    pub hash: String,
+    pub block_number: u64,
+    pub block_hash: String,
+    pub succeeded: bool,
+    pub fee_native: Amount,
+}
+
+impl Included {
+    pub fn new(hash: &str, i: &Inclusion) -> Self {
+        Included {
+            hash: hash.to_owned(),
+            block_number: i.block_number,
+            block_hash: i.block_hash.clone(),
+            succeeded: i.succeeded,
+            fee_native: i.fee_native,
+        }
+    }
+}
+
+/// One step of the transaction's life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutStep {
+    pub status: OutStatus,
+    #[serde(with = "ms")]
+    pub at: Timestamp,
+    pub detail: String,
+}
+
+/// A payment the service makes on one network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingTx {
+    pub id: Uuid,
+    pub network: Network,
+    pub purpose: Purpose,
+    pub reference_id: Uuid,
+    /// The paying address (a hot wallet) and its key's path.
+    pub from: String,
+    pub from_path: HdPath,
+    pub payment: Payment,
+    /// EVM: allocated once in the store, kept by every attempt.
+    pub nonce: Option<u64>,
+    pub status: OutStatus,
+    pub attempts: Vec<Attempt>,
+    pub included: Option<Included>,
+    pub failure_reason: Option<String>,
+    pub history: Vec<OutStep>,
+    /// When the broadcaster looks at it next.
+    pub next_check_at: Timestamp,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl OutgoingTx {
+    /// A new transaction in `built`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: Uuid,
+        network: Network,
+        purpose: Purpose,
+        reference_id: Uuid,
+        from: String,
+        from_path: HdPath,
+        payment: Payment,
+        nonce: Option<u64>,
+        now: Timestamp,
+    ) -> Self {
+        OutgoingTx {
+            id,
+            network,
+            purpose,
+            reference_id,
+            from,
+            from_path,
+            payment,
+            nonce,
+            status: OutStatus::Built,
+            attempts: Vec::new(),
+            included: None,
+            failure_reason: None,
+            history: vec![OutStep {
+                status: OutStatus::Built,
+                at: now,
+                detail: String::new(),
+            }],
+            next_check_at: now,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// Moves to `next` with a history step. Refuses an illegal move.
+    pub fn transition(
+        &mut self,
+        next: OutStatus,
+        detail: impl Into<String>,
+        now: Timestamp,
+    ) -> Result<(), String> {
+        if !self.status.can_move_to(next) {
+            return Err(format!(
+                "outgoing transaction {} cannot move from {} to {}",
+                self.id,
+                self.status.as_str(),
+                next.as_str()
+            ));
+        }
+        self.status = next;
+        self.updated_at = now;
+        self.history.push(OutStep {
+            status: next,
+            at: now,
+            detail: detail.into(),
+        });
+        Ok(())
+    }
+
+    /// Records a new signed attempt (before it is ever sent).
+    pub fn add_attempt(&mut self, attempt: Attempt, now: Timestamp) -> Result<(), String> {
+        if self.attempts.iter().any(|a| a.hash == attempt.hash) {
+            return Err(format!(
+                "outgoing transaction {} already has attempt {}",
+                self.id, attempt.hash
+            ));
+        }
+        let detail = format!("attempt {} signed", attempt.hash);
+        self.attempts.push(attempt);
+        self.transition(OutStatus::Signed, detail, now)
+    }
+
+    pub fn latest(&self) -> Option<&Attempt> {
+        self.attempts.last()
+    }
+
+    /// The hash partners see: the included attempt's, else the newest one sent.
+    pub fn visible_hash(&self) -> Option<&str> {
+        if let Some(i) = &self.included {
+            return Some(&i.hash);
+        }
+        self.attempts
+            .iter()
+            .rev()
+            .find(|a| a.sent_at.is_some())
+            .map(|a| a.hash.as_str())
+    }
+}
+
+/// Persistence of outgoing transactions and of EVM nonces.
+pub trait OutgoingRepo: OutgoingReads {
+    /// MUST fail if the id exists.
+    fn insert_outgoing(&mut self, tx: &OutgoingTx) -> Result<(), PortError>;
+    /// Replaces the stored record (attempts and history only ever grow).
+    fn update_outgoing(&mut self, tx: &OutgoingTx) -> Result<(), PortError>;
+    /// The next nonce of (network, address), counted from `seed` the first time (the chain's
+    /// confirmed nonce), and moves the counter on. Unique per (network, address): a
+    /// constraint, so two writers never get the same nonce.
+    fn allocate_nonce(
+        &mut self,
+        network: Network,
+        address: &str,
+        seed: u64,
+    ) -> Result<u64, PortError>;
+    /// Leases up to `limit` unfinished transactions of `network` due at `now` until
+    /// `lease_until` (a crashed broadcaster's lease runs out), oldest due first.
+    fn claim_outgoing(
+        &mut self,
+        network: Network,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<OutgoingTx>, PortError>;
+}
+
+pub trait OutgoingReads {
+    fn outgoing(&mut self, id: Uuid) -> Result<Option<OutgoingTx>, PortError>;
+    /// The next nonce the allocator would hand out on (network, address), if it was seeded.
+    fn next_nonce(&mut self, network: Network, address: &str) -> Result<Option<u64>, PortError>;
+    /// Native units the unfinished transactions of `from` may still spend at most (amount for
+    /// native payments plus each one's fee bid), and token units per contract: what the hot
+    /// wallet must keep for what is already on its way.
+    fn outgoing_in_flight(
+        &mut self,
+        network: Network,
+        from: &str,
+    ) -> Result<Vec<OutgoingTx>, PortError>;
+}
+
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        hex::decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+mod u128_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(n: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&n.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Stored times are milliseconds since the epoch.
+mod ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::time::Timestamp;
+
+    pub fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i64(t.unix_millis())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        Ok(Timestamp::from_unix_millis(i64::deserialize(d)?))
+    }
+}
+
+mod ms_opt {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::time::Timestamp;
+
+    pub fn serialize<S: Serializer>(t: &Option<Timestamp>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_some(&t.unix_millis()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
+        Ok(Option::<i64>::deserialize(d)?.map(Timestamp::from_unix_millis))
+    }
+}
