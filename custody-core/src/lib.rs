@@ -21,6 +21,8 @@ pub mod network;
 pub mod outbox;
 pub mod ports;
 pub mod secret;
+#[cfg(feature = "test-utils")]
+pub mod testing;
 pub mod time;
 pub mod transfer;
 pub mod vault;
