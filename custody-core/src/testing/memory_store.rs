@@ -1,5 +1,6 @@
 //! [`MemoryStore`]: every repository of the core in memory, with the observable semantics of the
-//! SQLite store (`custody-store-sqlite`).
+//! SQLite store (`custody-store-sqlite`), checked by the same [`conformance`](super::conformance)
+//! suites.
 //!
 //! Transactions are copies: a write job runs on a clone of the committed state under the store's
 //! lock, which is swapped in only if the job returns `Ok` (so a job that fails or panics leaves

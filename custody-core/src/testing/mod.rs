@@ -2,6 +2,7 @@
 //!
 //! - [`MemoryStore`]: a [`Store`](crate::ports::Store) in memory, with the observable semantics
 //!   of the SQLite store (constraints, orderings, transactions, savepoints, read snapshots).
+//! - [`conformance`]: one suite per repository trait, run against any store.
 //! - Deterministic [`CountingEntropy`] and [`ManualClock`], the test [`MNEMONIC`].
 //! - [`block_on`] and [`join_all`]: just enough of an executor to drive the store futures without
 //!   a runtime crate (the core depends on none).
@@ -9,6 +10,7 @@
 //! Nothing here is for production: the memory store keeps everything in one process and
 //! forgets it on drop.
 
+pub mod conformance;
 mod memory_store;
 
 use std::future::Future;
