@@ -242,6 +242,8 @@ pub trait DepositReads {
 }
 
 mod pipeline;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 pub use pipeline::{advance, apply_block, rewind, BlockOutcome, PipelineSettings};
