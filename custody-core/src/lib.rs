@@ -23,6 +23,8 @@ pub mod outbox;
 pub mod outgoing;
 pub mod ports;
 pub mod secret;
+#[cfg(feature = "test-utils")]
+pub mod testing;
 pub mod time;
 pub mod transfer;
 pub mod vault;

@@ -10,7 +10,7 @@ CREATE TABLE webhook_endpoints (
 ) STRICT;
 
 -- A claimed event is not handed out again before leased_until (NULL: not claimed). Claims
--- are released when the attempt is recorded, and all at once when `serve` starts.
+-- are released when the attempt is recorded; a crashed worker's simply run out (never released in bulk).
 ALTER TABLE outbox ADD COLUMN leased_until INTEGER;
 CREATE INDEX outbox_due_by_tenant ON outbox (tenant, status, next_attempt_at);
 CREATE INDEX outbox_claimed ON outbox (tenant, leased_until) WHERE leased_until IS NOT NULL;

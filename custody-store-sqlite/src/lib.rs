@@ -214,8 +214,4 @@ impl Store for SqliteStore {
 }
 
 #[cfg(test)]
-mod pipeline_tests;
-#[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_support;

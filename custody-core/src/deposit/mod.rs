@@ -285,6 +285,8 @@ pub fn refuse_if_owing(
 
 pub mod holdings;
 mod pipeline;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 pub use pipeline::{advance, apply_block, rewind, Applied, BlockOutcome, PipelineSettings};

@@ -2,7 +2,7 @@
 //! be compared with, and a ledger for tests and embedders. It has no transactions of its own;
 //! clone it to keep a snapshot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
@@ -21,6 +21,8 @@ pub struct MemoryLedger {
     /// In commit order.
     transactions: Vec<LedgerTx>,
     tx_index: BTreeMap<Uuid, usize>,
+    /// Entry ids are unique across the ledger, as in the store (a primary key).
+    entry_ids: BTreeSet<Uuid>,
     holds: BTreeMap<Uuid, Hold>,
 }
 
@@ -61,6 +63,13 @@ impl LedgerRepo for MemoryLedger {
                 format!("transaction {} exists", tx.id),
             ));
         }
+        let mut ids = BTreeSet::new();
+        for e in &tx.entries {
+            if self.entry_ids.contains(&e.id) || !ids.insert(e.id) {
+                return Err(PortError::permanent(PORT, format!("entry {} exists", e.id)));
+            }
+        }
+        self.entry_ids.append(&mut ids);
         self.tx_index.insert(tx.id, self.transactions.len());
         self.transactions.push(tx.clone());
         Ok(())

@@ -229,8 +229,10 @@ impl LedgerRepo for SqliteTx<'_> {
             )
             .map_err(db_err)?;
         for (idx, e) in tx.entries.iter().enumerate() {
-            // Rows of a user's history carry the owner, copied in for the history index.
-            let direction = e.history_direction();
+            // Rows of a user's history carry the owner, copied in for the history index. A row
+            // is an entry `HistoryEntry::from_entry` accepts: a user entry that moved the
+            // available balance and carries the balance it left.
+            let direction = e.history_direction().filter(|_| e.balance_after.is_some());
             let history = direction.and(e.account.as_user());
             insert
                 .execute(params![

@@ -1,0 +1,420 @@
+//! The deposit pipeline on the memory store with scripted blocks: states, exactly-once credit,
+//! reorgs before and after credit, and the crediting kill switch. (The store side of these is
+//! covered by the conformance suites, run against every store.)
+
+use std::sync::Arc;
+
+use crate::admin::Control;
+use crate::deposit::{self, DepositFilter, DepositStatus, PipelineSettings, WatchSet};
+use crate::ledger::{self, UserAccount};
+use crate::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
+use crate::ports::store::{read, write};
+use crate::testing::{block_on, test_signer, CountingEntropy, MemoryStore};
+use crate::wallet::{self, Wallet};
+use crate::{Amount, AssetCatalog, AssetId, Network, Timestamp};
+
+const NOW: Timestamp = Timestamp::from_unix_millis(1_800_000_000_000);
+
+struct Chain {
+    store: MemoryStore,
+    entropy: Arc<CountingEntropy>,
+    watch: Arc<WatchSet>,
+    settings: PipelineSettings,
+    wallet: Wallet,
+}
+
+fn hash(number: u64, fork: u8) -> String {
+    format!("{fork:02x}{number:062x}")
+}
+
+fn block(number: u64, fork: u8, parent_fork: u8, transfers: Vec<ObservedTransfer>) -> ScannedBlock {
+    ScannedBlock {
+        header: BlockHeader {
+            number,
+            hash: hash(number, fork),
+            parent_hash: hash(number - 1, parent_fork),
+            timestamp_ms: 0,
+        },
+        transfers,
+    }
+}
+
+fn usdt_to(address: &str, units: u128, tx: &str) -> ObservedTransfer {
+    ObservedTransfer {
+        tx_hash: tx.into(),
+        log_index: Some(3),
+        asset_code: "USDT".into(),
+        from: "0x0000000000000000000000000000000000000001".into(),
+        to: address.into(),
+        amount: Amount::from_units(units),
+        succeeded: true,
+    }
+}
+
+impl Chain {
+    async fn new() -> Chain {
+        let store = MemoryStore::new();
+        let entropy = Arc::new(CountingEntropy::default());
+        let signer = test_signer();
+        let ids = [uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2)];
+        let created = write(&store, move |tx| {
+            wallet::create_wallet(tx, &signer, ids, "acme", "alice", Network::Bsc, NOW)
+        })
+        .await
+        .unwrap();
+        let watch = Arc::new(WatchSet::new());
+        watch.extend(Network::Bsc, [created.wallet.address.clone()]);
+        let settings = PipelineSettings {
+            network: Network::Bsc,
+            required_confirmations: 3,
+            blocks_kept: 100,
+        };
+        Chain {
+            store,
+            entropy,
+            watch,
+            settings,
+            wallet: created.wallet,
+        }
+    }
+
+    async fn apply(&self, b: ScannedBlock) -> deposit::BlockOutcome {
+        let number = b.header.number;
+        let (e, w, s) = (
+            Arc::clone(&self.entropy),
+            Arc::clone(&self.watch),
+            self.settings.clone(),
+        );
+        write(&self.store, move |tx| {
+            deposit::apply_block(tx, e.as_ref(), &s, &AssetCatalog::mainnet(), &w, &b, NOW)
+        })
+        .await
+        .map(|applied| match applied {
+            deposit::Applied::Block(outcome) => outcome,
+            other => panic!("block {number} not applied: {other:?}"),
+        })
+        .unwrap()
+    }
+
+    async fn rewind(&self, ancestor: u64) -> u32 {
+        let (e, s) = (Arc::clone(&self.entropy), self.settings.clone());
+        write(&self.store, move |tx| {
+            deposit::rewind(tx, e.as_ref(), &s, ancestor, NOW)
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn only_deposit(&self) -> deposit::Deposit {
+        let mut all = read(&self.store, |tx| {
+            Ok(tx.list_deposits("acme", &DepositFilter::default(), 10)?)
+        })
+        .await
+        .unwrap();
+        assert_eq!(all.len(), 1, "{all:?}");
+        all.pop().unwrap()
+    }
+
+    async fn available(&self) -> Amount {
+        read(&self.store, |tx| {
+            let a = UserAccount::new("acme", "alice", AssetId::new(Network::Bsc, "USDT"));
+            Ok(ledger::user_balance(tx, &a)?.available)
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn statuses(&self) -> Vec<String> {
+        self.only_deposit()
+            .await
+            .history
+            .into_iter()
+            .map(|h| h.status)
+            .collect()
+    }
+}
+
+#[test]
+fn a_deposit_is_credited_once_after_the_required_depth() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let addr = chain.wallet.address.clone();
+        let out = chain
+            .apply(block(10, 0, 0, vec![usdt_to(&addr, 500, "aa")]))
+            .await;
+        assert_eq!(out.detected, 1);
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Detected);
+        chain.apply(block(11, 0, 0, vec![])).await;
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Confirming);
+        assert_eq!(chain.available().await, Amount::ZERO);
+        let out = chain.apply(block(12, 0, 0, vec![])).await;
+        assert_eq!((out.confirmed, out.credited), (1, 1));
+        let d = chain.only_deposit().await;
+        assert_eq!((d.status, d.confirmations), (DepositStatus::Credited, 3));
+        assert_eq!(chain.available().await, Amount::from_units(500));
+        for n in 13..20 {
+            chain.apply(block(n, 0, 0, vec![])).await;
+        }
+        assert_eq!(
+            chain.available().await,
+            Amount::from_units(500),
+            "credited exactly once"
+        );
+        assert_eq!(
+            chain.statuses().await,
+            ["detected", "confirming", "confirmed", "credited"]
+        );
+    });
+}
+
+#[test]
+fn failed_foreign_and_unknown_transfers_are_never_deposits() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let addr = chain.wallet.address.clone();
+        let mut failed = usdt_to(&addr, 5, "f1");
+        failed.succeeded = false;
+        let mut unknown_asset = usdt_to(&addr, 5, "f2");
+        unknown_asset.asset_code = "SHIB".into();
+        let not_ours = usdt_to("0x00000000000000000000000000000000000000ff", 5, "f3");
+        let zero = usdt_to(&addr, 0, "f4");
+        let out = chain
+            .apply(block(10, 0, 0, vec![failed, unknown_asset, not_ours, zero]))
+            .await;
+        assert_eq!(out.detected, 0);
+    });
+}
+
+#[test]
+fn a_reorg_before_credit_orphans_and_the_remined_transfer_is_credited_once() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let addr = chain.wallet.address.clone();
+        chain
+            .apply(block(10, 0, 0, vec![usdt_to(&addr, 70, "bb")]))
+            .await;
+        chain.apply(block(11, 0, 0, vec![])).await;
+        assert_eq!(chain.rewind(9).await, 1);
+        let d = chain.only_deposit().await;
+        assert_eq!((d.status, d.block_number), (DepositStatus::Orphaned, None));
+        // The new chain carries the same transfer one block later.
+        chain.apply(block(10, 1, 0, vec![])).await;
+        chain
+            .apply(block(11, 1, 1, vec![usdt_to(&addr, 70, "bb")]))
+            .await;
+        chain.apply(block(12, 1, 1, vec![])).await;
+        chain.apply(block(13, 1, 1, vec![])).await;
+        let d = chain.only_deposit().await;
+        assert_eq!(d.status, DepositStatus::Credited);
+        assert_eq!(d.block_hash.as_deref(), Some(hash(11, 1).as_str()));
+        assert_eq!(
+            chain.statuses().await,
+            [
+                "detected",
+                "confirming",
+                "orphaned",
+                "detected",
+                "confirming",
+                "confirmed",
+                "credited"
+            ],
+            "history is never erased"
+        );
+        assert_eq!(chain.available().await, Amount::from_units(70));
+    });
+}
+
+#[test]
+fn a_reorg_after_credit_reverses_with_an_alert() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let addr = chain.wallet.address.clone();
+        for n in 10..=12 {
+            let t = if n == 10 {
+                vec![usdt_to(&addr, 9, "cc")]
+            } else {
+                vec![]
+            };
+            chain.apply(block(n, 0, 0, t)).await;
+        }
+        assert_eq!(chain.available().await, Amount::from_units(9));
+        chain.rewind(9).await;
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Reversed);
+        assert_eq!(
+            chain.available().await,
+            Amount::ZERO,
+            "compensating entry posted"
+        );
+        let alerts = read(&chain.store, |tx| Ok(tx.list_alerts(10)?))
+            .await
+            .unwrap();
+        assert_eq!(alerts.len(), 1);
+        assert_eq!(alerts[0].kind, "deposit_reversed");
+        let report = read(&chain.store, |tx| Ok(ledger::reconcile(tx)?))
+            .await
+            .unwrap();
+        assert!(report.balanced, "{:?}", report.discrepancies);
+    });
+}
+
+#[test]
+fn the_crediting_kill_switch_holds_deposits_at_confirmed() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let addr = chain.wallet.address.clone();
+        write(&chain.store, |tx| {
+            Ok(tx.put_control(&Control {
+                control_key: "kill_switch.deposit_crediting".into(),
+                enabled: true,
+                reason: "incident".into(),
+                updated_by: "test".into(),
+                updated_at: NOW,
+            })?)
+        })
+        .await
+        .unwrap();
+        for n in 10..=14 {
+            let t = if n == 10 {
+                vec![usdt_to(&addr, 1, "dd")]
+            } else {
+                vec![]
+            };
+            chain.apply(block(n, 0, 0, t)).await;
+        }
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Confirmed);
+        assert_eq!(chain.available().await, Amount::ZERO);
+        write(&chain.store, |tx| {
+            Ok(tx.put_control(&Control {
+                control_key: "kill_switch.deposit_crediting".into(),
+                enabled: false,
+                reason: "resolved".into(),
+                updated_by: "test".into(),
+                updated_at: NOW,
+            })?)
+        })
+        .await
+        .unwrap();
+        let (e, s) = (Arc::clone(&chain.entropy), chain.settings.clone());
+        write(&chain.store, move |tx| {
+            deposit::advance(tx, e.as_ref(), &s, 14, NOW)
+        })
+        .await
+        .unwrap();
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Credited);
+        assert_eq!(chain.available().await, Amount::from_units(1));
+    });
+}
+
+#[test]
+fn a_reversed_deposit_re_mined_is_credited_again_once() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let addr = chain.wallet.address.clone();
+        for n in 10..=12 {
+            let t = if n == 10 {
+                vec![usdt_to(&addr, 40, "ee")]
+            } else {
+                vec![]
+            };
+            chain.apply(block(n, 0, 0, t)).await;
+        }
+        chain.rewind(9).await;
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Reversed);
+        assert_eq!(chain.available().await, Amount::ZERO);
+        // The new chain mines the same transfer two blocks later.
+        chain.apply(block(10, 1, 0, vec![])).await;
+        chain.apply(block(11, 1, 1, vec![])).await;
+        chain
+            .apply(block(12, 1, 1, vec![usdt_to(&addr, 40, "ee")]))
+            .await;
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Detected);
+        chain.apply(block(13, 1, 1, vec![])).await;
+        chain.apply(block(14, 1, 1, vec![])).await;
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Credited);
+        assert_eq!(
+            chain.available().await,
+            Amount::from_units(40),
+            "credited again, once"
+        );
+        for n in 15..18 {
+            chain.apply(block(n, 1, 1, vec![])).await;
+        }
+        assert_eq!(chain.available().await, Amount::from_units(40));
+        let report = read(&chain.store, |tx| Ok(ledger::reconcile(tx)?))
+            .await
+            .unwrap();
+        assert!(report.balanced, "{:?}", report.discrepancies);
+    });
+}
+
+#[test]
+fn a_held_deposit_is_credited_only_at_full_depth_after_a_rewind() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let addr = chain.wallet.address.clone();
+        let switch = |enabled: bool| Control {
+            control_key: "kill_switch.deposit_crediting".into(),
+            enabled,
+            reason: "test".into(),
+            updated_by: "test".into(),
+            updated_at: NOW,
+        };
+        let on = switch(true);
+        write(&chain.store, move |tx| Ok(tx.put_control(&on)?))
+            .await
+            .unwrap();
+        for n in 10..=13 {
+            let t = if n == 10 {
+                vec![usdt_to(&addr, 8, "ff")]
+            } else {
+                vec![]
+            };
+            chain.apply(block(n, 0, 0, t)).await;
+        }
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Confirmed);
+        // Blocks 12 and 13 are replaced; the deposit's block 10 stays, at depth 2 (tip 11).
+        chain.rewind(11).await;
+        let off = switch(false);
+        write(&chain.store, move |tx| Ok(tx.put_control(&off)?))
+            .await
+            .unwrap();
+        let (e, s) = (Arc::clone(&chain.entropy), chain.settings.clone());
+        write(&chain.store, move |tx| {
+            deposit::advance(tx, e.as_ref(), &s, 11, NOW)
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            chain.available().await,
+            Amount::ZERO,
+            "depth 2 of 3: not yet"
+        );
+        chain.apply(block(12, 1, 0, vec![])).await;
+        assert_eq!(chain.only_deposit().await.status, DepositStatus::Credited);
+        assert_eq!(chain.available().await, Amount::from_units(8));
+    });
+}
+
+#[test]
+fn a_revived_transfer_with_other_content_is_refused_with_an_alert() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let addr = chain.wallet.address.clone();
+        chain
+            .apply(block(10, 0, 0, vec![usdt_to(&addr, 5, "ab")]))
+            .await;
+        chain.rewind(9).await;
+        chain
+            .apply(block(10, 1, 0, vec![usdt_to(&addr, 6, "ab")]))
+            .await;
+        let d = chain.only_deposit().await;
+        assert_eq!(
+            (d.status, d.amount),
+            (DepositStatus::Orphaned, Amount::from_units(5))
+        );
+        let alerts = read(&chain.store, |tx| Ok(tx.list_alerts(10)?))
+            .await
+            .unwrap();
+        assert_eq!(alerts[0].kind, "deposit_identity_mismatch");
+    });
+}

@@ -1,0 +1,173 @@
+//! [`AuditRepo`](crate::admin::AuditRepo), [`AlertRepo`](crate::admin::AlertRepo) and
+//! [`ControlRepo`](crate::admin::ControlRepo).
+
+use std::sync::Arc;
+
+use crate::admin::{self, Alert, AuditRecord, Control};
+use crate::ports::store::{write, Store};
+
+use super::{assert_port_error, at, r, suite, uid, w};
+
+suite!(
+    /// The audit trail, alerts and controls.
+    admin_suite {
+        audit_records_are_listed_newest_first,
+        alerts_are_listed_newest_first_and_counted,
+        controls_are_replaced_and_listed_by_key,
+    }
+);
+
+fn audit(n: u128, created: i64) -> AuditRecord {
+    AuditRecord {
+        id: uid(n),
+        actor: format!("cli:user{n}"),
+        action: "control.update".into(),
+        target: "kill_switch.global".into(),
+        old_value: None,
+        new_value: Some(serde_json::json!({ "enabled": true, "n": n.to_string() })),
+        reason: "conformance".into(),
+        created_at: at(created),
+    }
+}
+
+fn alert(n: u128, created: i64) -> Alert {
+    Alert {
+        id: uid(n),
+        kind: "deposit_reversed".into(),
+        severity: "warning".into(),
+        message: format!("alert {n}"),
+        reference_type: None,
+        reference_id: None,
+        created_at: at(created),
+    }
+}
+
+fn control(key: &str, enabled: bool, updated: i64) -> Control {
+    Control {
+        control_key: key.into(),
+        enabled,
+        reason: format!("reason {updated}"),
+        updated_by: "cli:test".into(),
+        updated_at: at(updated),
+    }
+}
+
+async fn audit_records_are_listed_newest_first(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let mut with_values = audit(3, 20);
+    with_values.old_value = Some(serde_json::Value::Null);
+    with_values.new_value = None;
+    let rows = vec![
+        audit(1, 10),
+        audit(2, 30),
+        with_values.clone(),
+        audit(4, 30),
+    ];
+    let written = rows.clone();
+    w(s, move |tx| {
+        written.iter().try_for_each(|a| tx.append_audit(a))
+    })
+    .await
+    .unwrap();
+    assert_port_error(w(s, |tx| tx.append_audit(&audit(1, 40))).await);
+    let listed = |limit: usize| r(s, move |tx| tx.list_audit(limit));
+    // Newest first; equal times, the latest appended first.
+    assert_eq!(
+        listed(10).await,
+        vec![audit(4, 30), audit(2, 30), with_values, audit(1, 10)]
+    );
+    assert_eq!(listed(2).await, vec![audit(4, 30), audit(2, 30)]);
+    assert!(listed(0).await.is_empty());
+}
+
+async fn alerts_are_listed_newest_first_and_counted(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let mut critical = alert(2, 30);
+    critical.severity = "critical".into();
+    critical.reference_type = Some("deposit".into());
+    critical.reference_id = Some(uid(77));
+    let rows = [alert(1, 10), critical.clone(), alert(3, 20), alert(4, 30)];
+    w(s, move |tx| rows.iter().try_for_each(|a| tx.raise_alert(a)))
+        .await
+        .unwrap();
+    assert_port_error(w(s, |tx| tx.raise_alert(&alert(1, 40))).await);
+    let mut info = alert(5, 40);
+    info.severity = "info".into();
+    assert_port_error(w(s, move |tx| tx.raise_alert(&info)).await);
+    let (listed, two, open) = r(s, |tx| {
+        Ok((
+            tx.list_alerts(10)?,
+            tx.list_alerts(2)?,
+            tx.open_alert_count()?,
+        ))
+    })
+    .await;
+    assert_eq!(
+        listed,
+        vec![alert(4, 30), critical.clone(), alert(3, 20), alert(1, 10)]
+    );
+    assert_eq!(two, vec![alert(4, 30), critical]);
+    assert_eq!(open, 4);
+}
+
+async fn controls_are_replaced_and_listed_by_key(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    w(s, |tx| {
+        tx.put_control(&control("maintenance.TRON", true, 1))?;
+        tx.put_control(&control("kill_switch.withdrawals", true, 2))?;
+        tx.put_control(&control("kill_switch.global", false, 3))
+    })
+    .await
+    .unwrap();
+    w(s, |tx| {
+        tx.put_control(&control("kill_switch.withdrawals", false, 4))
+    })
+    .await
+    .unwrap();
+    let (listed, one, none) = r(s, |tx| {
+        Ok((
+            tx.list_controls()?,
+            tx.control("kill_switch.withdrawals")?,
+            tx.control("kill_switch.swaps")?,
+        ))
+    })
+    .await;
+    assert_eq!(
+        listed,
+        vec![
+            control("kill_switch.global", false, 3),
+            control("kill_switch.withdrawals", false, 4),
+            control("maintenance.TRON", true, 1),
+        ]
+    );
+    assert_eq!(one, Some(control("kill_switch.withdrawals", false, 4)));
+    assert_eq!(none, None);
+
+    // The command: the control and its audit record, together.
+    write(s, |tx| {
+        admin::set_control(
+            tx,
+            uid(9),
+            "cli:op",
+            "kill_switch.global",
+            true,
+            "incident",
+            at(10),
+        )
+    })
+    .await
+    .unwrap();
+    let (restricted, audit) = r(s, |tx| {
+        Ok((
+            admin::restricted(tx, "kill_switch.swaps")?,
+            tx.list_audit(10)?,
+        ))
+    })
+    .await;
+    assert!(restricted, "the global switch restricts everything");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(
+        audit[0].new_value,
+        Some(serde_json::json!({ "enabled": true }))
+    );
+}

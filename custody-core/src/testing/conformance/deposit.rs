@@ -1,0 +1,434 @@
+//! [`DepositRepo`](crate::deposit::DepositRepo): deposit records and the queries of the
+//! pipeline and the API.
+
+use std::sync::Arc;
+
+use crate::deposit::{Deposit, DepositFilter, DepositStatus, HistoryStep};
+use crate::ports::store::Store;
+use crate::{Amount, Network};
+
+use super::{assert_port_error, at, r, suite, uid, w, wallet_row};
+
+suite!(
+    /// Deposits: one per identity, updated in state only, listed and summed.
+    deposit_suite {
+        deposits_round_trip_and_are_found_by_identity,
+        a_deposit_identity_is_stored_once,
+        an_update_moves_state_not_identity,
+        deposits_are_listed_newest_first_with_filters,
+        open_deposits_are_pending_or_credited_recently,
+        pending_figures_count_and_sum_pending_deposits,
+        shortfalls_and_credited_sums_are_summed_per_user_and_address,
+    }
+);
+
+const ALICE_WALLET: u128 = 1;
+const BOB_WALLET: u128 = 2;
+const TRON_WALLET: u128 = 3;
+const OTHER_WALLET: u128 = 4;
+
+async fn with_wallets(s: &dyn Store) {
+    w(s, |tx| {
+        tx.insert_wallet(&wallet_row(
+            ALICE_WALLET,
+            "acme",
+            "alice",
+            Network::Bsc,
+            "0xA11CE",
+        ))?;
+        tx.insert_wallet(&wallet_row(
+            BOB_WALLET,
+            "acme",
+            "bob",
+            Network::Bsc,
+            "0xB0B",
+        ))?;
+        tx.insert_wallet(&wallet_row(
+            TRON_WALLET,
+            "acme",
+            "alice",
+            Network::Tron,
+            "TA11CE",
+        ))?;
+        tx.insert_wallet(&wallet_row(
+            OTHER_WALLET,
+            "other",
+            "alice",
+            Network::Bsc,
+            "0x07E4",
+        ))
+    })
+    .await
+    .unwrap();
+}
+
+/// A deposit to `wallet` (one of the four above).
+fn deposit(n: u128, wallet: u128, tx_hash: &str, log_index: Option<u32>, created: i64) -> Deposit {
+    let (tenant, user, network, address) = match wallet {
+        ALICE_WALLET => ("acme", "alice", Network::Bsc, "0xA11CE"),
+        BOB_WALLET => ("acme", "bob", Network::Bsc, "0xB0B"),
+        TRON_WALLET => ("acme", "alice", Network::Tron, "TA11CE"),
+        _ => ("other", "alice", Network::Bsc, "0x07E4"),
+    };
+    Deposit {
+        id: uid(n),
+        tenant: tenant.into(),
+        network,
+        asset: "USDT".into(),
+        external_user_id: user.into(),
+        wallet_id: uid(wallet),
+        address: address.into(),
+        tx_hash: tx_hash.into(),
+        log_index,
+        from_address: "0x0000000000000000000000000000000000000001".into(),
+        amount: Amount::from_units(u128::MAX - n),
+        block_number: Some(100),
+        block_hash: Some(format!("hash-100-{n}")),
+        confirmations: 1,
+        required_confirmations: 15,
+        status: DepositStatus::Detected,
+        history: vec![HistoryStep {
+            status: "detected".into(),
+            block_number: Some(100),
+            block_hash: Some(format!("hash-100-{n}")),
+            at: at(created).to_rfc3339(),
+        }],
+        credit_tx_id: None,
+        shortfall: Amount::ZERO,
+        created_at: at(created),
+        updated_at: at(created),
+    }
+}
+
+fn with(mut d: Deposit, status: DepositStatus, block: Option<u64>) -> Deposit {
+    d.status = status;
+    d.block_number = block;
+    d
+}
+
+async fn insert(s: &dyn Store, deposits: Vec<Deposit>) {
+    w(s, move |tx| {
+        deposits.iter().try_for_each(|d| tx.insert_deposit(d))
+    })
+    .await
+    .unwrap();
+}
+
+fn ids(deposits: &[Deposit]) -> Vec<u128> {
+    deposits.iter().map(|d| d.id.as_u128()).collect()
+}
+
+async fn deposits_round_trip_and_are_found_by_identity(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    with_wallets(s).await;
+    // A native transfer and a token transfer of one transaction are two deposits.
+    let native = deposit(10, ALICE_WALLET, "aa01", None, 1_000);
+    let mut token = deposit(11, ALICE_WALLET, "aa01", Some(0), 1_000);
+    token.asset = "BNB".into();
+    token.credit_tx_id = Some(uid(99));
+    token.history.push(HistoryStep {
+        status: "confirming".into(),
+        block_number: None,
+        block_hash: None,
+        at: at(2_000).to_rfc3339(),
+    });
+    insert(s, vec![native.clone(), token.clone()]).await;
+    let found = r(s, |tx| {
+        Ok((
+            tx.deposit_by_identity(Network::Bsc, "aa01", None)?,
+            tx.deposit_by_identity(Network::Bsc, "aa01", Some(0))?,
+            tx.deposit_by_identity(Network::Bsc, "aa01", Some(1))?,
+            tx.deposit_by_identity(Network::Tron, "aa01", None)?,
+            tx.deposit_by_id("acme", uid(11))?,
+            tx.deposit_by_id("other", uid(11))?,
+        ))
+    })
+    .await;
+    assert_eq!(found.0, Some(native));
+    assert_eq!(found.1, Some(token.clone()));
+    assert_eq!((found.2, found.3), (None, None));
+    assert_eq!(found.4, Some(token), "by id within the tenant");
+    assert_eq!(found.5, None, "another tenant's deposit is not found");
+}
+
+async fn a_deposit_identity_is_stored_once(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    with_wallets(s).await;
+    let first = deposit(10, ALICE_WALLET, "aa01", Some(3), 1_000);
+    insert(s, vec![first.clone()]).await;
+    // The same transfer seen again under a new id; another transfer under the same id; a
+    // deposit to a wallet that does not exist.
+    let again = deposit(11, BOB_WALLET, "aa01", Some(3), 2_000);
+    assert_port_error(w(s, move |tx| tx.insert_deposit(&again)).await);
+    let same_id = deposit(10, ALICE_WALLET, "bb02", Some(3), 2_000);
+    assert_port_error(w(s, move |tx| tx.insert_deposit(&same_id)).await);
+    let mut no_wallet = deposit(12, ALICE_WALLET, "cc03", None, 2_000);
+    no_wallet.wallet_id = uid(404);
+    assert_port_error(w(s, move |tx| tx.insert_deposit(&no_wallet)).await);
+    // The same hash and position on another network is another transfer.
+    insert(s, vec![deposit(13, TRON_WALLET, "aa01", Some(3), 2_000)]).await;
+    let listed = r(s, |tx| {
+        tx.list_deposits("acme", &DepositFilter::default(), 10)
+    })
+    .await;
+    assert_eq!(ids(&listed), [13, 10]);
+    assert_eq!(listed[1], first);
+}
+
+async fn an_update_moves_state_not_identity(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    with_wallets(s).await;
+    let original = deposit(10, ALICE_WALLET, "aa01", Some(3), 1_000);
+    insert(s, vec![original.clone()]).await;
+    let mut moved = original.clone();
+    moved.block_number = None;
+    moved.block_hash = None;
+    moved.confirmations = 0;
+    moved
+        .transition(DepositStatus::Orphaned, at(3_000))
+        .unwrap();
+    moved.credit_tx_id = Some(uid(77));
+    // What the deposit is cannot change through an update.
+    let mut attempt = moved.clone();
+    attempt.tenant = "other".into();
+    attempt.amount = Amount::from_units(1);
+    attempt.address = "0xB0B".into();
+    attempt.from_address = "0xEVE".into();
+    attempt.asset = "BNB".into();
+    attempt.external_user_id = "bob".into();
+    attempt.tx_hash = "ff99".into();
+    attempt.log_index = Some(9);
+    attempt.required_confirmations = 1;
+    attempt.created_at = at(9_999);
+    w(s, move |tx| tx.update_deposit(&attempt)).await.unwrap();
+    let stored = r(s, |tx| tx.deposit_by_id("acme", uid(10))).await;
+    assert_eq!(stored, Some(moved));
+    let mut missing = original;
+    missing.id = uid(404);
+    assert_port_error(w(s, move |tx| tx.update_deposit(&missing)).await);
+}
+
+async fn deposits_are_listed_newest_first_with_filters(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    with_wallets(s).await;
+    insert(
+        s,
+        vec![
+            deposit(1, ALICE_WALLET, "01", None, 10),
+            with(
+                deposit(2, BOB_WALLET, "02", None, 30),
+                DepositStatus::Credited,
+                Some(100),
+            ),
+            deposit(3, TRON_WALLET, "03", None, 20),
+            deposit(4, ALICE_WALLET, "04", None, 30),
+            deposit(5, OTHER_WALLET, "05", None, 40),
+        ],
+    )
+    .await;
+    let list = |status: Option<DepositStatus>, user: Option<&'static str>, limit: usize| {
+        let filter = DepositFilter {
+            status,
+            external_user_id: user.map(str::to_owned),
+        };
+        r(s, move |tx| tx.list_deposits("acme", &filter, limit))
+    };
+    // Newest first; equal times, the latest inserted first; the tenant's only.
+    assert_eq!(ids(&list(None, None, 10).await), [4, 2, 3, 1]);
+    assert_eq!(ids(&list(None, None, 2).await), [4, 2]);
+    assert!(list(None, None, 0).await.is_empty());
+    assert_eq!(ids(&list(None, Some("alice"), 10).await), [4, 3, 1]);
+    assert_eq!(
+        ids(&list(Some(DepositStatus::Credited), None, 10).await),
+        [2]
+    );
+    assert_eq!(
+        ids(&list(Some(DepositStatus::Detected), Some("alice"), 2).await),
+        [4, 3]
+    );
+    assert!(list(Some(DepositStatus::Credited), Some("alice"), 10)
+        .await
+        .is_empty());
+    let other = r(s, |tx| {
+        tx.list_deposits("other", &DepositFilter::default(), 10)
+    })
+    .await;
+    assert_eq!(ids(&other), [5]);
+}
+
+async fn open_deposits_are_pending_or_credited_recently(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    with_wallets(s).await;
+    use DepositStatus::*;
+    insert(
+        s,
+        vec![
+            with(
+                deposit(1, ALICE_WALLET, "01", None, 1),
+                Confirmed,
+                Some(120),
+            ),
+            with(deposit(2, ALICE_WALLET, "02", None, 2), Detected, Some(110)),
+            with(deposit(3, BOB_WALLET, "03", None, 3), Credited, Some(115)),
+            with(deposit(4, BOB_WALLET, "04", None, 4), Credited, Some(99)),
+            with(deposit(5, ALICE_WALLET, "05", None, 5), Orphaned, None),
+            with(deposit(6, ALICE_WALLET, "06", None, 6), Reversed, Some(130)),
+            with(
+                deposit(7, TRON_WALLET, "07", None, 7),
+                Confirming,
+                Some(111),
+            ),
+            with(
+                deposit(8, OTHER_WALLET, "08", None, 8),
+                Confirming,
+                Some(110),
+            ),
+            with(deposit(9, ALICE_WALLET, "09", None, 9), Credited, Some(100)),
+        ],
+    )
+    .await;
+    let open =
+        |network: Network, min_block: u64| r(s, move |tx| tx.open_deposits(network, min_block));
+    // By block, then insertion; credited ones only from `min_block` on.
+    assert_eq!(ids(&open(Network::Bsc, 100).await), [9, 2, 8, 3, 1]);
+    assert_eq!(ids(&open(Network::Bsc, 116).await), [2, 8, 1]);
+    assert_eq!(ids(&open(Network::Bsc, u64::MAX).await), [2, 8, 1]);
+    assert_eq!(ids(&open(Network::Bsc, 0).await), [4, 9, 2, 8, 3, 1]);
+    assert_eq!(ids(&open(Network::Tron, 0).await), [7]);
+}
+
+async fn pending_figures_count_and_sum_pending_deposits(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    with_wallets(s).await;
+    use DepositStatus::*;
+    let units = |d: Deposit, n: u128| Deposit {
+        amount: Amount::from_units(n),
+        ..d
+    };
+    let mut bnb = units(deposit(6, ALICE_WALLET, "06", None, 6), 1_000);
+    bnb.asset = "BNB".into();
+    insert(
+        s,
+        vec![
+            units(deposit(1, ALICE_WALLET, "01", None, 1), 5),
+            units(
+                with(
+                    deposit(2, ALICE_WALLET, "02", None, 2),
+                    Confirming,
+                    Some(100),
+                ),
+                7,
+            ),
+            units(
+                with(
+                    deposit(3, ALICE_WALLET, "03", None, 3),
+                    Confirmed,
+                    Some(100),
+                ),
+                11,
+            ),
+            units(
+                with(deposit(4, ALICE_WALLET, "04", None, 4), Credited, Some(100)),
+                100,
+            ),
+            units(
+                with(deposit(5, ALICE_WALLET, "05", None, 5), Orphaned, None),
+                200,
+            ),
+            bnb,
+            units(deposit(7, BOB_WALLET, "07", None, 7), 13),
+            units(deposit(8, TRON_WALLET, "08", None, 8), 17),
+            units(deposit(9, OTHER_WALLET, "09", None, 9), 19),
+        ],
+    )
+    .await;
+    let figures = r(s, |tx| {
+        Ok((
+            tx.pending_deposit_count(Network::Bsc)?,
+            tx.pending_deposit_count(Network::Tron)?,
+            tx.pending_deposit_units("acme", "alice", Network::Bsc, "USDT")?,
+            tx.pending_deposit_units("acme", "alice", Network::Bsc, "BNB")?,
+            tx.pending_deposit_units("acme", "alice", Network::Tron, "USDT")?,
+            tx.pending_deposit_units("acme", "bob", Network::Bsc, "USDT")?,
+            tx.pending_deposit_units("acme", "carol", Network::Bsc, "USDT")?,
+        ))
+    })
+    .await;
+    assert_eq!(
+        figures,
+        (
+            6,
+            1,
+            Amount::from_units(23),
+            Amount::from_units(1_000),
+            Amount::from_units(17),
+            Amount::from_units(13),
+            Amount::ZERO,
+        )
+    );
+}
+
+async fn shortfalls_and_credited_sums_are_summed_per_user_and_address(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    with_wallets(s).await;
+    let mut owing = with(
+        deposit(1, ALICE_WALLET, "a1", None, 10),
+        DepositStatus::Credited,
+        Some(100),
+    );
+    owing.amount = Amount::from_units(50);
+    let mut second = with(
+        deposit(2, ALICE_WALLET, "a2", None, 20),
+        DepositStatus::Credited,
+        Some(101),
+    );
+    second.amount = Amount::from_units(7);
+    let mut bobs = with(
+        deposit(3, BOB_WALLET, "b1", None, 30),
+        DepositStatus::Credited,
+        Some(102),
+    );
+    bobs.amount = Amount::from_units(5);
+    let mut gone = with(
+        deposit(4, BOB_WALLET, "b2", None, 40),
+        DepositStatus::Reversed,
+        None,
+    );
+    gone.amount = Amount::from_units(9);
+    insert(s, vec![owing.clone(), second, bobs, gone.clone()]).await;
+    // A reversal the user could not cover: the shortfall is kept with the deposit.
+    gone.shortfall = Amount::from_units(4);
+    owing.shortfall = Amount::from_units(3);
+    w(s, move |tx| {
+        tx.update_deposit(&gone)?;
+        tx.update_deposit(&owing)
+    })
+    .await
+    .unwrap();
+    let (bob_owes, alice_owes, carol_owes, other_asset, credited) = r(s, |tx| {
+        Ok((
+            tx.owed_after_reorg_units("acme", "bob", Network::Bsc, "USDT")?,
+            tx.owed_after_reorg_units("acme", "alice", Network::Bsc, "USDT")?,
+            tx.owed_after_reorg_units("acme", "carol", Network::Bsc, "USDT")?,
+            tx.owed_after_reorg_units("acme", "bob", Network::Bsc, "BNB")?,
+            tx.credited_by_address(Network::Bsc)?,
+        ))
+    })
+    .await;
+    assert_eq!(bob_owes, Amount::from_units(4));
+    assert_eq!(alice_owes, Amount::from_units(3));
+    assert_eq!(carol_owes, Amount::ZERO);
+    assert_eq!(other_asset, Amount::ZERO);
+    // Credited deposits only, summed per (address, asset), ordered by address then asset.
+    assert_eq!(
+        credited,
+        vec![
+            (
+                "0xA11CE".to_owned(),
+                "USDT".to_owned(),
+                Amount::from_units(57)
+            ),
+            ("0xB0B".to_owned(), "USDT".to_owned(), Amount::from_units(5)),
+        ]
+    );
+}

@@ -1,0 +1,136 @@
+//! Store conformance suites: the observable semantics of every repository trait and of the
+//! [`Store`] contract itself, written once and run against every store ([`MemoryStore`] in the
+//! core's tests, `SqliteStore` in its crate's tests).
+//!
+//! Each suite is an `async fn x_suite(make: impl Fn() -> Arc<dyn Store>)` that runs its cases
+//! one after the other, each on a fresh, empty store from `make`, and panics on the first
+//! failure (the case's name is printed before it runs). The suites need no runtime of their
+//! own: drive them with [`block_on`](super::block_on), or from a Tokio test for a store whose
+//! futures need Tokio. Concurrent jobs are submitted together ([`join_all`](super::join_all)),
+//! so a store that batches them (group commit) is exercised as such.
+//!
+//! The ledger cases run on a [`LedgerTarget`]: a store ([`ledger_suite`]) or a bare
+//! [`MemoryLedger`](crate::ledger::MemoryLedger) ([`memory_ledger_suite`]), so the reference
+//! ledger and every store are held to the same cases.
+//!
+//! [`MemoryStore`]: super::MemoryStore
+
+mod admin;
+mod chain;
+mod credentials;
+mod deposit;
+mod idempotency;
+mod ledger;
+mod transactions;
+mod wallet;
+mod webhook;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::error::{CoreError, CoreResult, PortError};
+use crate::network::Network;
+use crate::ports::store::{self, ReadTx, Store, WriteTx};
+use crate::time::Timestamp;
+use crate::wallet::Wallet;
+
+pub use admin::admin_suite;
+pub use chain::chain_suite;
+pub use credentials::credentials_suite;
+pub use deposit::deposit_suite;
+pub use idempotency::idempotency_suite;
+pub use ledger::{
+    ledger_suite, memory_ledger_suite, BareLedger, LedgerRead, LedgerTarget, LedgerWrite,
+    StoreLedger,
+};
+pub use transactions::transactions_suite;
+pub use wallet::wallet_suite;
+pub use webhook::webhook_suite;
+
+/// Every suite, in the order of the list above.
+pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
+    transactions_suite(&make).await;
+    credentials_suite(&make).await;
+    idempotency_suite(&make).await;
+    webhook_suite(&make).await;
+    admin_suite(&make).await;
+    ledger_suite(&make).await;
+    wallet_suite(&make).await;
+    deposit_suite(&make).await;
+    chain_suite(&make).await;
+}
+
+/// Announces a case, then runs it: on a failure, the last name printed is the failing case.
+async fn run_case(name: &str, case: impl Future<Output = ()>) {
+    eprintln!("conformance case {name}");
+    case.await;
+}
+
+/// `suite!(name { case, ... })` defines `pub async fn name(make)` running each case (an
+/// `async fn(Arc<dyn Store>)`) on a fresh store.
+macro_rules! suite {
+    ($(#[$doc:meta])* $suite:ident { $($case:ident),* $(,)? }) => {
+        $(#[$doc])*
+        pub async fn $suite(make: impl Fn() -> std::sync::Arc<dyn $crate::ports::store::Store>) {
+            $(
+                super::run_case(
+                    concat!(stringify!($suite), "::", stringify!($case)),
+                    $case(make()),
+                )
+                .await;
+            )*
+        }
+    };
+}
+use suite;
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_unix_millis(ms)
+}
+
+fn uid(n: u128) -> Uuid {
+    Uuid::from_u128(n)
+}
+
+/// One write job of repository calls.
+async fn w<T: Send + 'static>(
+    store: &dyn Store,
+    mut f: impl FnMut(&mut dyn WriteTx) -> Result<T, PortError> + Send + 'static,
+) -> CoreResult<T> {
+    store::write(store, move |tx| Ok(f(tx)?)).await
+}
+
+/// One read job of repository calls, which must succeed.
+async fn r<T: Send + 'static>(
+    store: &dyn Store,
+    mut f: impl FnMut(&mut dyn ReadTx) -> Result<T, PortError> + Send + 'static,
+) -> T {
+    store::read(store, move |tx| Ok(f(tx)?))
+        .await
+        .unwrap_or_else(|e| panic!("a read job failed: {e}"))
+}
+
+/// Asserts that a job failed with a port error (a constraint, a missing row).
+#[track_caller]
+fn assert_port_error<T: std::fmt::Debug>(result: CoreResult<T>) {
+    match result {
+        Err(CoreError::Port(_)) => {}
+        other => panic!("expected a port error, got {other:?}"),
+    }
+}
+
+/// A wallet row (no derivation involved).
+fn wallet_row(n: u128, tenant: &str, user: &str, network: Network, address: &str) -> Wallet {
+    Wallet {
+        id: uid(n),
+        tenant: tenant.to_owned(),
+        external_user_id: user.to_owned(),
+        network,
+        address: address.to_owned(),
+        account: 0,
+        index: u32::try_from(n % 1_000_000).unwrap_or(0),
+        created_at: at(1_000),
+    }
+}

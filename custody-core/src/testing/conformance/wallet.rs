@@ -1,0 +1,204 @@
+//! [`WalletRepo`](crate::wallet::WalletRepo): account and address index allocation, wallets.
+
+use std::sync::Arc;
+
+use crate::error::{CoreError, CoreResult, ErrorCode, Refusal};
+use crate::ports::store::{write, Store};
+use crate::testing::test_signer;
+use crate::wallet::{self, Wallet};
+use crate::Network;
+
+use super::{assert_port_error, at, r, suite, uid, w, wallet_row};
+
+suite!(
+    /// HD wallets: one account per tenant, address indexes per tenant and network, one wallet
+    /// per user and network and per address.
+    wallet_suite {
+        tenant_accounts_are_allocated_once_in_order,
+        address_indexes_count_per_tenant_and_network,
+        wallets_are_found_by_user_id_and_address,
+        one_wallet_per_user_and_network_and_per_address,
+        create_wallet_creates_once_with_its_event,
+    }
+);
+
+fn refusal() -> CoreError {
+    Refusal::new(ErrorCode::InsufficientBalance, "refused by the test").into()
+}
+
+async fn tenant_accounts_are_allocated_once_in_order(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let allocate = |tenant: &'static str| w(s, move |tx| tx.allocate_tenant_account(tenant, at(1)));
+    assert_eq!(allocate("acme").await.unwrap(), 0);
+    assert_eq!(allocate("beta").await.unwrap(), 1);
+    assert_port_error(allocate("acme").await);
+    // A rolled-back allocation takes nothing.
+    let rolled_back: CoreResult<()> = write(s, |tx| {
+        tx.allocate_tenant_account("gamma", at(1))?;
+        Err(refusal())
+    })
+    .await;
+    assert!(rolled_back.is_err());
+    assert_eq!(r(s, |tx| tx.tenant_account("gamma")).await, None);
+    assert_eq!(allocate("gamma").await.unwrap(), 2);
+    let accounts = r(s, |tx| {
+        ["acme", "beta", "gamma", "nobody"]
+            .iter()
+            .map(|t| tx.tenant_account(t))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await;
+    assert_eq!(accounts, [Some(0), Some(1), Some(2), None]);
+}
+
+async fn address_indexes_count_per_tenant_and_network(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let take = |tenant: &'static str, network: Network| {
+        w(s, move |tx| tx.take_address_index(tenant, network))
+    };
+    assert_eq!(take("acme", Network::Bsc).await.unwrap(), 0);
+    let in_one_job = w(s, |tx| {
+        Ok([
+            tx.take_address_index("acme", Network::Bsc)?,
+            tx.take_address_index("acme", Network::Bsc)?,
+        ])
+    });
+    assert_eq!(in_one_job.await.unwrap(), [1, 2]);
+    assert_eq!(take("acme", Network::Tron).await.unwrap(), 0);
+    assert_eq!(take("beta", Network::Bsc).await.unwrap(), 0);
+    // A rolled-back job handed nothing out: its index is taken next.
+    let rolled_back: CoreResult<()> = write(s, |tx| {
+        tx.take_address_index("acme", Network::Bsc)?;
+        Err(refusal())
+    })
+    .await;
+    assert!(rolled_back.is_err());
+    assert_eq!(take("acme", Network::Bsc).await.unwrap(), 3);
+}
+
+async fn wallets_are_found_by_user_id_and_address(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let alice_bsc = wallet_row(1, "acme", "alice", Network::Bsc, "0xA11CE");
+    let alice_tron = wallet_row(2, "acme", "alice", Network::Tron, "TA11CE");
+    let bob_other = wallet_row(3, "other", "bob", Network::Bsc, "0xB0B");
+    let rows = [alice_bsc.clone(), alice_tron.clone(), bob_other.clone()];
+    w(s, move |tx| {
+        rows.iter().try_for_each(|x| tx.insert_wallet(x))
+    })
+    .await
+    .unwrap();
+    let found = r(s, |tx| {
+        Ok((
+            tx.wallet_by_user("acme", "alice", Network::Bsc)?,
+            tx.wallet_by_user("acme", "alice", Network::Tron)?,
+            tx.wallet_by_user("other", "alice", Network::Bsc)?,
+            tx.wallet_by_id("acme", uid(1))?,
+            tx.wallet_by_id("other", uid(1))?,
+            tx.wallet_by_address(Network::Bsc, "0xB0B")?,
+            tx.wallet_by_address(Network::Tron, "0xB0B")?,
+        ))
+    })
+    .await;
+    assert_eq!(found.0, Some(alice_bsc.clone()));
+    assert_eq!(found.1, Some(alice_tron));
+    assert_eq!(found.2, None);
+    assert_eq!(found.3, Some(alice_bsc), "by id within the tenant");
+    assert_eq!(found.4, None, "another tenant's wallet is not found");
+    assert_eq!(found.5, Some(bob_other), "by address, of any tenant");
+    assert_eq!(found.6, None);
+    let (mut bsc, tron) = r(s, |tx| {
+        Ok((
+            tx.wallet_addresses(Network::Bsc)?,
+            tx.wallet_addresses(Network::Tron)?,
+        ))
+    })
+    .await;
+    bsc.sort_unstable();
+    assert_eq!(bsc, ["0xA11CE", "0xB0B"], "every tenant's, in any order");
+    assert_eq!(tron, ["TA11CE"]);
+}
+
+async fn one_wallet_per_user_and_network_and_per_address(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let first = wallet_row(1, "acme", "alice", Network::Bsc, "0xA11CE");
+    let f = first.clone();
+    w(s, move |tx| tx.insert_wallet(&f)).await.unwrap();
+    let refused: [Wallet; 4] = [
+        // Same user and network, another address.
+        wallet_row(2, "acme", "alice", Network::Bsc, "0xOTHER"),
+        // Same address on the same network, another user.
+        wallet_row(3, "acme", "bob", Network::Bsc, "0xA11CE"),
+        // Same id.
+        Wallet {
+            index: 99,
+            ..wallet_row(1, "acme", "carol", Network::Bsc, "0xCA401")
+        },
+        // Same derivation path on the network.
+        Wallet {
+            index: first.index,
+            ..wallet_row(4, "acme", "dave", Network::Bsc, "0xDA7E")
+        },
+    ];
+    for x in refused {
+        let user = x.external_user_id.clone();
+        let result = w(s, move |tx| tx.insert_wallet(&x)).await;
+        assert!(
+            matches!(result, Err(CoreError::Port(_))),
+            "{user}: {result:?}"
+        );
+    }
+    // The same user on another network, and the same address on another network, are fine.
+    let tron = wallet_row(5, "acme", "alice", Network::Tron, "0xA11CE");
+    w(s, move |tx| tx.insert_wallet(&tron)).await.unwrap();
+    let (alice, bsc) = r(s, |tx| {
+        Ok((
+            tx.wallet_by_user("acme", "alice", Network::Bsc)?,
+            tx.wallet_addresses(Network::Bsc)?,
+        ))
+    })
+    .await;
+    assert_eq!(alice, Some(first));
+    assert_eq!(bsc, ["0xA11CE"]);
+}
+
+async fn create_wallet_creates_once_with_its_event(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let create = |user: &'static str, ids: [u128; 2]| {
+        write(s, move |tx| {
+            wallet::create_wallet(
+                tx,
+                &test_signer(),
+                [uid(ids[0]), uid(ids[1])],
+                "acme",
+                user,
+                Network::Bsc,
+                at(5),
+            )
+        })
+    };
+    let alice = create("alice", [1, 2]).await.unwrap();
+    assert!(alice.new);
+    assert_eq!(
+        (alice.wallet.id, alice.wallet.account, alice.wallet.index),
+        (uid(1), 0, 0)
+    );
+    let again = create("alice", [3, 4]).await.unwrap();
+    assert_eq!((again.new, again.wallet), (false, alice.wallet.clone()));
+    let bob = create("bob", [5, 6]).await.unwrap();
+    assert_eq!((bob.wallet.account, bob.wallet.index), (0, 1));
+    assert_ne!(bob.wallet.address, alice.wallet.address);
+    let events = r(s, |tx| tx.list_webhook_events(10)).await;
+    let created: Vec<_> = events
+        .iter()
+        .map(|e| (e.id, e.event_type.as_str()))
+        .collect();
+    assert_eq!(
+        created,
+        [(uid(6), "wallet.created"), (uid(2), "wallet.created")]
+    );
+    let by_address = r(s, move |tx| {
+        tx.wallet_by_address(Network::Bsc, &bob.wallet.address)
+    })
+    .await;
+    assert_eq!(by_address.map(|x| x.external_user_id), Some("bob".into()));
+}

@@ -1,0 +1,1039 @@
+//! [`MemoryStore`]: every repository of the core in memory, with the observable semantics of the
+//! SQLite store (`custody-store-sqlite`), checked by the same [`conformance`](super::conformance)
+//! suites.
+//!
+//! Transactions are copies: a write job runs on a clone of the committed state under the store's
+//! lock, which is swapped in only if the job returns `Ok` (so a job that fails or panics leaves
+//! no trace, and jobs are serializable: one runs at a time). A savepoint is a further copy. A
+//! read job runs on a clone taken when it starts: a snapshot that later writes do not change.
+//!
+//! What the SQLite schema enforces with constraints is checked here before anything is
+//! written: uniqueness (ids, api keys, nonces, idempotency keys, wallets, deposit identities,
+//! ledger ids), the foreign keys (a deposit's wallet; a ledger entry's account, which SQLite
+//! checks at commit) and the CHECKs a caller can reach (a positive rate limit, an alert's
+//! severity, an attempt's HTTP status). Rows keep their insertion order, which plays the part
+//! of SQLite's rowid in orderings.
+//!
+//! Secrets (credentials' HMAC and TOTP keys, endpoint secrets) are kept exactly as given and
+//! returned as they are: sealing is not this store's business.
+
+use std::any::Any;
+use std::cmp::Reverse;
+use std::collections::btree_map::Entry as MapEntry;
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::admin::{
+    Alert, AlertReads, AlertRepo, AuditReads, AuditRecord, AuditRepo, Control, ControlReads,
+    ControlRepo,
+};
+use crate::amount::Amount;
+use crate::auth::{Credential, CredentialReads, CredentialRepo};
+use crate::chain::{ChainCursor, ChainReads, ChainRepo};
+use crate::deposit::{Deposit, DepositFilter, DepositReads, DepositRepo, DepositStatus};
+use crate::error::{CoreError, CoreResult, PortError};
+use crate::idempotency::{IdempotencyReads, IdempotencyRecord, IdempotencyRepo};
+use crate::ledger::{
+    AccountBalances, AccountKey, HistoryEntry, Hold, HoldState, LedgerReads, LedgerRepo, LedgerTx,
+    MemoryLedger,
+};
+use crate::network::Network;
+use crate::outbox::{NewEvent, OutboxRepo};
+use crate::ports::store::{ReadJob, Savepoints, Store, WriteJob};
+use crate::time::Timestamp;
+use crate::wallet::{Wallet, WalletReads, WalletRepo};
+use crate::webhook::{
+    choose_claims, tenant_room, Attempt, Claim, ClaimCandidate, DueEvent, Endpoint, EventCounts,
+    EventStatus, EventView, Step, WebhookReads, WebhookRepo,
+};
+
+/// The in-memory store. Cheap to create; share it as `Arc<dyn Store>` or use it by reference.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    committed: Mutex<State>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.committed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn run_write(&self, job: &mut WriteJob) -> CoreResult<Box<dyn Any + Send>> {
+        let mut committed = self.lock();
+        let mut tx = Tx::new(committed.clone());
+        let result = catch_unwind(AssertUnwindSafe(|| job(&mut tx)))
+            .unwrap_or_else(|_| Err(CoreError::Invariant("a store job panicked".into())));
+        let value = result?;
+        if !tx.savepoints.is_empty() {
+            return Err(CoreError::Invariant(format!(
+                "a store job left {} savepoints open",
+                tx.savepoints.len()
+            )));
+        }
+        tx.state.check_at_commit(&committed)?;
+        *committed = tx.state;
+        Ok(value)
+    }
+
+    fn run_read(&self, job: &mut ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        let snapshot = self.lock().clone();
+        let mut tx = Tx::new(snapshot);
+        catch_unwind(AssertUnwindSafe(|| job(&mut tx)))
+            .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())))
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn write(&self, mut job: WriteJob) -> CoreResult<Box<dyn Any + Send>> {
+        self.run_write(&mut job)
+    }
+
+    async fn read(&self, mut job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        self.run_read(&mut job)
+    }
+}
+
+/// An outbox row.
+#[derive(Debug, Clone)]
+struct EventRow {
+    id: Uuid,
+    tenant: String,
+    event_type: String,
+    body: Vec<u8>,
+    created_at: Timestamp,
+    status: EventStatus,
+    /// Attempts since queued or last replayed (the schedule's count).
+    attempts: u32,
+    next_attempt_at: Timestamp,
+    last_error: Option<String>,
+    updated_at: Timestamp,
+    leased_until: Option<Timestamp>,
+}
+
+/// Everything the store keeps. Vectors are in insertion order.
+#[derive(Debug, Clone, Default)]
+struct State {
+    ledger: MemoryLedger,
+    credentials: Vec<Credential>,
+    nonces: BTreeMap<(Uuid, String), Timestamp>,
+    idempotency: BTreeMap<(String, String), IdempotencyRecord>,
+    endpoints: BTreeMap<String, Endpoint>,
+    events: Vec<EventRow>,
+    attempts: Vec<Attempt>,
+    audit: Vec<AuditRecord>,
+    alerts: Vec<Alert>,
+    controls: BTreeMap<String, Control>,
+    tenant_accounts: BTreeMap<String, u32>,
+    address_counters: BTreeMap<(String, Network), u64>,
+    wallets: Vec<Wallet>,
+    deposits: Vec<Deposit>,
+    /// (network, number) -> (hash, parent hash)
+    blocks: BTreeMap<(Network, u64), (String, String)>,
+    cursors: BTreeMap<Network, ChainCursor>,
+}
+
+impl State {
+    /// The checks SQLite defers to the commit: every entry of a transaction written by this job
+    /// names an account that has totals (`ledger_entries.account_id` references
+    /// `ledger_accounts`, `DEFERRABLE INITIALLY DEFERRED`).
+    fn check_at_commit(&self, before: &State) -> Result<(), PortError> {
+        let accounts = self.ledger.accounts();
+        let new = &self.ledger.transactions()[before.ledger.transactions().len()..];
+        for tx in new {
+            if let Some(e) = tx
+                .entries
+                .iter()
+                .find(|e| !accounts.contains_key(&e.account))
+            {
+                return Err(PortError::permanent(
+                    "store",
+                    format!(
+                        "FOREIGN KEY constraint failed: entry {} of transaction {} is on {}, \
+                         which has no totals",
+                        e.id, tx.id, e.account
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn constraint(what: impl std::fmt::Display) -> PortError {
+    PortError::permanent("store", format!("constraint failed: {what}"))
+}
+
+/// Rows newest first (by `at`, then latest inserted first), at most `limit`.
+fn newest_first<T: Clone>(rows: &[T], at: impl Fn(&T) -> Timestamp, limit: usize) -> Vec<T> {
+    let mut sorted: Vec<&T> = rows.iter().rev().collect();
+    sorted.sort_by_key(|r| Reverse(at(r)));
+    sorted.into_iter().take(limit).cloned().collect()
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// A transaction: the state it works on and one copy per open savepoint.
+struct Tx {
+    state: State,
+    savepoints: Vec<State>,
+}
+
+impl Tx {
+    fn new(state: State) -> Self {
+        Tx {
+            state,
+            savepoints: Vec::new(),
+        }
+    }
+
+    fn event_view(&self, e: &EventRow) -> EventView {
+        let attempt_history: Vec<Attempt> = self
+            .state
+            .attempts
+            .iter()
+            .filter(|a| a.event_id == e.id)
+            .cloned()
+            .collect();
+        EventView {
+            id: e.id,
+            tenant: e.tenant.clone(),
+            event_type: e.event_type.clone(),
+            status: e.status,
+            attempts: u32::try_from(attempt_history.len()).unwrap_or(u32::MAX),
+            last_error: e.last_error.clone(),
+            next_attempt_at: (e.status == EventStatus::Pending).then_some(e.next_attempt_at),
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+            attempt_history,
+        }
+    }
+}
+
+impl Savepoints for Tx {
+    fn savepoint(&mut self) -> Result<(), PortError> {
+        self.savepoints.push(self.state.clone());
+        Ok(())
+    }
+
+    fn release_savepoint(&mut self) -> Result<(), PortError> {
+        self.savepoints
+            .pop()
+            .map(drop)
+            .ok_or_else(|| PortError::permanent("store", "release without a savepoint"))
+    }
+
+    fn rollback_to_savepoint(&mut self) -> Result<(), PortError> {
+        let saved = self
+            .savepoints
+            .pop()
+            .ok_or_else(|| PortError::permanent("store", "rollback without a savepoint"))?;
+        self.state = saved;
+        Ok(())
+    }
+}
+
+// ---- credentials ----
+
+impl CredentialRepo for Tx {
+    fn insert_credential(&mut self, c: &Credential) -> Result<(), PortError> {
+        let all = &mut self.state.credentials;
+        if c.rate_limit == 0 {
+            return Err(constraint("credentials.rate_limit > 0"));
+        }
+        if all.iter().any(|x| x.id == c.id) {
+            return Err(constraint(format!("credential id {} exists", c.id)));
+        }
+        if all.iter().any(|x| x.api_key == c.api_key) {
+            return Err(constraint("credentials.api_key is unique"));
+        }
+        all.push(c.clone());
+        Ok(())
+    }
+
+    fn revoke_credential(&mut self, api_key: &str, at: Timestamp) -> Result<bool, PortError> {
+        let found = self
+            .state
+            .credentials
+            .iter_mut()
+            .find(|c| c.api_key == api_key && c.revoked_at.is_none());
+        Ok(found.map(|c| c.revoked_at = Some(at)).is_some())
+    }
+
+    fn use_nonce(
+        &mut self,
+        credential: Uuid,
+        nonce: &str,
+        expires_at: Timestamp,
+    ) -> Result<bool, PortError> {
+        match self.state.nonces.entry((credential, nonce.to_owned())) {
+            MapEntry::Vacant(v) => {
+                v.insert(expires_at);
+                Ok(true)
+            }
+            MapEntry::Occupied(_) => Ok(false),
+        }
+    }
+
+    fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
+        let before = self.state.nonces.len();
+        self.state.nonces.retain(|_, expires_at| *expires_at >= now);
+        Ok(count(before - self.state.nonces.len()))
+    }
+
+    fn advance_totp_step(&mut self, credential: Uuid, step: i64) -> Result<bool, PortError> {
+        let found = self
+            .state
+            .credentials
+            .iter_mut()
+            .find(|c| c.id == credential && c.totp_last_step.is_none_or(|s| s < step));
+        Ok(found.map(|c| c.totp_last_step = Some(step)).is_some())
+    }
+}
+
+impl CredentialReads for Tx {
+    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError> {
+        Ok(self
+            .state
+            .credentials
+            .iter()
+            .find(|c| c.api_key == api_key)
+            .cloned())
+    }
+
+    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError> {
+        let mut all = self.state.credentials.clone();
+        all.sort_by_key(|c| (c.created_at, c.id));
+        Ok(all)
+    }
+}
+
+// ---- idempotency ----
+
+impl IdempotencyRepo for Tx {
+    fn insert_idempotency_record(&mut self, r: &IdempotencyRecord) -> Result<(), PortError> {
+        match self
+            .state
+            .idempotency
+            .entry((r.tenant.clone(), r.key.clone()))
+        {
+            // An expired record for the key is replaced; a live one makes the insert fail.
+            MapEntry::Occupied(o) if o.get().expires_at > r.created_at => Err(constraint(format!(
+                "idempotency key {:?} of {} is in use",
+                r.key, r.tenant
+            ))),
+            MapEntry::Occupied(mut o) => {
+                o.insert(r.clone());
+                Ok(())
+            }
+            MapEntry::Vacant(v) => {
+                v.insert(r.clone());
+                Ok(())
+            }
+        }
+    }
+
+    fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError> {
+        let before = self.state.idempotency.len();
+        self.state.idempotency.retain(|_, r| r.expires_at > now);
+        Ok(count(before - self.state.idempotency.len()))
+    }
+}
+
+impl IdempotencyReads for Tx {
+    fn idempotency_record(
+        &mut self,
+        tenant: &str,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<IdempotencyRecord>, PortError> {
+        Ok(self
+            .state
+            .idempotency
+            .get(&(tenant.to_owned(), key.to_owned()))
+            .filter(|r| r.expires_at > now)
+            .cloned())
+    }
+}
+
+// ---- outbox and webhooks ----
+
+impl OutboxRepo for Tx {
+    fn enqueue_event(&mut self, e: &NewEvent) -> Result<(), PortError> {
+        if self.state.events.iter().any(|x| x.id == e.id) {
+            return Err(constraint(format!("event {} exists", e.id)));
+        }
+        self.state.events.push(EventRow {
+            id: e.id,
+            tenant: e.tenant.clone(),
+            event_type: e.event_type.as_str().to_owned(),
+            body: e.body.clone(),
+            created_at: e.created_at,
+            status: EventStatus::Pending,
+            attempts: 0,
+            next_attempt_at: e.created_at,
+            last_error: None,
+            updated_at: e.created_at,
+            leased_until: None,
+        });
+        Ok(())
+    }
+}
+
+impl WebhookRepo for Tx {
+    fn put_webhook_endpoint(&mut self, e: &Endpoint) -> Result<Option<Endpoint>, PortError> {
+        let old = self.state.endpoints.get(&e.tenant).cloned();
+        let mut new = e.clone();
+        if let Some(old) = &old {
+            // A replacement keeps the endpoint's creation time.
+            new.created_at = old.created_at;
+        }
+        self.state.endpoints.insert(e.tenant.clone(), new);
+        Ok(old)
+    }
+
+    fn claim_due_events(&mut self, claim: &Claim) -> Result<Vec<DueEvent>, PortError> {
+        if claim.limit == 0 || claim.tenant_max == 0 {
+            return Ok(Vec::new());
+        }
+        let now = claim.now;
+        let State {
+            events, endpoints, ..
+        } = &mut self.state;
+        let mut in_flight: BTreeMap<String, usize> = BTreeMap::new();
+        for e in events.iter() {
+            if e.status == EventStatus::Pending && e.leased_until.is_some_and(|l| l > now) {
+                *in_flight.entry(e.tenant.clone()).or_default() += 1;
+            }
+        }
+        let mut candidates = Vec::new();
+        for tenant in endpoints.keys() {
+            let room = tenant_room(claim, in_flight.get(tenant).copied().unwrap_or(0));
+            let mut due: Vec<(Timestamp, usize)> = events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| {
+                    e.tenant == *tenant
+                        && e.status == EventStatus::Pending
+                        && e.next_attempt_at <= now
+                        && e.leased_until.is_none_or(|l| l <= now)
+                })
+                .map(|(row, e)| (e.next_attempt_at, row))
+                .collect();
+            due.sort_unstable();
+            due.truncate(room);
+            candidates.extend(due.into_iter().map(|(due_at, row)| ClaimCandidate {
+                key: row,
+                tenant: tenant.clone(),
+                due_at,
+            }));
+        }
+        let chosen = choose_claims(claim, &in_flight, candidates);
+        let mut out = Vec::with_capacity(chosen.len());
+        for row in chosen {
+            let e = &mut events[row];
+            e.leased_until = Some(claim.lease_until);
+            let endpoint = &endpoints[&e.tenant];
+            out.push(DueEvent {
+                id: e.id,
+                tenant: e.tenant.clone(),
+                event_type: e.event_type.clone(),
+                body: e.body.clone(),
+                attempts: e.attempts,
+                url: endpoint.url.clone(),
+                secret: endpoint.secret.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    fn finish_attempt(&mut self, a: &Attempt, step: Step) -> Result<bool, PortError> {
+        let (status, next_at) = match step {
+            Step::Delivered => (EventStatus::Delivered, None),
+            Step::RetryAt(at) => (EventStatus::Pending, Some(at)),
+            Step::DeadLetter => (EventStatus::DeadLettered, None),
+        };
+        let Some(e) = self
+            .state
+            .events
+            .iter_mut()
+            .find(|e| e.id == a.event_id && e.status == EventStatus::Pending)
+        else {
+            return Ok(false);
+        };
+        if a.status_code.is_some_and(|s| !(100..=999).contains(&s)) {
+            return Err(constraint("webhook_attempts.status_code is 100 to 999"));
+        }
+        e.attempts = e.attempts.saturating_add(1);
+        e.status = status;
+        if let Some(at) = next_at {
+            e.next_attempt_at = at;
+        }
+        e.last_error = if status == EventStatus::Delivered {
+            None
+        } else {
+            a.error.clone().or_else(|| e.last_error.take())
+        };
+        e.leased_until = None;
+        e.updated_at = a.at;
+        self.state.attempts.push(a.clone());
+        Ok(true)
+    }
+
+    fn requeue_dead_lettered(&mut self, id: Uuid, now: Timestamp) -> Result<bool, PortError> {
+        let Some(e) = self
+            .state
+            .events
+            .iter_mut()
+            .find(|e| e.id == id && e.status == EventStatus::DeadLettered)
+        else {
+            return Ok(false);
+        };
+        e.status = EventStatus::Pending;
+        e.attempts = 0;
+        e.next_attempt_at = now;
+        e.leased_until = None;
+        e.updated_at = now;
+        Ok(true)
+    }
+}
+
+impl WebhookReads for Tx {
+    fn webhook_endpoint(&mut self, tenant: &str) -> Result<Option<Endpoint>, PortError> {
+        Ok(self.state.endpoints.get(tenant).cloned())
+    }
+
+    fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError> {
+        let rows = newest_first(&self.state.events, |e| e.created_at, limit);
+        Ok(rows.iter().map(|e| self.event_view(e)).collect())
+    }
+
+    fn webhook_event(&mut self, id: Uuid) -> Result<Option<EventView>, PortError> {
+        Ok(self
+            .state
+            .events
+            .iter()
+            .find(|e| e.id == id)
+            .map(|e| self.event_view(e)))
+    }
+
+    fn count_webhook_events(&mut self) -> Result<EventCounts, PortError> {
+        let mut counts = EventCounts::default();
+        for e in &self.state.events {
+            match e.status {
+                EventStatus::Pending => counts.pending += 1,
+                EventStatus::Delivered => counts.delivered += 1,
+                EventStatus::DeadLettered => counts.dead_lettered += 1,
+            }
+        }
+        Ok(counts)
+    }
+}
+
+// ---- audit, alerts, controls ----
+
+impl AuditRepo for Tx {
+    fn append_audit(&mut self, r: &AuditRecord) -> Result<(), PortError> {
+        if self.state.audit.iter().any(|x| x.id == r.id) {
+            return Err(constraint(format!("audit record {} exists", r.id)));
+        }
+        self.state.audit.push(r.clone());
+        Ok(())
+    }
+}
+
+impl AuditReads for Tx {
+    fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError> {
+        Ok(newest_first(&self.state.audit, |r| r.created_at, limit))
+    }
+}
+
+impl AlertRepo for Tx {
+    fn raise_alert(&mut self, a: &Alert) -> Result<(), PortError> {
+        if !matches!(a.severity.as_str(), "warning" | "critical") {
+            return Err(constraint("alerts.severity is warning or critical"));
+        }
+        if self.state.alerts.iter().any(|x| x.id == a.id) {
+            return Err(constraint(format!("alert {} exists", a.id)));
+        }
+        self.state.alerts.push(a.clone());
+        Ok(())
+    }
+}
+
+impl AlertReads for Tx {
+    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError> {
+        Ok(newest_first(&self.state.alerts, |a| a.created_at, limit))
+    }
+
+    fn open_alert_count(&mut self) -> Result<u64, PortError> {
+        // Nothing resolves an alert yet.
+        Ok(count(self.state.alerts.len()))
+    }
+}
+
+impl ControlRepo for Tx {
+    fn put_control(&mut self, c: &Control) -> Result<(), PortError> {
+        self.state.controls.insert(c.control_key.clone(), c.clone());
+        Ok(())
+    }
+}
+
+impl ControlReads for Tx {
+    fn control(&mut self, key: &str) -> Result<Option<Control>, PortError> {
+        Ok(self.state.controls.get(key).cloned())
+    }
+
+    fn list_controls(&mut self) -> Result<Vec<Control>, PortError> {
+        Ok(self.state.controls.values().cloned().collect())
+    }
+}
+
+// ---- ledger: the reference implementation, inside the transaction ----
+
+impl LedgerRepo for Tx {
+    fn put_ledger_account(
+        &mut self,
+        key: &AccountKey,
+        balances: &AccountBalances,
+    ) -> Result<(), PortError> {
+        self.state.ledger.put_ledger_account(key, balances)
+    }
+
+    fn insert_ledger_transaction(&mut self, tx: &LedgerTx) -> Result<(), PortError> {
+        self.state.ledger.insert_ledger_transaction(tx)
+    }
+
+    fn insert_ledger_hold(&mut self, hold: &Hold) -> Result<(), PortError> {
+        self.state.ledger.insert_ledger_hold(hold)
+    }
+
+    fn finish_ledger_hold(&mut self, id: Uuid, state: &HoldState) -> Result<(), PortError> {
+        self.state.ledger.finish_ledger_hold(id, state)
+    }
+}
+
+impl LedgerReads for Tx {
+    fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError> {
+        self.state.ledger.ledger_account(key)
+    }
+
+    fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
+        self.state.ledger.ledger_transaction(id)
+    }
+
+    fn ledger_hold(&mut self, id: Uuid) -> Result<Option<Hold>, PortError> {
+        self.state.ledger.ledger_hold(id)
+    }
+
+    fn ledger_history(
+        &mut self,
+        tenant: &str,
+        user: &str,
+        network: Network,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, PortError> {
+        self.state
+            .ledger
+            .ledger_history(tenant, user, network, limit)
+    }
+
+    fn scan_ledger_accounts(
+        &mut self,
+        visit: &mut dyn FnMut(&AccountKey, &AccountBalances),
+    ) -> Result<(), PortError> {
+        self.state.ledger.scan_ledger_accounts(visit)
+    }
+
+    fn scan_ledger_transactions(
+        &mut self,
+        visit: &mut dyn FnMut(&LedgerTx),
+    ) -> Result<(), PortError> {
+        self.state.ledger.scan_ledger_transactions(visit)
+    }
+
+    fn scan_ledger_holds(&mut self, visit: &mut dyn FnMut(&Hold)) -> Result<(), PortError> {
+        self.state.ledger.scan_ledger_holds(visit)
+    }
+}
+
+// ---- wallets ----
+
+impl WalletRepo for Tx {
+    fn allocate_tenant_account(&mut self, tenant: &str, _at: Timestamp) -> Result<u32, PortError> {
+        let accounts = &mut self.state.tenant_accounts;
+        if accounts.contains_key(tenant) {
+            return Err(constraint(format!("tenant {tenant} has an account")));
+        }
+        // The next index after the highest ever allocated: never reused.
+        let next = accounts.values().max().map_or(0, |&m| u64::from(m) + 1);
+        let account = u32::try_from(next)
+            .map_err(|_| PortError::permanent("store", "no account index is left"))?;
+        accounts.insert(tenant.to_owned(), account);
+        Ok(account)
+    }
+
+    fn take_address_index(&mut self, tenant: &str, network: Network) -> Result<u32, PortError> {
+        let next = self
+            .state
+            .address_counters
+            .entry((tenant.to_owned(), network))
+            .or_insert(0);
+        let index = *next;
+        *next += 1;
+        u32::try_from(index).map_err(|_| PortError::permanent("store", "no address index is left"))
+    }
+
+    fn insert_wallet(&mut self, w: &Wallet) -> Result<(), PortError> {
+        let clash = self.state.wallets.iter().find_map(|x| {
+            if x.id == w.id {
+                Some("wallets.id")
+            } else if x.tenant == w.tenant
+                && x.external_user_id == w.external_user_id
+                && x.network == w.network
+            {
+                Some("one wallet per (tenant, external_user_id, network)")
+            } else if x.network == w.network && x.address == w.address {
+                Some("one wallet per (network, address)")
+            } else if x.network == w.network && x.account == w.account && x.index == w.index {
+                Some("one wallet per (network, account, index)")
+            } else {
+                None
+            }
+        });
+        if let Some(what) = clash {
+            return Err(constraint(what));
+        }
+        self.state.wallets.push(w.clone());
+        Ok(())
+    }
+}
+
+impl WalletReads for Tx {
+    fn wallet_by_user(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+    ) -> Result<Option<Wallet>, PortError> {
+        Ok(self
+            .state
+            .wallets
+            .iter()
+            .find(|w| {
+                w.tenant == tenant && w.external_user_id == external_user_id && w.network == network
+            })
+            .cloned())
+    }
+
+    fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError> {
+        Ok(self
+            .state
+            .wallets
+            .iter()
+            .find(|w| w.id == id && w.tenant == tenant)
+            .cloned())
+    }
+
+    fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError> {
+        Ok(self.state.tenant_accounts.get(tenant).copied())
+    }
+
+    fn wallet_by_address(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<Wallet>, PortError> {
+        Ok(self
+            .state
+            .wallets
+            .iter()
+            .find(|w| w.network == network && w.address == address)
+            .cloned())
+    }
+
+    fn wallet_addresses(&mut self, network: Network) -> Result<Vec<String>, PortError> {
+        Ok(self
+            .state
+            .wallets
+            .iter()
+            .filter(|w| w.network == network)
+            .map(|w| w.address.clone())
+            .collect())
+    }
+}
+
+// ---- deposits ----
+
+fn same_identity(d: &Deposit, network: Network, tx_hash: &str, log_index: Option<u32>) -> bool {
+    d.network == network && d.tx_hash == tx_hash && d.log_index == log_index
+}
+
+impl DepositRepo for Tx {
+    fn insert_deposit(&mut self, d: &Deposit) -> Result<(), PortError> {
+        let all = &self.state.deposits;
+        if all.iter().any(|x| x.id == d.id) {
+            return Err(constraint(format!("deposit {} exists", d.id)));
+        }
+        if all
+            .iter()
+            .any(|x| same_identity(x, d.network, &d.tx_hash, d.log_index))
+        {
+            return Err(constraint("one deposit per (network, tx_hash, log index)"));
+        }
+        if !self.state.wallets.iter().any(|w| w.id == d.wallet_id) {
+            return Err(constraint(format!(
+                "FOREIGN KEY: wallet {} does not exist",
+                d.wallet_id
+            )));
+        }
+        self.state.deposits.push(d.clone());
+        Ok(())
+    }
+
+    fn update_deposit(&mut self, d: &Deposit) -> Result<(), PortError> {
+        let Some(stored) = self.state.deposits.iter_mut().find(|x| x.id == d.id) else {
+            return Err(PortError::permanent(
+                "store",
+                format!("deposit {} does not exist", d.id),
+            ));
+        };
+        // What a deposit is (tenant, identity, addresses, amount...) is fixed at insert; only
+        // its position on the chain and its state move.
+        stored.block_number = d.block_number;
+        stored.block_hash = d.block_hash.clone();
+        stored.confirmations = d.confirmations;
+        stored.status = d.status;
+        stored.history = d.history.clone();
+        stored.credit_tx_id = d.credit_tx_id;
+        stored.shortfall = d.shortfall;
+        stored.updated_at = d.updated_at;
+        Ok(())
+    }
+}
+
+impl DepositReads for Tx {
+    fn deposit_by_identity(
+        &mut self,
+        network: Network,
+        tx_hash: &str,
+        log_index: Option<u32>,
+    ) -> Result<Option<Deposit>, PortError> {
+        Ok(self
+            .state
+            .deposits
+            .iter()
+            .find(|d| same_identity(d, network, tx_hash, log_index))
+            .cloned())
+    }
+
+    fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError> {
+        Ok(self
+            .state
+            .deposits
+            .iter()
+            .find(|d| d.id == id && d.tenant == tenant)
+            .cloned())
+    }
+
+    fn list_deposits(
+        &mut self,
+        tenant: &str,
+        filter: &DepositFilter,
+        limit: usize,
+    ) -> Result<Vec<Deposit>, PortError> {
+        let matching: Vec<Deposit> = self
+            .state
+            .deposits
+            .iter()
+            .filter(|d| {
+                d.tenant == tenant
+                    && filter.status.is_none_or(|s| d.status == s)
+                    && filter
+                        .external_user_id
+                        .as_ref()
+                        .is_none_or(|u| d.external_user_id == *u)
+            })
+            .cloned()
+            .collect();
+        Ok(newest_first(&matching, |d| d.created_at, limit))
+    }
+
+    fn open_deposits(
+        &mut self,
+        network: Network,
+        min_block: u64,
+    ) -> Result<Vec<Deposit>, PortError> {
+        let mut open: Vec<Deposit> = self
+            .state
+            .deposits
+            .iter()
+            .filter(|d| {
+                d.network == network
+                    && (d.status.is_pending()
+                        || (d.status == DepositStatus::Credited
+                            && d.block_number.is_some_and(|b| b >= min_block)))
+            })
+            .cloned()
+            .collect();
+        // By block (none first, as SQLite sorts NULL), then insertion: a stable sort.
+        open.sort_by_key(|d| d.block_number);
+        Ok(open)
+    }
+
+    fn pending_deposit_count(&mut self, network: Network) -> Result<u64, PortError> {
+        Ok(count(
+            self.state
+                .deposits
+                .iter()
+                .filter(|d| d.network == network && d.status.is_pending())
+                .count(),
+        ))
+    }
+
+    fn pending_deposit_units(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+        asset: &str,
+    ) -> Result<Amount, PortError> {
+        self.state
+            .deposits
+            .iter()
+            .filter(|d| {
+                d.tenant == tenant
+                    && d.external_user_id == external_user_id
+                    && d.network == network
+                    && d.asset == asset
+                    && d.status.is_pending()
+            })
+            .try_fold(Amount::ZERO, |sum, d| {
+                sum.checked_add(d.amount)
+                    .ok_or_else(|| PortError::permanent("store", "pending deposits overflow u128"))
+            })
+    }
+
+    fn credited_by_address(
+        &mut self,
+        network: Network,
+    ) -> Result<Vec<(String, String, Amount)>, PortError> {
+        let mut sums: BTreeMap<(String, String), Amount> = BTreeMap::new();
+        for d in self
+            .state
+            .deposits
+            .iter()
+            .filter(|d| d.network == network && d.status == DepositStatus::Credited)
+        {
+            let total = sums
+                .entry((d.address.clone(), d.asset.clone()))
+                .or_insert(Amount::ZERO);
+            *total = total
+                .checked_add(d.amount)
+                .ok_or_else(|| PortError::permanent("store", "credited sum overflows"))?;
+        }
+        Ok(sums.into_iter().map(|((a, s), n)| (a, s, n)).collect())
+    }
+
+    fn owed_after_reorg_units(
+        &mut self,
+        tenant: &str,
+        external_user_id: &str,
+        network: Network,
+        asset: &str,
+    ) -> Result<Amount, PortError> {
+        self.state
+            .deposits
+            .iter()
+            .filter(|d| {
+                d.tenant == tenant
+                    && d.external_user_id == external_user_id
+                    && d.network == network
+                    && d.asset == asset
+            })
+            .try_fold(Amount::ZERO, |sum, d| {
+                sum.checked_add(d.shortfall)
+                    .ok_or_else(|| PortError::permanent("store", "owed shortfalls overflow u128"))
+            })
+    }
+}
+
+// ---- chain position ----
+
+impl ChainRepo for Tx {
+    fn record_block(
+        &mut self,
+        network: Network,
+        number: u64,
+        hash: &str,
+        parent_hash: &str,
+    ) -> Result<(), PortError> {
+        self.state
+            .blocks
+            .insert((network, number), (hash.to_owned(), parent_hash.to_owned()));
+        self.state.cursors.insert(
+            network,
+            ChainCursor {
+                number,
+                hash: hash.to_owned(),
+            },
+        );
+        Ok(())
+    }
+
+    fn rewind_blocks(&mut self, network: Network, number: u64) -> Result<(), PortError> {
+        self.state
+            .blocks
+            .retain(|&(n, b), _| n != network || b <= number);
+        match self.state.blocks.get(&(network, number)) {
+            // Moves an existing cursor; a network without one keeps none.
+            Some((hash, _)) => {
+                if let Some(cursor) = self.state.cursors.get_mut(&network) {
+                    *cursor = ChainCursor {
+                        number,
+                        hash: hash.clone(),
+                    };
+                }
+            }
+            None => {
+                self.state.cursors.remove(&network);
+            }
+        }
+        Ok(())
+    }
+
+    fn prune_blocks(&mut self, network: Network, below: u64) -> Result<(), PortError> {
+        self.state
+            .blocks
+            .retain(|&(n, b), _| n != network || b >= below);
+        Ok(())
+    }
+}
+
+impl ChainReads for Tx {
+    fn chain_cursor(&mut self, network: Network) -> Result<Option<ChainCursor>, PortError> {
+        Ok(self.state.cursors.get(&network).cloned())
+    }
+
+    fn recorded_block_hash(
+        &mut self,
+        network: Network,
+        number: u64,
+    ) -> Result<Option<String>, PortError> {
+        Ok(self
+            .state
+            .blocks
+            .get(&(network, number))
+            .map(|(hash, _)| hash.clone()))
+    }
+}

@@ -1,0 +1,88 @@
+//! The store conformance suites of `custody_core::testing::conformance` against `SqliteStore`,
+//! each case on a new database file in its own temporary directory. The core runs the same
+//! suites against its `MemoryStore` (custody-core/tests/memory_store.rs).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use custody_core::error::CoreResult;
+use custody_core::ports::store::{ReadJob, Store, WriteJob};
+use custody_core::ports::Entropy;
+use custody_core::testing::{conformance, CountingEntropy};
+use custody_core::vault::SealingKey;
+use custody_store_sqlite::{SqliteStore, StoreOptions};
+
+/// A store and the directory of its file, removed when the store is dropped (after it closes).
+struct TempStore {
+    store: SqliteStore,
+    _dir: tempfile::TempDir,
+}
+
+#[async_trait]
+impl Store for TempStore {
+    async fn write(&self, job: WriteJob) -> CoreResult<Box<dyn Any + Send>> {
+        self.store.write(job).await
+    }
+
+    async fn read(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        self.store.read(job).await
+    }
+}
+
+fn make() -> Arc<dyn Store> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = SqliteStore::open(
+        &dir.path().join("custody.db"),
+        SealingKey::from_bytes([3; 32]),
+        Arc::new(CountingEntropy::default()) as Arc<dyn Entropy>,
+        StoreOptions::default(),
+    )
+    .expect("the store opens");
+    Arc::new(TempStore { store, _dir: dir })
+}
+
+#[tokio::test]
+async fn transactions() {
+    conformance::transactions_suite(make).await;
+}
+
+#[tokio::test]
+async fn credentials() {
+    conformance::credentials_suite(make).await;
+}
+
+#[tokio::test]
+async fn idempotency() {
+    conformance::idempotency_suite(make).await;
+}
+
+#[tokio::test]
+async fn webhooks_and_outbox() {
+    conformance::webhook_suite(make).await;
+}
+
+#[tokio::test]
+async fn admin() {
+    conformance::admin_suite(make).await;
+}
+
+#[tokio::test]
+async fn ledger() {
+    conformance::ledger_suite(make).await;
+}
+
+#[tokio::test]
+async fn wallets() {
+    conformance::wallet_suite(make).await;
+}
+
+#[tokio::test]
+async fn deposits() {
+    conformance::deposit_suite(make).await;
+}
+
+#[tokio::test]
+async fn chain() {
+    conformance::chain_suite(make).await;
+}
