@@ -168,7 +168,7 @@ fn matching(transfers: &[ObservedTransfer], watched_count: usize) -> (f64, usize
     let mut watched: HashSet<String> = transfers
         .iter()
         .step_by(2)
-        .map(|t| t.to.clone())
+        .map(|t| t.to.as_str().to_owned())
         .take(watched_count)
         .collect();
     let mut i = 1_000_000;
@@ -182,7 +182,7 @@ fn matching(transfers: &[ObservedTransfer], watched_count: usize) -> (f64, usize
     let mut hits = 0usize;
     while started.elapsed() < budget {
         for t in transfers {
-            if watched.contains(black_box(&t.to)) {
+            if watched.contains(black_box(t.to.as_str())) {
                 hits += 1;
             }
         }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use custody_core::address::BscAddress;
 use custody_core::asset::{Asset, AssetKind};
+use custody_core::chain::TxHash;
 use custody_core::error::PortError;
 use custody_core::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
 use custody_core::ports::{ChainSource, OnchainBalance};
@@ -260,11 +261,11 @@ impl BscChain {
             ordered.push((
                 (n.tx_index, None),
                 ObservedTransfer {
-                    tx_hash: n.tx_hash,
+                    tx_hash: TxHash::parse(&n.tx_hash).map_err(malformed)?,
                     log_index: None,
                     asset_code: self.catalog.native_code.clone(),
-                    from: n.from.to_string(),
-                    to: n.to.to_string(),
+                    from: n.from.into(),
+                    to: n.to.into(),
                     amount: n.amount,
                     succeeded,
                 },
@@ -286,11 +287,11 @@ impl BscChain {
             ordered.push((
                 (t.tx_index, Some(t.log_index)),
                 ObservedTransfer {
-                    tx_hash: t.tx_hash,
+                    tx_hash: TxHash::parse(&t.tx_hash).map_err(malformed)?,
                     log_index: Some(position),
                     asset_code: t.asset_code,
-                    from: t.from.to_string(),
-                    to: t.to.to_string(),
+                    from: t.from.into(),
+                    to: t.to.into(),
                     amount: t.amount,
                     succeeded,
                 },

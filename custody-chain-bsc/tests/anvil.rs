@@ -28,6 +28,15 @@ macro_rules! anvil_or_skip {
 
 const ONE_BNB: u128 = 1_000_000_000_000_000_000;
 
+fn txh(hash: &str) -> custody_core::chain::TxHash {
+    custody_core::chain::TxHash::parse(hash).expect("a hash")
+}
+
+fn chain_addr(address: &str) -> custody_core::chain::ChainAddress {
+    custody_core::chain::ChainAddress::parse(custody_core::Network::Bsc, address)
+        .expect("an address")
+}
+
 fn eip55(address: &str) -> String {
     BscAddress::parse(address).unwrap().to_string()
 }
@@ -186,11 +195,11 @@ async fn scan_mixed_block(use_block_receipts: bool) {
         (
             tx_index(&anvil, &bnb),
             ObservedTransfer {
-                tx_hash: strip0x(&bnb),
+                tx_hash: txh(&bnb),
                 log_index: None,
                 asset_code: "BNB".into(),
-                from: eip55(&a0),
-                to: eip55(&a1),
+                from: chain_addr(&a0),
+                to: chain_addr(&a1),
                 amount: Amount::from_units(ONE_BNB * 3 / 2),
                 succeeded: true,
             },
@@ -198,11 +207,11 @@ async fn scan_mixed_block(use_block_receipts: bool) {
         (
             tx_index(&anvil, &tst),
             ObservedTransfer {
-                tx_hash: strip0x(&tst),
+                tx_hash: txh(&tst),
                 log_index: Some(log_index(&anvil, &tst)),
                 asset_code: "TST".into(),
-                from: eip55(&a0),
-                to: eip55(&a1),
+                from: chain_addr(&a0),
+                to: chain_addr(&a1),
                 amount: Amount::from_units(12_345),
                 succeeded: true,
             },
@@ -210,11 +219,11 @@ async fn scan_mixed_block(use_block_receipts: bool) {
         (
             tx_index(&anvil, &bnb_reverted),
             ObservedTransfer {
-                tx_hash: strip0x(&bnb_reverted),
+                tx_hash: txh(&bnb_reverted),
                 log_index: None,
                 asset_code: "BNB".into(),
-                from: eip55(&a0),
-                to: eip55(&token),
+                from: chain_addr(&a0),
+                to: chain_addr(&token),
                 amount: Amount::from_units(7),
                 succeeded: false,
             },
@@ -225,10 +234,13 @@ async fn scan_mixed_block(use_block_receipts: bool) {
     assert_eq!(block.transfers, expected);
 
     // Addresses are EIP-55 (mixed case), never the node's lowercase.
-    assert!(block.transfers.iter().all(|t| t.to != t.to.to_lowercase()));
+    assert!(block
+        .transfers
+        .iter()
+        .all(|t| t.to.as_str() != t.to.as_str().to_lowercase()));
     // Neither the foreign token, nor the zero transfer, nor the reverted token transfer.
     for absent in [&frn, &zero, &tst_reverted] {
-        assert!(!block.transfers.iter().any(|t| t.tx_hash == strip0x(absent)));
+        assert!(!block.transfers.iter().any(|t| t.tx_hash == txh(absent)));
     }
 }
 
@@ -259,7 +271,7 @@ async fn reorg_replaces_the_block_and_keeps_parent_links() {
 
     let old = chain.scan_block(n).await.unwrap().unwrap();
     assert_eq!(old.transfers.len(), 1);
-    assert_eq!(old.transfers[0].tx_hash, strip0x(&before));
+    assert_eq!(old.transfers[0].tx_hash, txh(&before));
 
     // Replace n, n+1, n+2; the new block n carries another transfer.
     anvil.reorg(3, &[(value_tx(&a3, &a1, 5_000), 0)]);
@@ -271,11 +283,11 @@ async fn reorg_replaces_the_block_and_keeps_parent_links() {
         new.header.parent_hash, old.header.parent_hash,
         "same ancestor"
     );
-    assert!(new.transfers.iter().all(|t| t.tx_hash != strip0x(&before)));
+    assert!(new.transfers.iter().all(|t| t.tx_hash != txh(&before)));
     let moved: Vec<_> = new
         .transfers
         .iter()
-        .filter(|t| t.from == eip55(&a3))
+        .filter(|t| t.from.as_str() == eip55(&a3))
         .collect();
     assert_eq!(moved.len(), 1);
     assert_eq!(moved[0].amount, Amount::from_units(5_000));
@@ -628,7 +640,7 @@ async fn falls_back_to_transaction_receipts_when_the_node_lacks_block_receipts()
     let hashes: Vec<String> = expected
         .transfers
         .iter()
-        .map(|t| t.tx_hash.clone())
+        .map(|t| t.tx_hash.to_hex())
         .collect();
     assert_eq!(hashes, vec![strip0x(&bnb), strip0x(&tst)]);
     assert!(
@@ -672,7 +684,7 @@ async fn reorg_during_scan(use_block_receipts: bool, with_token: bool) {
     let again = chain.scan_block(n).await.unwrap().unwrap();
     assert_ne!(again.header.hash, strip0x(&old_hash));
     assert_eq!(again.header.hash, strip0x(&anvil.block_hash(n)));
-    assert!(again.transfers.iter().all(|t| t.tx_hash != strip0x(&bnb)));
+    assert!(again.transfers.iter().all(|t| t.tx_hash != txh(&bnb)));
 }
 
 #[tokio::test]

@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use custody_core::address::TronAddress;
 use custody_core::amount::Amount;
 use custody_core::asset::{AssetCatalog, AssetKind};
+use custody_core::chain::TxHash;
 use custody_core::error::PortError;
 use custody_core::network::Network;
 use custody_core::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
@@ -359,11 +360,11 @@ fn scan_inner(
                         continue;
                     };
                     transfers.push(ObservedTransfer {
-                        tx_hash: tx_hash(tx)?,
+                        tx_hash: typed_hash(&tx_hash(tx)?)?,
                         log_index: None,
                         asset_code: catalog.native_code().to_owned(),
-                        from: from.to_string(),
-                        to: to.to_string(),
+                        from: from.into(),
+                        to: to.into(),
                         amount: Amount::from_units(u128::from(amount.unsigned_abs())),
                         succeeded: block_verdict(tx) == Some(true),
                     });
@@ -378,24 +379,22 @@ fn scan_inner(
                     })?;
                     let succeeded = info_succeeded(info) && block_verdict(tx) != Some(false);
                     let logs = catalog_transfer_logs(info, catalog, &hash);
+                    let typed = typed_hash(&hash)?;
                     if !logs.is_empty() {
                         for (log_index, code, from, to, amount) in logs {
                             transfers.push(ObservedTransfer {
-                                tx_hash: hash.clone(),
+                                tx_hash: typed,
                                 log_index: Some(log_index),
                                 asset_code: code.to_owned(),
-                                from: from.to_string(),
-                                to: to.to_string(),
+                                from: from.into(),
+                                to: to.into(),
                                 amount: Amount::from_units(amount),
                                 succeeded,
                             });
                         }
                     } else if !succeeded && contract.kind == CONTRACT_TYPE_TRIGGER {
-                        if let Some(t) = failed_call(&contract.parameter.value, catalog)? {
-                            transfers.push(ObservedTransfer {
-                                tx_hash: hash.clone(),
-                                ..t
-                            });
+                        if let Some(t) = failed_call(&contract.parameter.value, catalog, typed)? {
+                            transfers.push(t);
                         }
                     }
                 }
@@ -406,10 +405,16 @@ fn scan_inner(
     Ok(ScannedBlock { header, transfers })
 }
 
+/// A transaction id as the port carries it.
+fn typed_hash(hash: &str) -> Result<TxHash, ScanError> {
+    TxHash::parse(hash).map_err(ScanError::Inconsistent)
+}
+
 /// The transfer a failed top-level `transfer`/`transferFrom` call on a catalog token intended.
 fn failed_call(
     value: &api::ContractValue,
     catalog: &TronCatalog,
+    tx_hash: TxHash,
 ) -> Result<Option<ObservedTransfer>, ScanError> {
     let Some(contract) = value.contract_address.as_deref() else {
         return Ok(None);
@@ -432,11 +437,11 @@ fn failed_call(
         return Ok(None);
     }
     Ok(Some(ObservedTransfer {
-        tx_hash: String::new(),
+        tx_hash,
         log_index: Some(0),
         asset_code: code.to_owned(),
-        from: from.to_string(),
-        to: call.to.to_string(),
+        from: from.into(),
+        to: call.to.into(),
         amount: Amount::from_units(call.amount),
         succeeded: false,
     }))
@@ -531,8 +536,11 @@ mod tests {
             got,
             vec![(5, true, None), (6, false, None), (7, false, None)]
         );
-        assert_eq!(s.transfers[0].from, "TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdH");
-        assert_eq!(s.transfers[0].tx_hash, txid(1));
+        assert_eq!(
+            s.transfers[0].from.as_str(),
+            "TUEZSdKsoDHQMeZwihtdoBiN46zxhGWYdH"
+        );
+        assert_eq!(s.transfers[0].tx_hash.to_hex(), txid(1));
     }
 
     #[test]
@@ -592,8 +600,8 @@ mod tests {
             .iter()
             .map(|t| {
                 (
-                    t.tx_hash.clone(),
-                    t.from.clone(),
+                    t.tx_hash.to_hex(),
+                    t.from.as_str().to_owned(),
                     t.amount.units(),
                     t.succeeded,
                 )

@@ -49,14 +49,18 @@ fn the_documented_block_and_its_infos_give_the_trx_and_usdt_transfers() {
     );
     assert_eq!(scanned.header.timestamp_ms, 1_777_445_121_000);
 
-    let t = |tx: &str, log: Option<u32>, asset: &str, from, to, units, ok| ObservedTransfer {
-        tx_hash: tx.into(),
-        log_index: log,
-        asset_code: asset.into(),
-        from: String::from(from),
-        to: String::from(to),
-        amount: Amount::from_units(units),
-        succeeded: ok,
+    let addr =
+        |a: &str| custody_core::chain::ChainAddress::parse(custody_core::Network::Tron, a).unwrap();
+    let t = |tx: &str, log: Option<u32>, asset: &str, from: &str, to: &str, units, ok| {
+        ObservedTransfer {
+            tx_hash: custody_core::chain::TxHash::parse(tx).unwrap(),
+            log_index: log,
+            asset_code: asset.into(),
+            from: addr(from),
+            to: addr(to),
+            amount: Amount::from_units(units),
+            succeeded: ok,
+        }
     };
     assert_eq!(
         scanned.transfers,

@@ -46,6 +46,15 @@ fn usdt(api: &TronApi) -> custody_core::asset::Asset {
         .clone()
 }
 
+fn th(hash: &str) -> custody_core::chain::TxHash {
+    custody_core::chain::TxHash::parse(hash).expect("a hash")
+}
+
+fn ta(address: &str) -> custody_core::chain::ChainAddress {
+    custody_core::chain::ChainAddress::parse(custody_core::Network::Tron, address)
+        .expect("an address")
+}
+
 #[tokio::test]
 async fn trx_and_usdt_transfers_are_found_with_amounts_addresses_and_log_index() {
     let api = TronApi::start_at(70_000_000);
@@ -71,29 +80,29 @@ async fn trx_and_usdt_transfers_are_found_with_amounts_addresses_and_log_index()
         scanned.transfers,
         vec![
             ObservedTransfer {
-                tx_hash: block.txids[0].clone(),
+                tx_hash: th(&block.txids[0]),
                 log_index: None,
                 asset_code: "TRX".into(),
-                from: A0.into(),
-                to: A1.into(),
+                from: ta(A0),
+                to: ta(A1),
                 amount: Amount::from_units(1_500_000),
                 succeeded: true,
             },
             ObservedTransfer {
-                tx_hash: block.txids[1].clone(),
+                tx_hash: th(&block.txids[1]),
                 log_index: Some(0),
                 asset_code: "USDT".into(),
-                from: A1.into(),
-                to: A0.into(),
+                from: ta(A1),
+                to: ta(A0),
                 amount: Amount::from_units(25_000_000),
                 succeeded: true,
             },
             ObservedTransfer {
-                tx_hash: block.txids[2].clone(),
+                tx_hash: th(&block.txids[2]),
                 log_index: None,
                 asset_code: "TRX".into(),
-                from: A1.into(),
-                to: A0.into(),
+                from: ta(A1),
+                to: ta(A0),
                 amount: Amount::from_units(7),
                 succeeded: true,
             },
@@ -103,7 +112,7 @@ async fn trx_and_usdt_transfers_are_found_with_amounts_addresses_and_log_index()
     assert!(scanned
         .transfers
         .iter()
-        .all(|t| t.tx_hash.len() == 64 && t.tx_hash == t.tx_hash.to_ascii_lowercase()));
+        .all(|t| t.tx_hash.to_hex() == t.tx_hash.to_hex().to_ascii_lowercase()));
 
     let header = c.header(block.number).await.unwrap().unwrap();
     assert_eq!(header, scanned.header);
@@ -129,7 +138,7 @@ async fn reverted_and_out_of_energy_transfers_are_reported_failed() {
         .iter()
         .map(|t| {
             (
-                t.tx_hash.as_str(),
+                t.tx_hash.to_hex(),
                 t.log_index,
                 t.amount.units(),
                 t.succeeded,
@@ -139,13 +148,13 @@ async fn reverted_and_out_of_energy_transfers_are_reported_failed() {
     assert_eq!(
         got,
         vec![
-            (block.txids[0].as_str(), Some(0), 40_000_000, false),
-            (block.txids[1].as_str(), Some(0), 41_000_000, false),
-            (block.txids[2].as_str(), Some(0), 1, true),
+            (block.txids[0].clone(), Some(0), 40_000_000, false),
+            (block.txids[1].clone(), Some(0), 41_000_000, false),
+            (block.txids[2].clone(), Some(0), 1, true),
         ]
     );
-    assert_eq!(scanned.transfers[0].from, A0);
-    assert_eq!(scanned.transfers[0].to, A1);
+    assert_eq!(scanned.transfers[0].from.as_str(), A0);
+    assert_eq!(scanned.transfers[0].to.as_str(), A1);
 }
 
 #[tokio::test]
@@ -159,7 +168,7 @@ async fn transfers_of_contracts_outside_the_catalog_are_not_returned() {
     );
     let scanned = chain(&api).scan_block(block.number).await.unwrap().unwrap();
     assert_eq!(scanned.transfers.len(), 1);
-    assert_eq!(scanned.transfers[0].tx_hash, block.txids[2]);
+    assert_eq!(scanned.transfers[0].tx_hash.to_hex(), block.txids[2]);
     assert_eq!(scanned.transfers[0].asset_code, "USDT");
 }
 

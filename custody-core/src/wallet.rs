@@ -86,7 +86,7 @@ pub trait WalletReads {
     fn wallet_by_address(
         &mut self,
         network: Network,
-        address: &str,
+        address: &crate::chain::ChainAddress,
     ) -> Result<Option<Wallet>, PortError>;
     /// Every address on `network` (the scanner's watch set).
     fn wallet_addresses(&mut self, network: Network) -> Result<Vec<String>, PortError>;

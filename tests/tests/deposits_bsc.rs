@@ -108,10 +108,18 @@ fn bnb_and_token_deposits_are_credited_after_fifteen_confirmations_and_nothing_e
         .iter()
         .find(|d| d["asset"] == "BNB")
         .expect("BNB deposit");
-    assert_eq!(
-        bnb["tx_hash"].as_str().unwrap(),
-        bnb_tx.trim_start_matches("0x")
+    // Decisions §10: BSC hashes are 0x and 64 lowercase hex digits everywhere.
+    assert_eq!(bnb["tx_hash"].as_str().unwrap(), bnb_tx.to_lowercase());
+    let block_hash = bnb["block_hash"].as_str().unwrap();
+    assert!(
+        block_hash.len() == 66
+            && block_hash.starts_with("0x")
+            && block_hash[2..]
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+        "{block_hash}"
     );
+    assert_eq!(bnb["history"][0]["block_hash"], block_hash);
     assert_eq!(bnb["amount_units"], (3 * ETH / 2).to_string());
     assert_eq!(bnb["log_index"], Value::Null);
     assert_eq!(bnb["external_user_id"], "alice");
@@ -120,10 +128,7 @@ fn bnb_and_token_deposits_are_credited_after_fifteen_confirmations_and_nothing_e
         .iter()
         .find(|d| d["asset"] == "USDT")
         .expect("USDT deposit");
-    assert_eq!(
-        usdt["tx_hash"].as_str().unwrap(),
-        usdt_tx.trim_start_matches("0x")
-    );
+    assert_eq!(usdt["tx_hash"].as_str().unwrap(), usdt_tx.to_lowercase());
     assert_eq!(usdt["amount_units"], (250 * ETH).to_string());
     assert!(usdt["log_index"].is_u64());
     assert_eq!(usdt["wallet_id"], bob["id"]);

@@ -343,6 +343,9 @@ fn undelivered_events_survive_kill_9() {
     });
     let admin = c.credential("ops", &["--admin"]);
     let secret = register(&c, "acme", &receiver.url("/slow"));
+    // The killed process's claims are leases of timeout + 5 s: they run out, nothing releases
+    // them in bulk (another instance could hold them).
+    set_config(&c.data_dir(), "webhooks", "timeout_ms", "2000");
     c.start();
     let mut ids: Vec<String> = (0..3).map(|_| queue_test(&c, "acme")).collect();
     // Kill the server while its attempts are in flight (the receiver holds them).

@@ -461,11 +461,17 @@ mod tests {
                     },
                     transfers: if n == deposit_at {
                         vec![ObservedTransfer {
-                            tx_hash: "aa".into(),
+                            tx_hash: custody_core::chain::TxHash::parse(&"aa".repeat(32))
+                                .expect("hex"),
                             log_index: None,
                             asset_code: "BNB".into(),
-                            from: "0x0000000000000000000000000000000000000001".into(),
-                            to: deposit_to.into(),
+                            from: custody_core::chain::ChainAddress::parse(
+                                Network::Bsc,
+                                "0x0000000000000000000000000000000000000001",
+                            )
+                            .expect("an address"),
+                            to: custody_core::chain::ChainAddress::parse(Network::Bsc, deposit_to)
+                                .expect("an address"),
                             amount: Amount::from_units(9),
                             succeeded: true,
                         }]

@@ -49,9 +49,11 @@ impl Default for WorkerSettings {
 }
 
 impl WorkerSettings {
-    /// How long a claim holds: the attempt's timeout plus room to record it.
+    /// How long a claim holds: the attempt's timeout plus room to record it. A crashed
+    /// worker's claims run out after this (there is no bulk release at start-up, since another
+    /// instance may hold them); recording after the lease ran out is harmless (at least once).
     fn lease_ms(&self) -> i64 {
-        i64::try_from(self.timeout_ms.saturating_add(60_000)).unwrap_or(i64::MAX)
+        i64::try_from(self.timeout_ms.saturating_add(5_000)).unwrap_or(i64::MAX)
     }
 }
 

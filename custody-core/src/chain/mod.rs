@@ -2,8 +2,10 @@
 //! cursor, and where a reorganization forked. The scanner does the I/O; these functions decide.
 
 mod fork;
+mod ids;
 
 pub use fork::{connects, find_fork, ForkSearch};
+pub use ids::{display_hash, ChainAddress, TxHash};
 
 use serde::Serialize;
 

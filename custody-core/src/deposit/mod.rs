@@ -12,6 +12,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::amount::Amount;
+use crate::chain::display_hash;
 use crate::error::PortError;
 use crate::network::Network;
 use crate::time::Timestamp;
@@ -138,16 +139,17 @@ pub struct DepositView<'a> {
     pub external_user_id: &'a str,
     pub wallet_id: Uuid,
     pub address: &'a str,
-    pub tx_hash: &'a str,
+    /// Hashes per decisions §10: `0x`-prefixed on BSC, bare on TRON.
+    pub tx_hash: String,
     pub log_index: Option<u32>,
     pub from_address: &'a str,
     pub amount_units: Amount,
     pub block_number: Option<u64>,
-    pub block_hash: Option<&'a str>,
+    pub block_hash: Option<String>,
     pub confirmations: u32,
     pub required_confirmations: u32,
     pub status: DepositStatus,
-    pub history: &'a [HistoryStep],
+    pub history: Vec<HistoryStep>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -162,16 +164,29 @@ impl Deposit {
             external_user_id: &self.external_user_id,
             wallet_id: self.wallet_id,
             address: &self.address,
-            tx_hash: &self.tx_hash,
+            tx_hash: display_hash(self.network, &self.tx_hash),
             log_index: self.log_index,
             from_address: &self.from_address,
             amount_units: self.amount,
             block_number: self.block_number,
-            block_hash: self.block_hash.as_deref(),
+            block_hash: self
+                .block_hash
+                .as_deref()
+                .map(|h| display_hash(self.network, h)),
             confirmations: self.confirmations,
             required_confirmations: self.required_confirmations,
             status: self.status,
-            history: &self.history,
+            history: self
+                .history
+                .iter()
+                .map(|step| HistoryStep {
+                    block_hash: step
+                        .block_hash
+                        .as_deref()
+                        .map(|h| display_hash(self.network, h)),
+                    ..step.clone()
+                })
+                .collect(),
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
@@ -215,7 +230,7 @@ pub trait DepositReads {
     fn deposit_by_identity(
         &mut self,
         network: Network,
-        tx_hash: &str,
+        tx_hash: &crate::chain::TxHash,
         log_index: Option<u32>,
     ) -> Result<Option<Deposit>, PortError>;
     fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError>;

@@ -91,7 +91,7 @@ pub fn apply_block(
     for t in &block.transfers {
         // Failed transactions, zero amounts, assets outside the catalog and addresses that are
         // not ours are never deposits.
-        if !t.succeeded || t.amount.is_zero() || !watch.contains(network, &t.to) {
+        if !t.succeeded || t.amount.is_zero() || !watch.contains(network, t.to.as_str()) {
             continue;
         }
         if catalog.get(network, &t.asset_code).is_none() {
@@ -107,10 +107,10 @@ pub fn apply_block(
                 // The same transfer, mined again in the new chain. Its identity (tx hash and
                 // position in the transaction) fixes its content; a mismatch means a bug or a
                 // lying node, never a reason to credit.
-                if d.address != t.to
+                if d.address != t.to.as_str()
                     || d.asset != t.asset_code
                     || d.amount != t.amount
-                    || d.from_address != t.from
+                    || d.from_address != t.from.as_str()
                 {
                     tx.raise_alert(&Alert {
                         id: new_uuid(entropy),
@@ -145,9 +145,9 @@ pub fn apply_block(
                     external_user_id: wallet.external_user_id.clone(),
                     wallet_id: wallet.id,
                     address: wallet.address.clone(),
-                    tx_hash: t.tx_hash.clone(),
+                    tx_hash: t.tx_hash.to_hex(),
                     log_index: t.log_index,
-                    from_address: t.from.clone(),
+                    from_address: t.from.as_str().to_owned(),
                     amount: t.amount,
                     block_number: Some(header.number),
                     block_hash: Some(header.hash.clone()),

@@ -41,11 +41,15 @@ fn block(number: u64, fork: u8, parent_fork: u8, transfers: Vec<ObservedTransfer
 
 fn usdt_to(address: &str, units: u128, tx: &str) -> ObservedTransfer {
     ObservedTransfer {
-        tx_hash: tx.into(),
+        tx_hash: crate::chain::TxHash::parse(&format!("{tx:0>64}")).expect("hex tag"),
         log_index: Some(3),
         asset_code: "USDT".into(),
-        from: "0x0000000000000000000000000000000000000001".into(),
-        to: address.into(),
+        from: crate::chain::ChainAddress::parse(
+            Network::Bsc,
+            "0x0000000000000000000000000000000000000001",
+        )
+        .expect("an address"),
+        to: crate::chain::ChainAddress::parse(Network::Bsc, address).expect("an address"),
         amount: Amount::from_units(units),
         succeeded: true,
     }

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 
 use crate::amount::Amount;
 use crate::asset::Asset;
+use crate::chain::{ChainAddress, TxHash};
 use crate::error::PortError;
 use crate::network::Network;
 
@@ -22,15 +23,14 @@ pub struct BlockHeader {
 /// catalog contract.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedTransfer {
-    /// Lowercase hex without `0x`.
-    pub tx_hash: String,
+    pub tx_hash: TxHash,
     /// `None` for native value; the log index for token transfers.
     pub log_index: Option<u32>,
     /// Catalog asset code on this network.
     pub asset_code: String,
-    /// Addresses in the network's canonical text form (EIP-55 on BSC, base58 on TRON).
-    pub from: String,
-    pub to: String,
+    /// Typed, hence in the network's canonical text form (EIP-55 on BSC, base58 on TRON).
+    pub from: ChainAddress,
+    pub to: ChainAddress,
     pub amount: Amount,
     /// Whether the transaction succeeded (EVM receipt status 1, TRON `SUCCESS`).
     pub succeeded: bool,

@@ -752,8 +752,9 @@ impl WalletReads for Tx {
     fn wallet_by_address(
         &mut self,
         network: Network,
-        address: &str,
+        address: &crate::chain::ChainAddress,
     ) -> Result<Option<Wallet>, PortError> {
+        let address = address.as_str();
         Ok(self
             .state
             .wallets
@@ -826,14 +827,15 @@ impl DepositReads for Tx {
     fn deposit_by_identity(
         &mut self,
         network: Network,
-        tx_hash: &str,
+        tx_hash: &crate::chain::TxHash,
         log_index: Option<u32>,
     ) -> Result<Option<Deposit>, PortError> {
+        let tx_hash = tx_hash.to_hex();
         Ok(self
             .state
             .deposits
             .iter()
-            .find(|d| same_identity(d, network, tx_hash, log_index))
+            .find(|d| same_identity(d, network, &tx_hash, log_index))
             .cloned())
     }
 

@@ -272,13 +272,13 @@ impl DepositReads for SqliteTx<'_> {
     fn deposit_by_identity(
         &mut self,
         network: Network,
-        tx_hash: &str,
+        tx_hash: &custody_core::chain::TxHash,
         log_index: Option<u32>,
     ) -> Result<Option<Deposit>, PortError> {
         Ok(self
             .deposits_where(
                 "network = ?1 AND tx_hash = ?2 AND log_key = ?3",
-                params![network.as_str(), tx_hash, log_key(log_index)],
+                params![network.as_str(), tx_hash.to_hex(), log_key(log_index)],
             )?
             .pop())
     }

@@ -143,11 +143,11 @@ impl WalletReads for SqliteTx<'_> {
     fn wallet_by_address(
         &mut self,
         network: Network,
-        address: &str,
+        address: &custody_core::chain::ChainAddress,
     ) -> Result<Option<Wallet>, PortError> {
         self.one_wallet(
             "network = ?1 AND address = ?2",
-            params![network.as_str(), address],
+            params![network.as_str(), address.as_str()],
         )
     }
 

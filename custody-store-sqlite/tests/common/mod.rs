@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use custody_core::chain::{ChainAddress, TxHash};
 use custody_core::deposit::{
     self, Applied, DepositFilter, DepositStatus, PipelineSettings, WatchSet,
 };
@@ -126,11 +127,15 @@ pub fn block(
         },
         transfers: deposit
             .map(|(to, units)| ObservedTransfer {
-                tx_hash: "bb".repeat(32),
+                tx_hash: TxHash::parse(&"bb".repeat(32)).expect("hex"),
                 log_index: Some(0),
                 asset_code: "USDT".into(),
-                from: "0x0000000000000000000000000000000000000001".into(),
-                to: to.to_owned(),
+                from: ChainAddress::parse(
+                    Network::Bsc,
+                    "0x0000000000000000000000000000000000000001",
+                )
+                .expect("an address"),
+                to: ChainAddress::parse(Network::Bsc, to).expect("an address"),
                 amount: Amount::from_units(units),
                 succeeded: true,
             })

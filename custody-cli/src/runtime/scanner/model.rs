@@ -16,6 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use custody_core::admin::set_control;
 use custody_core::asset::Asset;
+use custody_core::chain::{ChainAddress, TxHash};
 use custody_core::deposit::{DepositFilter, DepositStatus, PipelineSettings, WatchSet};
 use custody_core::error::PortError;
 use custody_core::keys::{HdSigner, Mnemonic};
@@ -88,11 +89,15 @@ impl Node {
         let transfers = payments
             .iter()
             .map(|p| ObservedTransfer {
-                tx_hash: format!("{:064x}", p.id),
+                tx_hash: TxHash::parse(&format!("{:064x}", p.id)).expect("hex"),
                 log_index: None,
                 asset_code: "BNB".into(),
-                from: "0x0000000000000000000000000000000000000001".into(),
-                to: addresses[p.user].clone(),
+                from: ChainAddress::parse(
+                    Network::Bsc,
+                    "0x0000000000000000000000000000000000000001",
+                )
+                .expect("an address"),
+                to: ChainAddress::parse(Network::Bsc, &addresses[p.user]).expect("an address"),
                 amount: Amount::from_units(p.units),
                 succeeded: true,
             })

@@ -7,7 +7,7 @@ use crate::deposit::{Deposit, DepositFilter, DepositStatus, HistoryStep};
 use crate::ports::store::Store;
 use crate::{Amount, Network};
 
-use super::{assert_port_error, at, r, suite, uid, w, wallet_row};
+use super::{addr, assert_port_error, at, hash, r, suite, uid, w, wallet_row};
 
 suite!(
     /// Deposits: one per identity, updated in state only, listed and summed.
@@ -77,8 +77,8 @@ fn deposit(n: u128, wallet: u128, tx_hash: &str, log_index: Option<u32>, created
         asset: "USDT".into(),
         external_user_id: user.into(),
         wallet_id: uid(wallet),
-        address: address.into(),
-        tx_hash: tx_hash.into(),
+        address: addr(network, address),
+        tx_hash: hash(tx_hash).to_hex(),
         log_index,
         from_address: "0x0000000000000000000000000000000000000001".into(),
         amount: Amount::from_units(u128::MAX - n),
@@ -135,10 +135,10 @@ async fn deposits_round_trip_and_are_found_by_identity(store: Arc<dyn Store>) {
     insert(s, vec![native.clone(), token.clone()]).await;
     let found = r(s, |tx| {
         Ok((
-            tx.deposit_by_identity(Network::Bsc, "aa01", None)?,
-            tx.deposit_by_identity(Network::Bsc, "aa01", Some(0))?,
-            tx.deposit_by_identity(Network::Bsc, "aa01", Some(1))?,
-            tx.deposit_by_identity(Network::Tron, "aa01", None)?,
+            tx.deposit_by_identity(Network::Bsc, &hash("aa01"), None)?,
+            tx.deposit_by_identity(Network::Bsc, &hash("aa01"), Some(0))?,
+            tx.deposit_by_identity(Network::Bsc, &hash("aa01"), Some(1))?,
+            tx.deposit_by_identity(Network::Tron, &hash("aa01"), None)?,
             tx.deposit_by_id("acme", uid(11))?,
             tx.deposit_by_id("other", uid(11))?,
         ))
@@ -192,7 +192,7 @@ async fn an_update_moves_state_not_identity(store: Arc<dyn Store>) {
     let mut attempt = moved.clone();
     attempt.tenant = "other".into();
     attempt.amount = Amount::from_units(1);
-    attempt.address = "0xB0B".into();
+    attempt.address = addr(Network::Bsc, "0xB0B");
     attempt.from_address = "0xEVE".into();
     attempt.asset = "BNB".into();
     attempt.external_user_id = "bob".into();
@@ -424,11 +424,15 @@ async fn shortfalls_and_credited_sums_are_summed_per_user_and_address(store: Arc
         credited,
         vec![
             (
-                "0xA11CE".to_owned(),
+                addr(Network::Bsc, "0xA11CE"),
                 "USDT".to_owned(),
                 Amount::from_units(57)
             ),
-            ("0xB0B".to_owned(), "USDT".to_owned(), Amount::from_units(5)),
+            (
+                addr(Network::Bsc, "0xB0B"),
+                "USDT".to_owned(),
+                Amount::from_units(5)
+            ),
         ]
     );
 }

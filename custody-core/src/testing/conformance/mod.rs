@@ -122,13 +122,36 @@ fn assert_port_error<T: std::fmt::Debug>(result: CoreResult<T>) {
 }
 
 /// A wallet row (no derivation involved).
+/// A real address of `network` named by a short tag ("0xA11CE"): the tag's bytes, padded to 20.
+/// The same tag gives the same key's address on both networks.
+fn addr(network: Network, tag: &str) -> String {
+    let mut bytes = [0u8; 20];
+    for (b, t) in bytes.iter_mut().zip(tag.bytes()) {
+        *b = t;
+    }
+    match network {
+        Network::Bsc => crate::address::BscAddress::from_bytes(bytes).to_string(),
+        Network::Tron => crate::address::TronAddress::from_bytes(bytes).to_string(),
+    }
+}
+
+/// [`addr`] as the typed address the ports take.
+fn chain_addr(network: Network, tag: &str) -> crate::chain::ChainAddress {
+    crate::chain::ChainAddress::parse(network, &addr(network, tag)).expect("a real address")
+}
+
+/// A transaction hash named by a short hex tag ("aa01"), zero-padded to 32 bytes.
+fn hash(tag: &str) -> crate::chain::TxHash {
+    crate::chain::TxHash::parse(&format!("{tag:0>64}")).expect("hex tag")
+}
+
 fn wallet_row(n: u128, tenant: &str, user: &str, network: Network, address: &str) -> Wallet {
     Wallet {
         id: uid(n),
         tenant: tenant.to_owned(),
         external_user_id: user.to_owned(),
         network,
-        address: address.to_owned(),
+        address: addr(network, address),
         account: 0,
         index: u32::try_from(n % 1_000_000).unwrap_or(0),
         created_at: at(1_000),

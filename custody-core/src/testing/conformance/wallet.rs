@@ -8,7 +8,7 @@ use crate::testing::test_signer;
 use crate::wallet::{self, Wallet};
 use crate::Network;
 
-use super::{assert_port_error, at, r, suite, uid, w, wallet_row};
+use super::{addr, assert_port_error, at, chain_addr, r, suite, uid, w, wallet_row};
 
 suite!(
     /// HD wallets: one account per tenant, address indexes per tenant and network, one wallet
@@ -94,8 +94,8 @@ async fn wallets_are_found_by_user_id_and_address(store: Arc<dyn Store>) {
             tx.wallet_by_user("other", "alice", Network::Bsc)?,
             tx.wallet_by_id("acme", uid(1))?,
             tx.wallet_by_id("other", uid(1))?,
-            tx.wallet_by_address(Network::Bsc, "0xB0B")?,
-            tx.wallet_by_address(Network::Tron, "0xB0B")?,
+            tx.wallet_by_address(Network::Bsc, &chain_addr(Network::Bsc, "0xB0B"))?,
+            tx.wallet_by_address(Network::Tron, &chain_addr(Network::Tron, "0xB0B"))?,
         ))
     })
     .await;
@@ -114,8 +114,12 @@ async fn wallets_are_found_by_user_id_and_address(store: Arc<dyn Store>) {
     })
     .await;
     bsc.sort_unstable();
-    assert_eq!(bsc, ["0xA11CE", "0xB0B"], "every tenant's, in any order");
-    assert_eq!(tron, ["TA11CE"]);
+    assert_eq!(
+        bsc,
+        [addr(Network::Bsc, "0xA11CE"), addr(Network::Bsc, "0xB0B")],
+        "every tenant's, in any order"
+    );
+    assert_eq!(tron, [addr(Network::Tron, "TA11CE")]);
 }
 
 async fn one_wallet_per_user_and_network_and_per_address(store: Arc<dyn Store>) {
@@ -158,7 +162,7 @@ async fn one_wallet_per_user_and_network_and_per_address(store: Arc<dyn Store>) 
     })
     .await;
     assert_eq!(alice, Some(first));
-    assert_eq!(bsc, ["0xA11CE"]);
+    assert_eq!(bsc, [addr(Network::Bsc, "0xA11CE")]);
 }
 
 async fn create_wallet_creates_once_with_its_event(store: Arc<dyn Store>) {
@@ -197,7 +201,11 @@ async fn create_wallet_creates_once_with_its_event(store: Arc<dyn Store>) {
         [(uid(6), "wallet.created"), (uid(2), "wallet.created")]
     );
     let by_address = r(s, move |tx| {
-        tx.wallet_by_address(Network::Bsc, &bob.wallet.address)
+        tx.wallet_by_address(
+            Network::Bsc,
+            &crate::chain::ChainAddress::parse(Network::Bsc, &bob.wallet.address)
+                .expect("canonical"),
+        )
     })
     .await;
     assert_eq!(by_address.map(|x| x.external_user_id), Some("bob".into()));
