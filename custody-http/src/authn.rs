@@ -89,6 +89,7 @@ pub async fn authenticate(
         });
     }
 
+    // Counted before the nonce is written, so a credential over its limit costs no write.
     let rate = state
         .limiter
         .check(credential.id, credential.rate_limit, now);
@@ -118,10 +119,16 @@ pub async fn authenticate(
         rate: Some(rate),
     })?;
     if !fresh {
+        // Whoever replays a captured request must not use up its owner's window.
+        state.limiter.refund(credential.id, now);
         let refusal = Refusal::new(ErrorCode::ReplayDetected, "this nonce was already used");
         return Err(AuthFailure {
             error: refusal.into(),
-            rate: Some(rate),
+            rate: Some(
+                state
+                    .limiter
+                    .peek(credential.id, credential.rate_limit, now),
+            ),
         });
     }
     Ok(Authenticated { credential, rate })

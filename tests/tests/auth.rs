@@ -2,6 +2,17 @@
 
 use custody_e2e::{now_s, raw_request, Custody};
 
+/// Waits out the last seconds of a 60 s rate window, so a test that reads the figures twice
+/// reads them in one window.
+fn clear_of_a_window_edge() {
+    let into = now_s().rem_euclid(60);
+    if into >= 55 {
+        std::thread::sleep(std::time::Duration::from_secs(
+            u64::try_from(61 - into).unwrap(),
+        ));
+    }
+}
+
 fn server() -> (Custody, custody_e2e::Cred) {
     let mut c = Custody::init();
     let cred = c.credential("acme", &[]);
@@ -234,4 +245,30 @@ fn revoked_credentials_stop_working_at_once() {
         (r.status, r.code().as_str()),
         (401, "AUTHENTICATION_FAILED")
     );
+}
+
+#[test]
+fn a_replay_does_not_use_up_the_victims_window() {
+    let mut c = Custody::init();
+    let cred = c.credential("acme", &["--rate-limit", "5"]);
+    c.start();
+    let client = c.client(&cred);
+    clear_of_a_window_edge();
+    let s = client.signed("GET", "/v1/networks", b"", None);
+    let r = client.send(&s);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("4"));
+    for _ in 0..10 {
+        let r = client.send(&s);
+        assert_eq!((r.status, r.code().as_str()), (401, "REPLAY_DETECTED"));
+        assert_eq!(r.header("x-ratelimit-limit"), Some("5"));
+        assert_eq!(
+            r.header("x-ratelimit-remaining"),
+            Some("4"),
+            "a replay is not counted"
+        );
+    }
+    let r = client.get("/v1/networks");
+    assert_eq!(r.status, 200, "the owner still has the rest of the window");
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("3"));
 }

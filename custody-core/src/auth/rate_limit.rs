@@ -83,6 +83,19 @@ impl RateLimiter {
             reset_after_s,
         }
     }
+
+    /// Gives back a request that `check` counted at `now` and that turned out not to be the
+    /// credential's own (a replayed nonce): whoever replays a captured request must not use up
+    /// its owner's window. Nothing to give back once that window has passed.
+    pub fn refund(&self, credential: Uuid, now: Timestamp) {
+        let window = now.unix_seconds().div_euclid(WINDOW_S);
+        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = windows.get_mut(&credential) {
+            if entry.0 == window {
+                entry.1 = entry.1.saturating_sub(1);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -100,6 +113,28 @@ mod tests {
         assert!(!refused.allowed);
         assert_eq!(refused.reset_after_s, 50);
         assert!(rl.check(id, 2, t.plus_seconds(60)).allowed);
+    }
+
+    #[test]
+    fn a_refund_gives_back_one_request_of_the_same_window_only() {
+        let rl = RateLimiter::new();
+        let id = Uuid::nil();
+        let t = Timestamp::from_unix_millis(120_000);
+        rl.check(id, 3, t);
+        rl.check(id, 3, t);
+        rl.refund(id, t.plus_seconds(5));
+        assert_eq!(rl.peek(id, 3, t).remaining, 2);
+        rl.refund(id, t);
+        rl.refund(id, t);
+        assert_eq!(rl.peek(id, 3, t).remaining, 3, "never below zero used");
+        rl.check(id, 3, t);
+        rl.refund(id, t.plus_seconds(60));
+        assert_eq!(
+            rl.peek(id, 3, t).remaining,
+            2,
+            "a refund in the next window leaves this one alone"
+        );
+        rl.refund(Uuid::max(), t);
     }
 }
 
