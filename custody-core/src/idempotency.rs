@@ -90,6 +90,7 @@ pub fn refusal_is_stored(code: ErrorCode) -> bool {
             | Forbidden
             | MethodNotAllowed
             | PayloadTooLarge
+            | RequestTimeout
             | ValidationFailed
             | RateLimited
             | InternalError

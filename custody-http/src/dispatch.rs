@@ -2,7 +2,7 @@
 //! handler, error mapping, log line.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use custody_core::auth::{Credential, RateDecision, SignedParts};
@@ -159,10 +159,31 @@ async fn process(
     let access = route.map_or(Access::Admin, |r| r.access);
     let (parts, body) = req.into_parts();
     let headers = parts.headers;
-    let body = match read_body(&headers, body, state.limits.body_bytes_max).await {
+    // Before authentication anyone can hold a connection slot while a body trickles in: the
+    // read gets a deadline, and a late body closes the connection.
+    let deadline = Duration::from_millis(state.limits.body_read_timeout_ms);
+    let read = tokio::time::timeout(
+        deadline,
+        read_body(&headers, body, state.limits.body_bytes_max),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(Refusal::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body did not arrive within {} ms",
+                deadline.as_millis()
+            ),
+        ))
+    });
+    let body = match read {
         Ok(body) => body,
         Err(r) => {
+            let timed_out = r.code == ErrorCode::RequestTimeout;
             let mut o = refused(r, trace_id, route_name);
+            if timed_out {
+                o.reply = o.reply.with_header("connection", "close");
+            }
             if access != Access::Public {
                 o.rate = authn::figures_of_named_key(state, &headers).await;
             }

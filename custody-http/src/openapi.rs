@@ -141,7 +141,18 @@ fn operation(route: &Route) -> Value {
             "required": true,
             "content": { "application/json": { "schema": schema } }
         });
-        responses.insert("400".into(), error_response("MALFORMED_JSON"));
+        responses.insert(
+            "400".into(),
+            error_response(
+                "MALFORMED_JSON: not one JSON value in UTF-8, or a key repeated in an object",
+            ),
+        );
+        responses.insert(
+            "408".into(),
+            error_response(
+                "REQUEST_TIMEOUT: the body did not arrive in time; the connection is closed",
+            ),
+        );
         responses.insert("413".into(), error_response("PAYLOAD_TOO_LARGE"));
     }
     if route.idempotency_key {
@@ -172,6 +183,10 @@ fn operation(route: &Route) -> Value {
     }
     responses.insert("405".into(), error_response("METHOD_NOT_ALLOWED"));
     responses.insert("500".into(), error_response("INTERNAL_ERROR (sanitized)"));
+    responses.insert(
+        "503".into(),
+        error_response("MAINTENANCE: too many connections, from this address or in all; retry after Retry-After seconds"),
+    );
     op["responses"] = Value::Object(responses);
     op
 }
@@ -486,5 +501,19 @@ mod tests {
         }
         assert_eq!(documented, ROUTES.len());
         assert_eq!(doc["openapi"], "3.1.0");
+    }
+
+    #[test]
+    fn connection_and_body_refusals_are_documented() {
+        let doc: Value = serde_json::from_slice(document_bytes()).unwrap();
+        let wallets = &doc["paths"]["/wallets"]["post"]["responses"];
+        assert!(wallets["408"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("REQUEST_TIMEOUT"));
+        for route in ROUTES {
+            let op = &doc["paths"][route.template][route.method.to_lowercase()];
+            assert!(op["responses"]["503"].is_object(), "{}", route.template);
+        }
     }
 }
