@@ -26,6 +26,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0005_alerts_controls",
         include_str!("../migrations/0005_alerts_controls.sql"),
     ),
+    (
+        "0006_second_factor_attempts",
+        include_str!("../migrations/0006_second_factor_attempts.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

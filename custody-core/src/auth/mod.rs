@@ -8,6 +8,7 @@ pub mod canonical;
 pub mod credential;
 pub mod pin;
 pub mod rate_limit;
+pub mod second_factor;
 pub mod totp;
 
 pub use canonical::{canonical_string, signature_hex, verify_signature};
