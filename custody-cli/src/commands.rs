@@ -347,7 +347,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             swap_pairs,
             limits,
             limiter: custody_core::auth::RateLimiter::new(),
-            second_factors: custody_core::auth::SecondFactorGuard::new(),
+            second_factors: custody_http::SecondFactorChecks::default(),
             inflight: idempotency::InFlight::new(),
         });
         let listener = tokio::net::TcpListener::bind(listen)

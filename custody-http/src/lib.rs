@@ -13,11 +13,13 @@ pub mod input;
 pub mod openapi;
 pub mod reply;
 pub mod routes;
+pub mod second_factor;
 pub mod server;
 pub mod state;
 pub mod system;
 pub mod webhook_client;
 pub mod webhook_worker;
 
+pub use second_factor::SecondFactorChecks;
 pub use server::serve;
 pub use state::{AppState, HealthProbe, HttpLimits, NetworkSettings, ScanStatus, SwapPair};

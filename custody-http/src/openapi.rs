@@ -93,7 +93,7 @@ fn parameters(route: &Route) -> Vec<Value> {
         };
         out.push(json!({ "name": q, "in": "query", "required": false, "schema": schema }));
     }
-    if route.id == RouteId::AdminUpdateControl {
+    if takes_second_factors(route) {
         for name in ["X-Service-Pin", "X-Service-OTP"] {
             out.push(json!({
                 "name": name, "in": "header", "required": false,
@@ -109,6 +109,11 @@ fn parameters(route: &Route) -> Vec<Value> {
         }));
     }
     out
+}
+
+/// Routes that check `X-Service-Pin` / `X-Service-OTP` (crate::second_factor).
+fn takes_second_factors(route: &Route) -> bool {
+    route.id == RouteId::AdminUpdateControl
 }
 
 fn operation(route: &Route) -> Value {
@@ -171,6 +176,16 @@ fn operation(route: &Route) -> Value {
             ("429", "RATE_LIMITED, with Retry-After"),
         ] {
             responses.insert(status.into(), error_response(what));
+        }
+        if takes_second_factors(route) {
+            responses.insert(
+                "401".into(),
+                error_response("Not authenticated (AUTHENTICATION_FAILED, TIMESTAMP_OUT_OF_WINDOW, REPLAY_DETECTED), or a second factor missing (PIN_REQUIRED, OTP_REQUIRED) or failed: one answer whichever factor failed, INVALID_PIN for a credential with a PIN, else INVALID_OTP; with Retry-After while locked after 5 failures"),
+            );
+            responses.insert(
+                "429".into(),
+                error_response("RATE_LIMITED, with Retry-After: the rate limit, or 5 PIN/OTP checks of the credential already in progress"),
+            );
         }
         op["x-required-scope"] = match route.access {
             Access::Scope(s) => json!(s.as_str()),

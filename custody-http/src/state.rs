@@ -86,7 +86,8 @@ pub struct AppState {
     pub swap_pairs: Vec<SwapPair>,
     pub limits: HttpLimits,
     pub limiter: RateLimiter,
-    pub second_factors: custody_core::auth::SecondFactorGuard,
+    /// Bounds the PIN verifications running at once (`second_factor`).
+    pub second_factors: crate::second_factor::SecondFactorChecks,
     pub inflight: InFlight,
 }
 
