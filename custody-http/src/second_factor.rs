@@ -141,11 +141,19 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::system::OsEntropy;
 
     const TOTP_KEY: &[u8] = b"12345678901234567890";
 
     struct TestClock(Mutex<Timestamp>);
+
+    /// Sealing nonces for the store; this module does not depend on `system` (moving out).
+    struct TestEntropy;
+
+    impl custody_core::ports::Entropy for TestEntropy {
+        fn fill(&self, buf: &mut [u8]) {
+            rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, buf);
+        }
+    }
 
     impl Clock for TestClock {
         fn now(&self) -> Timestamp {
@@ -174,7 +182,7 @@ mod tests {
                 SqliteStore::open(
                     &dir.path().join("custody.db"),
                     SealingKey::from_bytes([9; 32]),
-                    Arc::new(OsEntropy),
+                    Arc::new(TestEntropy),
                     StoreOptions::default(),
                 )
                 .unwrap(),
