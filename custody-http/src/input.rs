@@ -49,7 +49,8 @@ fn parse_strict(body: &[u8]) -> Result<Value, Refusal> {
         let field = if position.path.is_empty() {
             "body".to_owned()
         } else {
-            position.path.join(".")
+            let names: Vec<String> = position.path.iter().map(Segment::to_string).collect();
+            names.join(".")
         };
         return Err(Refusal::validation(
             field,
@@ -69,8 +70,22 @@ fn is_number_out_of_range(err: &serde_json::Error) -> bool {
 /// stopped it, if that is what did.
 #[derive(Default)]
 struct Position {
-    path: Vec<String>,
+    path: Vec<Segment>,
     repeated: Option<String>,
+}
+
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl fmt::Display for Segment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Segment::Key(k) => f.write_str(k),
+            Segment::Index(i) => write!(f, "{i}"),
+        }
+    }
 }
 
 /// Builds a `serde_json::Value` like serde_json's own visitor, but refuses a repeated key
@@ -128,7 +143,7 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
         loop {
-            self.0.borrow_mut().path.push(items.len().to_string());
+            self.0.borrow_mut().path.push(Segment::Index(items.len()));
             let item = seq.next_element_seed(self)?;
             self.0.borrow_mut().path.pop();
             match item {
@@ -145,9 +160,13 @@ impl<'de> Visitor<'de> for Strict<'_> {
                 self.0.borrow_mut().repeated = Some(key);
                 return Err(de::Error::custom("a key is repeated"));
             }
-            self.0.borrow_mut().path.push(key);
+            // The key waits on the path while its value is read (no copy), then comes back.
+            self.0.borrow_mut().path.push(Segment::Key(key));
             let value = access.next_value_seed(self)?;
-            let key = self.0.borrow_mut().path.pop().unwrap_or_default();
+            let Some(Segment::Key(key)) = self.0.borrow_mut().path.pop() else {
+                // Nested values leave the path as they found it; fail closed if not.
+                return Err(de::Error::custom("the parser lost its place"));
+            };
             map.insert(key, value);
         }
         Ok(Value::Object(map))
@@ -425,6 +444,9 @@ mod tests {
         // The same key in sibling objects is not a repetition.
         let map = json_object(br#"{"a":{"k":1},"b":{"k":2},"c":[{"k":3},{"k":4}]}"#).unwrap();
         assert_eq!(map["c"][1]["k"], 4);
+        // serde_json's depth limit holds through the seed: deep nesting is refused, not a crash.
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(5_000), "]".repeat(5_000));
+        assert_eq!(code_of(deep.as_bytes()), ErrorCode::MalformedJson);
     }
 
     #[test]
