@@ -13,7 +13,7 @@ use custody_core::keys::Mnemonic;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::secret::Secret;
-use custody_http::{AppState, HttpLimits, NetworkSettings};
+use custody_http::{AppState, NetworkSettings};
 use custody_store_sqlite::{SqliteStore, StoreOptions};
 use serde_json::json;
 
@@ -299,6 +299,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot load the master key: {e}"))?,
     );
     drop(unlocked);
+    let limits = config.server.limits()?;
     let listen = args.listen.unwrap_or(config.server.listen);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -336,13 +337,9 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 })
                 .collect(),
             swap_pairs,
-            limits: HttpLimits {
-                body_bytes_max: config.server.body_bytes_max,
-                connections_max: config.server.connections_max,
-                ..HttpLimits::default()
-            },
+            limits,
             limiter: custody_core::auth::RateLimiter::new(),
-            second_factors: custody_core::auth::SecondFactorGuard::new(),
+            second_factors: custody_http::SecondFactorChecks::default(),
             inflight: idempotency::InFlight::new(),
         });
         let listener = tokio::net::TcpListener::bind(listen)

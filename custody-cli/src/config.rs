@@ -22,21 +22,74 @@ pub struct Config {
     pub webhooks: crate::webhooks::WebhooksConfig,
 }
 
+/// `[server]`. The connection limits are explained in docs/operations.md; keys added after the
+/// first release default when a data dir's file lacks them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub body_bytes_max: usize,
     pub connections_max: usize,
+    #[serde(default = "defaults::connections_per_peer_max")]
+    pub connections_per_peer_max: usize,
+    #[serde(default = "defaults::idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    #[serde(default = "defaults::body_read_timeout_ms")]
+    pub body_read_timeout_ms: u64,
+}
+
+mod defaults {
+    pub fn connections_per_peer_max() -> usize {
+        custody_http::HttpLimits::default().connections_per_peer_max
+    }
+
+    pub fn idle_timeout_ms() -> u64 {
+        custody_http::HttpLimits::default().idle_timeout_ms
+    }
+
+    pub fn body_read_timeout_ms() -> u64 {
+        custody_http::HttpLimits::default().body_read_timeout_ms
+    }
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let limits = custody_http::HttpLimits::default();
         ServerConfig {
             listen: "127.0.0.1:8080".parse().expect("valid address"),
-            body_bytes_max: 64 * 1024,
-            connections_max: 1024,
+            body_bytes_max: limits.body_bytes_max,
+            connections_max: limits.connections_max,
+            connections_per_peer_max: limits.connections_per_peer_max,
+            idle_timeout_ms: limits.idle_timeout_ms,
+            body_read_timeout_ms: limits.body_read_timeout_ms,
         }
+    }
+}
+
+impl ServerConfig {
+    /// The limits of the HTTP layer; a zero would refuse every connection or request.
+    pub fn limits(&self) -> Result<custody_http::HttpLimits, String> {
+        for (key, value) in [
+            ("body_bytes_max", self.body_bytes_max as u64),
+            ("connections_max", self.connections_max as u64),
+            (
+                "connections_per_peer_max",
+                self.connections_per_peer_max as u64,
+            ),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("body_read_timeout_ms", self.body_read_timeout_ms),
+        ] {
+            if value == 0 {
+                return Err(format!("server.{key} must be greater than 0"));
+            }
+        }
+        Ok(custody_http::HttpLimits {
+            body_bytes_max: self.body_bytes_max,
+            connections_max: self.connections_max,
+            connections_per_peer_max: self.connections_per_peer_max,
+            idle_timeout_ms: self.idle_timeout_ms,
+            body_read_timeout_ms: self.body_read_timeout_ms,
+        })
     }
 }
 
@@ -305,6 +358,9 @@ mod tests {
         assert_eq!(back.swap_pairs(&catalog).unwrap().len(), 3);
         assert_eq!(back.tron.confirmations, 19);
         back.validate().unwrap();
+        let limits = back.server.limits().unwrap();
+        assert_eq!(limits.connections_per_peer_max, 128);
+        assert_eq!(limits.body_read_timeout_ms, 10_000);
     }
 
     /// `init`'s file with `edit` applied (`from` must occur once), loaded as `serve` loads it.
@@ -403,5 +459,27 @@ mod tests {
         let err = load_edited(&[("confirmations = 15", &format!("confirmations = 15\n{line}"))])
             .unwrap_err();
         assert!(err.contains("[bsc] genesis_block_id"), "{err}");
+    }
+
+    #[test]
+    fn a_server_section_written_before_the_connection_limits_still_loads() {
+        let mut text = toml::to_string_pretty(&Config::default_for_init()).unwrap();
+        for key in [
+            "connections_per_peer_max",
+            "idle_timeout_ms",
+            "body_read_timeout_ms",
+        ] {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(key))
+                .unwrap()
+                .to_owned();
+            text = text.replace(&format!("{line}\n"), "");
+        }
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back.server.idle_timeout_ms, 10_000);
+        let mut zero = back.server.clone();
+        zero.body_read_timeout_ms = 0;
+        assert!(zero.limits().unwrap_err().contains("body_read_timeout_ms"));
     }
 }

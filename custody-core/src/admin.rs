@@ -90,6 +90,26 @@ pub fn restricted(repo: &mut dyn ControlReads, key: &str) -> Result<bool, PortEr
     Ok(false)
 }
 
+/// Checks a control update before anything else is (second factors included): the key is
+/// known and the reason, trimmed, is 1 to 500 characters. Returns the trimmed reason.
+pub fn check_control_update<'a>(
+    key: &str,
+    reason: &'a str,
+) -> Result<&'a str, crate::error::Refusal> {
+    use crate::error::Refusal;
+    if !CONTROL_KEYS.contains(&key) {
+        return Err(Refusal::validation(
+            "control_key",
+            format!("must be one of {}", CONTROL_KEYS.join(", ")),
+        ));
+    }
+    let reason = reason.trim();
+    if reason.is_empty() || reason.chars().count() > 500 {
+        return Err(Refusal::validation("reason", "must be 1 to 500 characters"));
+    }
+    Ok(reason)
+}
+
 /// Sets a control, with its audit record, in the caller's transaction.
 pub fn set_control(
     tx: &mut dyn crate::ports::store::WriteTx,
@@ -100,18 +120,7 @@ pub fn set_control(
     reason: &str,
     now: Timestamp,
 ) -> crate::error::CoreResult<Control> {
-    use crate::error::Refusal;
-    if !CONTROL_KEYS.contains(&key) {
-        return Err(Refusal::validation(
-            "control_key",
-            format!("must be one of {}", CONTROL_KEYS.join(", ")),
-        )
-        .into());
-    }
-    let reason = reason.trim();
-    if reason.is_empty() || reason.chars().count() > 500 {
-        return Err(Refusal::validation("reason", "must be 1 to 500 characters").into());
-    }
+    let reason = check_control_update(key, reason)?;
     let old = tx.control(key)?;
     let control = Control {
         control_key: key.to_owned(),

@@ -25,6 +25,9 @@ pub enum ErrorCode {
     QuoteExpired,
     QuoteAlreadyUsed,
     PayloadTooLarge,
+    /// The request body did not arrive in time (not in decisions §7, which has no code for it;
+    /// documented in the OpenAPI document and docs/operations.md).
+    RequestTimeout,
     ValidationFailed,
     UnsupportedAsset,
     InvalidAddress,
@@ -61,6 +64,7 @@ impl ErrorCode {
             QuoteExpired => "QUOTE_EXPIRED",
             QuoteAlreadyUsed => "QUOTE_ALREADY_USED",
             PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            RequestTimeout => "REQUEST_TIMEOUT",
             ValidationFailed => "VALIDATION_FAILED",
             UnsupportedAsset => "UNSUPPORTED_ASSET",
             InvalidAddress => "INVALID_ADDRESS",

@@ -93,6 +93,7 @@ pub fn refusal_is_stored(code: ErrorCode) -> bool {
             | Forbidden
             | MethodNotAllowed
             | PayloadTooLarge
+            | RequestTimeout
             | ValidationFailed
             | RateLimited
             | InternalError

@@ -1,6 +1,7 @@
 //! The authentication pipeline of one request: header format, credential, signature, window,
 //! rate limit, then the nonce (the only step that writes). See `custody_core::auth` for why
-//! the order matters.
+//! the order matters. A request refused before it counts (bad format or signature, a replay)
+//! is answered with its credential's window figures, uncounted, when the key names one.
 
 use custody_core::auth::{self, AuthHeaders, Credential, RateDecision, SignedParts};
 use custody_core::error::{CoreError, ErrorCode, Refusal};
@@ -39,11 +40,26 @@ impl From<Refusal> for AuthFailure {
     }
 }
 
-pub async fn authenticate(
-    state: &AppState,
-    headers: &HeaderMap,
-    parts: SignedParts<'_>,
-) -> Result<Authenticated, AuthFailure> {
+/// The figures of the window of the credential named by `X-Service-Key`, without counting,
+/// for refusals that come before the request could be authenticated (header format, 413, 408):
+/// every answer of an authenticated route carries them (decisions §5). `None` when there is no
+/// such credential.
+pub async fn figures_of_named_key(state: &AppState, headers: &HeaderMap) -> Option<RateDecision> {
+    let api_key = header(headers, "x-service-key")?.to_owned();
+    let credential = read(state.store.as_ref(), move |tx| {
+        Ok(tx.credential_by_api_key(&api_key)?)
+    })
+    .await
+    .ok()??;
+    Some(
+        state
+            .limiter
+            .peek(credential.id, credential.rate_limit, state.clock.now()),
+    )
+}
+
+/// Format checks that need no secret and read nothing.
+fn check_format(headers: &HeaderMap) -> Result<auth::CheckedHeaders<'_>, Refusal> {
     for name in [
         "x-service-key",
         "x-service-timestamp",
@@ -54,18 +70,32 @@ pub async fn authenticate(
             return Err(Refusal::new(
                 ErrorCode::AuthenticationFailed,
                 format!("{name} must contain only visible ASCII characters"),
-            )
-            .into());
+            ));
         }
     }
-    let raw = AuthHeaders {
+    auth::check_headers(&AuthHeaders {
         api_key: header(headers, "x-service-key"),
         timestamp: header(headers, "x-service-timestamp"),
         nonce: header(headers, "x-service-nonce"),
         signature: header(headers, "x-service-signature"),
         idempotency_key: header(headers, "idempotency-key"),
+    })
+}
+
+pub async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    parts: SignedParts<'_>,
+) -> Result<Authenticated, AuthFailure> {
+    let checked = match check_format(headers) {
+        Ok(c) => c,
+        Err(r) => {
+            return Err(AuthFailure {
+                error: r.into(),
+                rate: figures_of_named_key(state, headers).await,
+            })
+        }
     };
-    let checked = auth::check_headers(&raw)?;
     let api_key = checked.api_key.to_owned();
     let credential = read(state.store.as_ref(), move |tx| {
         Ok(tx.credential_by_api_key(&api_key)?)
@@ -89,6 +119,7 @@ pub async fn authenticate(
         });
     }
 
+    // Counted before the nonce is written, so a credential over its limit costs no write.
     let rate = state
         .limiter
         .check(credential.id, credential.rate_limit, now);
@@ -118,10 +149,16 @@ pub async fn authenticate(
         rate: Some(rate),
     })?;
     if !fresh {
+        // Whoever replays a captured request must not use up its owner's window.
+        state.limiter.refund(credential.id, now);
         let refusal = Refusal::new(ErrorCode::ReplayDetected, "this nonce was already used");
         return Err(AuthFailure {
             error: refusal.into(),
-            rate: Some(rate),
+            rate: Some(
+                state
+                    .limiter
+                    .peek(credential.id, credential.rate_limit, now),
+            ),
         });
     }
     Ok(Authenticated { credential, rate })

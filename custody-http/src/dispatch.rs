@@ -2,7 +2,7 @@
 //! handler, error mapping, log line.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use custody_core::auth::{Credential, RateDecision, SignedParts};
@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::{HeaderMap, Request, Response};
 use uuid::Uuid;
 
-use crate::authn::{authenticate, AuthFailure};
+use crate::authn::{self, authenticate, AuthFailure};
 use crate::errors::sanitize;
 use crate::handlers;
 use crate::input;
@@ -92,24 +92,22 @@ fn core_error_reply(err: &CoreError, trace_id: Uuid, route: &'static str) -> Rep
     refusal_reply(&refusal, trace_id)
 }
 
-async fn read_body(req: Request<Incoming>, max: usize) -> Result<(HeaderMap, Bytes), Refusal> {
+async fn read_body(headers: &HeaderMap, body: Incoming, max: usize) -> Result<Bytes, Refusal> {
     let too_large = || {
         Refusal::new(
             ErrorCode::PayloadTooLarge,
             format!("the request body is larger than {max} bytes"),
         )
     };
-    let declared = req
-        .headers()
+    let declared = headers
         .get(hyper::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    let (parts, body) = req.into_parts();
     match Limited::new(body, max).collect().await {
-        Ok(collected) => Ok((parts.headers, collected.to_bytes())),
+        Ok(collected) => Ok(collected.to_bytes()),
         Err(e)
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some() =>
@@ -158,12 +156,41 @@ async fn process(
     };
     let route_name = route.map_or("/admin/*", |r| r.template);
 
-    let (headers, body) = match read_body(req, state.limits.body_bytes_max).await {
-        Ok(v) => v,
-        Err(r) => return refused(r, trace_id, route_name),
+    let access = route.map_or(Access::Admin, |r| r.access);
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    // Before authentication anyone can hold a connection slot while a body trickles in: the
+    // read gets a deadline, and a late body closes the connection.
+    let deadline = Duration::from_millis(state.limits.body_read_timeout_ms);
+    let read = tokio::time::timeout(
+        deadline,
+        read_body(&headers, body, state.limits.body_bytes_max),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(Refusal::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body did not arrive within {} ms",
+                deadline.as_millis()
+            ),
+        ))
+    });
+    let body = match read {
+        Ok(body) => body,
+        Err(r) => {
+            let timed_out = r.code == ErrorCode::RequestTimeout;
+            let mut o = refused(r, trace_id, route_name);
+            if timed_out {
+                o.reply = o.reply.with_header("connection", "close");
+            }
+            if access != Access::Public {
+                o.rate = authn::figures_of_named_key(state, &headers).await;
+            }
+            return o;
+        }
     };
 
-    let access = route.map_or(Access::Admin, |r| r.access);
     let mut credential = None;
     let mut rate = None;
     if access != Access::Public {

@@ -13,6 +13,7 @@ pub fn status_of(code: ErrorCode) -> u16 {
         NotFound => 404,
         MethodNotAllowed => 405,
         IdempotencyConflict | IdempotencyInProgress | QuoteExpired | QuoteAlreadyUsed => 409,
+        RequestTimeout => 408,
         PayloadTooLarge => 413,
         ValidationFailed
         | UnsupportedAsset

@@ -1,21 +1,175 @@
 //! Strict reading of request input: JSON bodies (syntax errors are 400, everything else a 422
 //! with one detail per field) and query strings (unknown parameters are 422).
 
+use std::cell::RefCell;
+use std::fmt;
+
 use custody_core::error::{ErrorCode, FieldIssue, Refusal};
 use custody_core::Amount;
-use serde_json::{Map, Value};
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
-/// Parses a body that must be a JSON object.
+fn malformed(message: impl Into<String>) -> Refusal {
+    Refusal::new(ErrorCode::MalformedJson, message)
+}
+
+/// Parses a body that must be a JSON object (decisions §17). Every body is parsed here.
+///
+/// Refused as 400 `MALFORMED_JSON`: invalid JSON, bytes that are not UTF-8, anything but
+/// whitespace after the value, and a key repeated in one object at any depth (parsers that keep
+/// different copies of a key would read one request two ways). A number too large for a double
+/// (`1e400`) is valid JSON that serde_json cannot hold: it is a 422 naming where it was, like any
+/// number where a string of digits is expected.
 pub fn json_object(body: &[u8]) -> Result<Map<String, Value>, Refusal> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| {
-        Refusal::new(
-            ErrorCode::MalformedJson,
-            "the request body is not valid JSON",
-        )
-    })?;
-    match value {
+    match parse_strict(body)? {
         Value::Object(map) => Ok(map),
         _ => Err(Refusal::validation("body", "must be a JSON object")),
+    }
+}
+
+/// One pass of serde_json's parser over `body`, building the value through [`Strict`] so a
+/// repeated key is seen when it is read, then `end()` for trailing bytes.
+fn parse_strict(body: &[u8]) -> Result<Value, Refusal> {
+    let position = RefCell::new(Position::default());
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed = Strict(&position)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    let err = match parsed {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let position = position.into_inner();
+    if let Some(key) = position.repeated {
+        return Err(malformed(format!(
+            "the request body repeats the key {key:?} in one object"
+        )));
+    }
+    if is_number_out_of_range(&err) {
+        let field = if position.path.is_empty() {
+            "body".to_owned()
+        } else {
+            let names: Vec<String> = position.path.iter().map(Segment::to_string).collect();
+            names.join(".")
+        };
+        return Err(Refusal::validation(
+            field,
+            "is a number out of range; amounts are strings of digits",
+        ));
+    }
+    Err(malformed("the request body is not valid JSON"))
+}
+
+/// serde_json reports a number beyond f64 as a syntax error; its wording is the only marker
+/// (pinned by a test below).
+fn is_number_out_of_range(err: &serde_json::Error) -> bool {
+    err.is_syntax() && err.to_string().starts_with("number out of range")
+}
+
+/// Where the parser is (object keys and array indexes from the root) and the repeated key that
+/// stopped it, if that is what did.
+#[derive(Default)]
+struct Position {
+    path: Vec<Segment>,
+    repeated: Option<String>,
+}
+
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl fmt::Display for Segment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Segment::Key(k) => f.write_str(k),
+            Segment::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// Builds a `serde_json::Value` like serde_json's own visitor, but refuses a repeated key
+/// instead of keeping the last copy, and keeps the path of what it reads: on an error the
+/// path is left where the error happened.
+#[derive(Clone, Copy)]
+struct Strict<'a>(&'a RefCell<Position>);
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        // serde_json never yields a non-finite double; refuse one rather than invent a value.
+        Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("not a finite number"))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        loop {
+            self.0.borrow_mut().path.push(Segment::Index(items.len()));
+            let item = seq.next_element_seed(self)?;
+            self.0.borrow_mut().path.pop();
+            match item {
+                Some(v) => items.push(v),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if map.contains_key(&key) {
+                self.0.borrow_mut().repeated = Some(key);
+                return Err(de::Error::custom("a key is repeated"));
+            }
+            // The key waits on the path while its value is read (no copy), then comes back.
+            self.0.borrow_mut().path.push(Segment::Key(key));
+            let value = access.next_value_seed(self)?;
+            let Some(Segment::Key(key)) = self.0.borrow_mut().path.pop() else {
+                // Nested values leave the path as they found it; fail closed if not.
+                return Err(de::Error::custom("the parser lost its place"));
+            };
+            map.insert(key, value);
+        }
+        Ok(Value::Object(map))
     }
 }
 
@@ -263,5 +417,83 @@ mod tests {
         let err = f.finish().unwrap_err();
         assert_eq!(err.details.len(), 2);
         assert_eq!(err.details[0].field, "zzz");
+    }
+
+    fn code_of(body: &[u8]) -> ErrorCode {
+        json_object(body).unwrap_err().code
+    }
+
+    #[test]
+    fn a_repeated_key_anywhere_is_malformed() {
+        for body in [
+            &br#"{"amount_units":"1","amount_units":"900000"}"#[..],
+            br#"{"a":{"b":1,"c":{"d":true,"d":true}}}"#,
+            br#"{"a":[1,{"b":1},{"b":1,"b":2}]}"#,
+            br#"{"enabled":true,"en\u0061bled":false}"#,
+            br#"[{"a":1,"a":1}]"#,
+        ] {
+            assert_eq!(
+                code_of(body),
+                ErrorCode::MalformedJson,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let r = json_object(br#"{"x":1,"x":2}"#).unwrap_err();
+        assert!(r.message.contains("\"x\""), "{}", r.message);
+        // The same key in sibling objects is not a repetition.
+        let map = json_object(br#"{"a":{"k":1},"b":{"k":2},"c":[{"k":3},{"k":4}]}"#).unwrap();
+        assert_eq!(map["c"][1]["k"], 4);
+        // serde_json's depth limit holds through the seed: deep nesting is refused, not a crash.
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(5_000), "]".repeat(5_000));
+        assert_eq!(code_of(deep.as_bytes()), ErrorCode::MalformedJson);
+    }
+
+    #[test]
+    fn only_whitespace_may_follow_and_the_bytes_must_be_utf8() {
+        assert!(json_object(b" \t\r\n{\"a\":1} \t\r\n").is_ok());
+        for body in [
+            &b"{\"a\":1}{}"[..],
+            b"{\"a\":1} x",
+            b"{\"a\":1}\x00",
+            b"{\"a\":\"caf\xe9\"}",
+            b"{\"a\":\"\xed\xa0\x80\"}",
+            b"{\"a\":\"\\ud800\"}",
+            b"\xef\xbb\xbf{}",
+            b"",
+        ] {
+            assert_eq!(
+                code_of(body),
+                ErrorCode::MalformedJson,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn a_number_out_of_range_is_a_validation_failure_where_it_stands() {
+        let huge = format!("{{\"n\":1{}}}", "0".repeat(400));
+        for (body, field) in [
+            (r#"{"amount_units":1e400}"#.to_owned(), "amount_units"),
+            (r#"{"amount_units":-1e400}"#.to_owned(), "amount_units"),
+            (huge, "n"),
+            (r#"{"a":{"b":[0,1e999]}}"#.to_owned(), "a.b.1"),
+            ("1e400".to_owned(), "body"),
+        ] {
+            let r = json_object(body.as_bytes()).unwrap_err();
+            assert_eq!(r.code, ErrorCode::ValidationFailed, "{body}");
+            assert_eq!(r.details[0].field, field, "{body}");
+        }
+        // The marker this relies on: serde_json's wording for the error.
+        let err = serde_json::from_slice::<Value>(b"1e400").unwrap_err();
+        assert!(is_number_out_of_range(&err), "{err}");
+        // Numbers that fit keep their value, as serde_json reads them.
+        let map =
+            json_object(br#"{"a":1,"b":-2,"c":1.5,"d":18446744073709551615,"e":null}"#).unwrap();
+        let plain: Value =
+            serde_json::from_slice(br#"{"a":1,"b":-2,"c":1.5,"d":18446744073709551615,"e":null}"#)
+                .unwrap();
+        assert_eq!(Value::Object(map), plain);
     }
 }

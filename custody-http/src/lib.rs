@@ -13,9 +13,11 @@ pub mod input;
 pub mod openapi;
 pub mod reply;
 pub mod routes;
+pub mod second_factor;
 pub mod server;
 pub mod state;
 pub mod webhook_client;
 
+pub use second_factor::SecondFactorChecks;
 pub use server::serve;
 pub use state::{AppState, HealthProbe, HttpLimits, NetworkSettings, ScanStatus, SwapPair};

@@ -93,7 +93,7 @@ fn parameters(route: &Route) -> Vec<Value> {
         };
         out.push(json!({ "name": q, "in": "query", "required": false, "schema": schema }));
     }
-    if route.id == RouteId::AdminUpdateControl {
+    if takes_second_factors(route) {
         for name in ["X-Service-Pin", "X-Service-OTP"] {
             out.push(json!({
                 "name": name, "in": "header", "required": false,
@@ -109,6 +109,11 @@ fn parameters(route: &Route) -> Vec<Value> {
         }));
     }
     out
+}
+
+/// Routes that check `X-Service-Pin` / `X-Service-OTP` (crate::second_factor).
+fn takes_second_factors(route: &Route) -> bool {
+    route.id == RouteId::AdminUpdateControl
 }
 
 fn operation(route: &Route) -> Value {
@@ -141,7 +146,18 @@ fn operation(route: &Route) -> Value {
             "required": true,
             "content": { "application/json": { "schema": schema } }
         });
-        responses.insert("400".into(), error_response("MALFORMED_JSON"));
+        responses.insert(
+            "400".into(),
+            error_response(
+                "MALFORMED_JSON: not one JSON value in UTF-8, or a key repeated in an object",
+            ),
+        );
+        responses.insert(
+            "408".into(),
+            error_response(
+                "REQUEST_TIMEOUT: the body did not arrive in time; the connection is closed",
+            ),
+        );
         responses.insert("413".into(), error_response("PAYLOAD_TOO_LARGE"));
     }
     if route.idempotency_key {
@@ -161,6 +177,16 @@ fn operation(route: &Route) -> Value {
         ] {
             responses.insert(status.into(), error_response(what));
         }
+        if takes_second_factors(route) {
+            responses.insert(
+                "401".into(),
+                error_response("Not authenticated (AUTHENTICATION_FAILED, TIMESTAMP_OUT_OF_WINDOW, REPLAY_DETECTED), or a second factor missing (PIN_REQUIRED, OTP_REQUIRED) or failed: one answer whichever factor failed, INVALID_PIN for a credential with a PIN, else INVALID_OTP; with Retry-After while locked after 5 failures"),
+            );
+            responses.insert(
+                "429".into(),
+                error_response("RATE_LIMITED, with Retry-After: the rate limit, or 5 PIN/OTP checks of the credential already in progress"),
+            );
+        }
         op["x-required-scope"] = match route.access {
             Access::Scope(s) => json!(s.as_str()),
             Access::Admin => json!("admin"),
@@ -172,6 +198,10 @@ fn operation(route: &Route) -> Value {
     }
     responses.insert("405".into(), error_response("METHOD_NOT_ALLOWED"));
     responses.insert("500".into(), error_response("INTERNAL_ERROR (sanitized)"));
+    responses.insert(
+        "503".into(),
+        error_response("MAINTENANCE: too many connections, from this address or in all; retry after Retry-After seconds"),
+    );
     op["responses"] = Value::Object(responses);
     op
 }
@@ -486,5 +516,19 @@ mod tests {
         }
         assert_eq!(documented, ROUTES.len());
         assert_eq!(doc["openapi"], "3.1.0");
+    }
+
+    #[test]
+    fn connection_and_body_refusals_are_documented() {
+        let doc: Value = serde_json::from_slice(document_bytes()).unwrap();
+        let wallets = &doc["paths"]["/wallets"]["post"]["responses"];
+        assert!(wallets["408"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("REQUEST_TIMEOUT"));
+        for route in ROUTES {
+            let op = &doc["paths"][route.template][route.method.to_lowercase()];
+            assert!(op["responses"]["503"].is_object(), "{}", route.template);
+        }
     }
 }

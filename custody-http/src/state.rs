@@ -28,20 +28,31 @@ pub struct SwapPair {
     pub quote: String,
 }
 
-/// Limits of the HTTP layer, unit last.
+/// Limits of the HTTP layer, unit last. Each bounds how long or how often one client can hold
+/// a connection slot, so slow or greedy clients cannot take the API from everyone else.
 #[derive(Debug, Clone)]
 pub struct HttpLimits {
     pub body_bytes_max: usize,
-    pub header_read_timeout_ms: u64,
+    /// Connections served at once; beyond, a new one is answered 503 and closed.
     pub connections_max: usize,
+    /// Connections served at once for one peer (an IPv4 address, an IPv6 /64); beyond, 503.
+    pub connections_per_peer_max: usize,
+    /// A connection is closed when no complete request head arrived within this time since it
+    /// opened or since its last response: idle keep-alive, or headers sent slowly.
+    pub idle_timeout_ms: u64,
+    /// Time for the whole body to arrive once the head is read; then 408 and the connection
+    /// is closed.
+    pub body_read_timeout_ms: u64,
 }
 
 impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             body_bytes_max: 64 * 1024,
-            header_read_timeout_ms: 10_000,
             connections_max: 1024,
+            connections_per_peer_max: 128,
+            idle_timeout_ms: 10_000,
+            body_read_timeout_ms: 10_000,
         }
     }
 }
@@ -65,7 +76,8 @@ pub struct AppState {
     pub swap_pairs: Vec<SwapPair>,
     pub limits: HttpLimits,
     pub limiter: RateLimiter,
-    pub second_factors: custody_core::auth::SecondFactorGuard,
+    /// Bounds the PIN verifications running at once (`second_factor`).
+    pub second_factors: crate::second_factor::SecondFactorChecks,
     pub inflight: InFlight,
 }
 

@@ -30,6 +30,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_deposit_shortfall",
         include_str!("../migrations/0006_deposit_shortfall.sql"),
     ),
+    (
+        "0007_second_factor_attempts",
+        include_str!("../migrations/0007_second_factor_attempts.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

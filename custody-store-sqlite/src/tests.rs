@@ -252,6 +252,66 @@ async fn idempotent_commands_replay_conflict_and_store_business_refusals() {
 }
 
 #[tokio::test]
+async fn second_factor_attempts_round_trip_and_reservations_are_atomic() {
+    use custody_core::auth::second_factor::{self, Attempts, Verdict};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(&dir, 3, StoreOptions::default()));
+    let mut c = credential("ck_sf");
+    c.pin_hash = Some(Secret::new("$argon2id$not-checked-here".into()));
+    let c2 = c.clone();
+    write(store.as_ref(), move |tx| Ok(tx.insert_credential(&c2)?))
+        .await
+        .unwrap();
+    let id = c.id;
+    let fresh = write(store.as_ref(), move |tx| Ok(tx.second_factor_attempts(id)?))
+        .await
+        .unwrap();
+    assert_eq!(fresh, Attempts::default());
+
+    // Sixty reservations race through the writer: exactly five are granted.
+    let now = Timestamp::from_unix_millis(5_000_000);
+    let tasks: Vec<_> = (0..60)
+        .map(|_| {
+            let (store, c) = (Arc::clone(&store), c.clone());
+            tokio::spawn(async move {
+                write(store.as_ref(), move |tx| {
+                    second_factor::reserve(tx, &c, now)
+                })
+                .await
+            })
+        })
+        .collect();
+    let mut granted = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(()) => granted += 1,
+            Err(CoreError::Refused(r)) => assert_eq!(r.code, ErrorCode::RateLimited),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(granted, 5);
+
+    for _ in 0..5 {
+        let passed = write(store.as_ref(), move |tx| {
+            Ok(second_factor::record(tx, id, Verdict::Failed, now)?)
+        })
+        .await
+        .unwrap();
+        assert!(!passed);
+    }
+    let stored = write(store.as_ref(), move |tx| Ok(tx.second_factor_attempts(id)?))
+        .await
+        .unwrap();
+    assert_eq!(stored.failures, 5);
+    assert_eq!(stored.in_flight, 0);
+    assert_eq!(stored.in_flight_until, None);
+    assert_eq!(
+        stored.locked_until,
+        Some(now.plus_seconds(second_factor::LOCKOUT_S))
+    );
+}
+
+#[tokio::test]
 async fn reopening_keeps_data_and_schema() {
     let dir = tempfile::tempdir().unwrap();
     {

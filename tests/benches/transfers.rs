@@ -117,6 +117,11 @@ impl Conn {
 fn run(batch_max: u32, clients: usize) -> f64 {
     let mut c = Custody::init();
     c.edit_config("batch_max = 256", &format!("batch_max = {batch_max}"));
+    // Every client thread connects from the same address: lift the per-peer cap.
+    c.edit_config(
+        "connections_per_peer_max = 128",
+        "connections_per_peer_max = 1024",
+    );
     let cred = c.credential("bench", &["--rate-limit", "100000000"]);
     c.start();
     let client = c.client(&cred);

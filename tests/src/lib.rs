@@ -264,7 +264,52 @@ pub fn try_raw_request(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> Option<Resp> {
-    let mut stream = TcpStream::connect(addr).ok()?;
+    let stream = TcpStream::connect(addr).ok()?;
+    exchange(stream, addr, method, target, headers, body)
+}
+
+/// A connection to `addr` from the loopback address `from` (any of 127.0.0.0/8 reaches the
+/// server), so one test can speak as several peers.
+pub fn connect_from(from: std::net::Ipv4Addr, addr: &str) -> std::io::Result<TcpStream> {
+    let target: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.bind(&std::net::SocketAddr::from((from, 0)).into())?;
+    socket.connect(&target.into())?;
+    Ok(socket.into())
+}
+
+/// Like [`try_raw_request`], from the loopback address `from`.
+pub fn try_raw_request_from(
+    from: std::net::Ipv4Addr,
+    addr: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Option<Resp> {
+    let stream = connect_from(from, addr).ok()?;
+    exchange(stream, addr, method, target, headers, body)
+}
+
+/// Reads until the server closes `stream` (at most `timeout`) and parses what came back.
+pub fn read_until_closed(stream: &mut TcpStream, timeout: Duration) -> Option<Resp> {
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    parse_response(&raw)
+}
+
+/// Sends one request with `Connection: close` on `stream` and reads the whole response.
+fn exchange(
+    mut stream: TcpStream,
+    addr: &str,
+    method: &str,
+    target: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> Option<Resp> {
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .ok()?;

@@ -40,15 +40,17 @@ fn controls_need_pin_and_a_fresh_otp_and_are_audited() {
     };
     let r = send(None, None);
     assert_eq!((r.status, r.code().as_str()), (401, "PIN_REQUIRED"));
+    // A missing factor is named before anything is verified: the PIN is not judged yet.
     let r = send(Some("0000"), None);
-    assert_eq!((r.status, r.code().as_str()), (401, "INVALID_PIN"));
+    assert_eq!((r.status, r.code().as_str()), (401, "OTP_REQUIRED"));
     let r = send(Some("4321"), None);
     assert_eq!((r.status, r.code().as_str()), (401, "OTP_REQUIRED"));
+    // A wrong code with the right PIN is one answer for the pair, which confirms no PIN.
     let r = send(
         Some("4321"),
         Some("000000".into()).filter(|o| *o != totp(&secret, now_s())),
     );
-    assert_eq!((r.status, r.code().as_str()), (401, "INVALID_OTP"));
+    assert_eq!((r.status, r.code().as_str()), (401, "INVALID_PIN"));
 
     let code = totp(&secret, now_s());
     let r = send(Some("4321"), Some(code.clone()));
@@ -57,7 +59,7 @@ fn controls_need_pin_and_a_fresh_otp_and_are_audited() {
     let reused = send(Some("4321"), Some(code));
     assert_eq!(
         (reused.status, reused.code().as_str()),
-        (401, "INVALID_OTP"),
+        (401, "INVALID_PIN"),
         "a code is accepted once"
     );
 
@@ -191,4 +193,165 @@ fn five_wrong_pins_lock_the_credential() {
         .parse()
         .unwrap();
     assert!((1..=900).contains(&retry));
+}
+
+/// Sends a control update with the given second factors.
+fn send_control(
+    client: &custody_e2e::Client,
+    body: &serde_json::Value,
+    pin: Option<&str>,
+    otp: Option<&str>,
+) -> custody_e2e::Resp {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let mut s = client.signed("POST", "/v1/admin/controls", &bytes, None);
+    if let Some(p) = pin {
+        s.extra_headers.push(("X-Service-Pin".into(), p.into()));
+    }
+    if let Some(o) = otp {
+        s.extra_headers.push(("X-Service-OTP".into(), o.into()));
+    }
+    client.send(&s)
+}
+
+fn control_updates(client: &custody_e2e::Client) -> usize {
+    client.get("/v1/admin/audit").json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["action"] == "control.update")
+        .count()
+}
+
+#[test]
+fn a_burst_of_wrong_pins_gets_five_guesses_and_the_right_pin_is_refused() {
+    use std::sync::{mpsc, Arc, Barrier};
+    use std::time::{Duration, Instant};
+    let mut c = Custody::init();
+    let admin = c.credential("ops", &["--admin", "--pin", "2468"]);
+    c.start();
+    let body = json!({ "control_key": "maintenance.BSC", "enabled": true, "reason": "drill" });
+    let (answers_tx, answers) = mpsc::channel::<(String, custody_e2e::Resp)>();
+    let burst = |pins: Vec<String>| {
+        let barrier = Arc::new(Barrier::new(pins.len()));
+        for pin in pins {
+            let (client, body, barrier, tx) = (
+                c.client(&admin),
+                body.clone(),
+                Arc::clone(&barrier),
+                answers_tx.clone(),
+            );
+            std::thread::spawn(move || {
+                barrier.wait();
+                let r = send_control(&client, &body, Some(&pin), None);
+                tx.send((pin, r)).unwrap();
+            });
+        }
+    };
+    let wrong = |from: usize, n: usize| (from..from + n).map(|i| format!("{i:04}")).collect();
+
+    // Thirty guesses at once; the right PIN comes once the first answers say the limit is
+    // reached (or the thirty are answered), as an attacker racing the lockout would send it.
+    burst(wrong(1000, 30));
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < 30 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let answer = answers
+            .recv_timeout(left)
+            .expect("the first burst is answered");
+        let limited = answer.1.header("retry-after").is_some();
+        got.push(answer);
+        if limited {
+            break;
+        }
+    }
+    let mut second = wrong(2000, 29);
+    second.insert(14, "2468".to_owned());
+    burst(second);
+    drop(answers_tx);
+    got.extend(answers.iter());
+    assert_eq!(got.len(), 60);
+
+    let (_, right) = got.iter().find(|(pin, _)| pin == "2468").unwrap();
+    assert_ne!(
+        right.status, 200,
+        "the right PIN went through a burst of guesses"
+    );
+    // A guess that was verified is answered without Retry-After; every other one was refused
+    // before Argon2 ran (locked, or five attempts already in flight).
+    let verified = got
+        .iter()
+        .filter(|(_, r)| r.status == 401 && r.header("retry-after").is_none())
+        .count();
+    assert_eq!(verified, 5, "five guesses per lockout, not one per request");
+    for (pin, r) in &got {
+        assert!(
+            matches!(
+                (r.status, r.code().as_str()),
+                (401, "INVALID_PIN") | (429, "RATE_LIMITED")
+            ),
+            "{pin}: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    // Once the burst is over the credential is locked, for the right PIN too.
+    let r = send_control(&c.client(&admin), &body, Some("2468"), None);
+    assert_eq!((r.status, r.code().as_str()), (401, "INVALID_PIN"));
+    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((800..=900).contains(&retry), "{retry}");
+    assert_eq!(control_updates(&c.client(&admin)), 0);
+}
+
+#[test]
+fn both_factors_are_checked_before_either_is_answered() {
+    let mut c = Custody::init();
+    let admin = c.credential("ops", &["--admin", "--pin", "4321", "--totp"]);
+    c.start();
+    let client = c.client(&admin);
+    let secret = admin.json["totp_secret"].as_str().unwrap().to_owned();
+    let body = json!({ "control_key": "kill_switch.swaps", "enabled": true, "reason": "drill" });
+    let code = totp(&secret, now_s());
+    let wrong_code = if code == "000000" { "111111" } else { "000000" };
+
+    // The body is judged first: a bad one is a 422 whatever the factors, and costs no attempt.
+    for _ in 0..6 {
+        let r = send_control(
+            &client,
+            &json!({ "control_key": "kill_switch.everything", "enabled": true, "reason": "x" }),
+            Some("0000"),
+            Some(wrong_code),
+        );
+        assert_eq!((r.status, r.code().as_str()), (422, "VALIDATION_FAILED"));
+        let r = send_control(
+            &client,
+            &json!({ "control_key": "maintenance.BSC", "enabled": true, "reason": "  " }),
+            Some("0000"),
+            Some(wrong_code),
+        );
+        assert_eq!((r.status, r.code().as_str()), (422, "VALIDATION_FAILED"));
+    }
+
+    // A right PIN with a wrong code is answered exactly like a wrong PIN with a right code.
+    let right_pin = send_control(&client, &body, Some("4321"), Some(wrong_code));
+    let right_code = send_control(&client, &body, Some("0000"), Some(&code));
+    for r in [&right_pin, &right_code] {
+        assert_eq!((r.status, r.code().as_str()), (401, "INVALID_PIN"));
+        assert_eq!(r.header("retry-after"), None);
+    }
+    assert_eq!(
+        right_pin.json()["message"],
+        right_code.json()["message"],
+        "nothing tells which factor was right"
+    );
+    // A missing factor is named before anything is verified or counted.
+    let r = send_control(&client, &body, Some("0000"), None);
+    assert_eq!((r.status, r.code().as_str()), (401, "OTP_REQUIRED"));
+
+    // The code sent with a wrong PIN was not used up; with the right PIN it is, once.
+    let r = send_control(&client, &body, Some("4321"), Some(&code));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = send_control(&client, &body, Some("4321"), Some(&code));
+    assert_eq!((r.status, r.code().as_str()), (401, "INVALID_PIN"));
+    assert_eq!(control_updates(&client), 1);
 }

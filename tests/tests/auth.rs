@@ -2,6 +2,17 @@
 
 use custody_e2e::{now_s, raw_request, Custody};
 
+/// Waits out the last seconds of a 60 s rate window, so a test that reads the figures twice
+/// reads them in one window.
+fn clear_of_a_window_edge() {
+    let into = now_s().rem_euclid(60);
+    if into >= 55 {
+        std::thread::sleep(std::time::Duration::from_secs(
+            u64::try_from(61 - into).unwrap(),
+        ));
+    }
+}
+
 fn server() -> (Custody, custody_e2e::Cred) {
     let mut c = Custody::init();
     let cred = c.credential("acme", &[]);
@@ -234,4 +245,89 @@ fn revoked_credentials_stop_working_at_once() {
         (r.status, r.code().as_str()),
         (401, "AUTHENTICATION_FAILED")
     );
+}
+
+#[test]
+fn refusals_before_the_signature_show_a_known_key_its_window() {
+    let (c, cred) = server();
+    let client = c.client(&cred);
+    clear_of_a_window_edge();
+    assert_eq!(client.get("/v1/networks").status, 200);
+    let figures = |r: &custody_e2e::Resp| {
+        (
+            r.header("x-ratelimit-limit").map(str::to_owned),
+            r.header("x-ratelimit-remaining").map(str::to_owned),
+        )
+    };
+    let expected = (Some("600".to_owned()), Some("599".to_owned()));
+
+    // Header-format failures: the key is valid, something else is missing or malformed.
+    let key = ("X-Service-Key", cred.api_key.clone());
+    let ts = ("X-Service-Timestamp", now_s().to_string());
+    for headers in [
+        vec![key.clone()],
+        vec![
+            key.clone(),
+            ("X-Service-Timestamp", "soon".to_owned()),
+            ("X-Service-Nonce", custody_e2e::fresh_nonce()),
+            ("X-Service-Signature", "00".repeat(32)),
+        ],
+        vec![
+            key.clone(),
+            ts.clone(),
+            ("X-Service-Nonce", "short".to_owned()),
+            ("X-Service-Signature", "00".repeat(32)),
+        ],
+    ] {
+        let r = raw_request(&c.addr, "GET", "/v1/networks", &headers, b"");
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (401, "AUTHENTICATION_FAILED")
+        );
+        assert_eq!(figures(&r), expected, "{headers:?}: shown, not counted");
+    }
+
+    // 413: refused on Content-Length before the body is read or the signature checked.
+    let mut s = client.signed("POST", "/v1/wallets", b"", Some("too-large-01"));
+    s.body = vec![b'a'; 64 * 1024 + 1];
+    let r = client.send(&s);
+    assert_eq!((r.status, r.code().as_str()), (413, "PAYLOAD_TOO_LARGE"));
+    assert_eq!(figures(&r), expected, "413: shown, not counted");
+
+    // An unknown key has no window to show.
+    let r = raw_request(
+        &c.addr,
+        "GET",
+        "/v1/networks",
+        &[("X-Service-Key", "ck_unknown".to_owned())],
+        b"",
+    );
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("x-ratelimit-limit"), None);
+}
+
+#[test]
+fn a_replay_does_not_use_up_the_victims_window() {
+    let mut c = Custody::init();
+    let cred = c.credential("acme", &["--rate-limit", "5"]);
+    c.start();
+    let client = c.client(&cred);
+    clear_of_a_window_edge();
+    let s = client.signed("GET", "/v1/networks", b"", None);
+    let r = client.send(&s);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("4"));
+    for _ in 0..10 {
+        let r = client.send(&s);
+        assert_eq!((r.status, r.code().as_str()), (401, "REPLAY_DETECTED"));
+        assert_eq!(r.header("x-ratelimit-limit"), Some("5"));
+        assert_eq!(
+            r.header("x-ratelimit-remaining"),
+            Some("4"),
+            "a replay is not counted"
+        );
+    }
+    let r = client.get("/v1/networks");
+    assert_eq!(r.status, 200, "the owner still has the rest of the window");
+    assert_eq!(r.header("x-ratelimit-remaining"), Some("3"));
 }

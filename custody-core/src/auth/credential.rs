@@ -126,6 +126,18 @@ pub trait CredentialRepo: CredentialReads {
     /// Records the TOTP step just accepted; `Ok(false)` if a step at or after it was already
     /// recorded (the code was used).
     fn advance_totp_step(&mut self, credential: Uuid, step: i64) -> Result<bool, PortError>;
+    /// The PIN/OTP attempts of `credential` (all zero when none were recorded). Read and put
+    /// back by one write job (`second_factor::reserve`, `record`): the store MUST make that
+    /// read-modify-write atomic against every other writer (one writer, or a row lock).
+    fn second_factor_attempts(
+        &mut self,
+        credential: Uuid,
+    ) -> Result<super::second_factor::Attempts, PortError>;
+    fn put_second_factor_attempts(
+        &mut self,
+        credential: Uuid,
+        attempts: &super::second_factor::Attempts,
+    ) -> Result<(), PortError>;
 }
 
 pub trait CredentialReads {

@@ -8,11 +8,12 @@ pub mod canonical;
 pub mod credential;
 pub mod pin;
 pub mod rate_limit;
+pub mod second_factor;
 pub mod totp;
 
 pub use canonical::{canonical_string, signature_hex, verify_signature};
 pub use credential::{Credential, CredentialReads, CredentialRepo, Scope};
-pub use rate_limit::{RateDecision, RateLimiter, SecondFactorGuard};
+pub use rate_limit::{RateDecision, RateLimiter};
 
 use crate::error::{ErrorCode, Refusal};
 use crate::time::Timestamp;
@@ -155,61 +156,4 @@ pub fn check_idempotency_key(key: Option<&str>) -> Result<&str, Refusal> {
         ));
     }
     Ok(key)
-}
-
-/// Checks `X-Service-Pin` / `X-Service-OTP` where the credential requires them (decisions §5).
-/// Returns the TOTP step accepted, which the caller MUST record with `advance_totp_step` in
-/// the transaction of the operation, so a code is accepted once.
-pub fn check_second_factors(
-    credential: &Credential,
-    pin: Option<&str>,
-    otp: Option<&str>,
-    now: Timestamp,
-) -> Result<Option<i64>, Refusal> {
-    if let Some(hash) = &credential.pin_hash {
-        let pin = pin.ok_or_else(|| {
-            Refusal::new(
-                ErrorCode::PinRequired,
-                "X-Service-Pin is required for these credentials",
-            )
-        })?;
-        if !pin::verify_pin(pin, hash.expose()) {
-            return Err(Refusal::new(ErrorCode::InvalidPin, "the PIN is not valid"));
-        }
-    }
-    let Some(key) = &credential.totp_secret else {
-        return Ok(None);
-    };
-    let otp = otp.ok_or_else(|| {
-        Refusal::new(
-            ErrorCode::OtpRequired,
-            "X-Service-OTP is required for these credentials",
-        )
-    })?;
-    let step = totp::matching_step(key.expose(), otp, now.unix_seconds())
-        .ok_or_else(|| Refusal::new(ErrorCode::InvalidOtp, "the one-time code is not valid"))?;
-    if credential.totp_last_step.is_some_and(|last| step <= last) {
-        return Err(Refusal::new(
-            ErrorCode::InvalidOtp,
-            "this one-time code was already used",
-        ));
-    }
-    Ok(Some(step))
-}
-
-/// Records the accepted TOTP step inside the operation's transaction; a concurrent use of the
-/// same code loses here.
-pub fn consume_totp_step(
-    repo: &mut dyn CredentialRepo,
-    credential: uuid::Uuid,
-    step: Option<i64>,
-) -> Result<(), crate::error::CoreError> {
-    if let Some(step) = step {
-        if !repo.advance_totp_step(credential, step)? {
-            return Err(
-                Refusal::new(ErrorCode::InvalidOtp, "this one-time code was already used").into(),
-            );
-        }
-    }
-    Ok(())
 }

@@ -83,6 +83,19 @@ impl RateLimiter {
             reset_after_s,
         }
     }
+
+    /// Gives back a request that `check` counted at `now` and that turned out not to be the
+    /// credential's own (a replayed nonce): whoever replays a captured request must not use up
+    /// its owner's window. Nothing to give back once that window has passed.
+    pub fn refund(&self, credential: Uuid, now: Timestamp) {
+        let window = now.unix_seconds().div_euclid(WINDOW_S);
+        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = windows.get_mut(&credential) {
+            if entry.0 == window {
+                entry.1 = entry.1.saturating_sub(1);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -101,73 +114,26 @@ mod tests {
         assert_eq!(refused.reset_after_s, 50);
         assert!(rl.check(id, 2, t.plus_seconds(60)).allowed);
     }
-}
-
-/// Consecutive second-factor failures (wrong PIN or OTP) allowed before a lockout.
-pub const SECOND_FACTOR_FAILURES_MAX: u32 = 5;
-/// How long a credential stays locked after too many failures.
-pub const SECOND_FACTOR_LOCKOUT_S: i64 = 15 * 60;
-
-/// Locks a credential's PIN/OTP checks after repeated failures, so a 4-digit PIN cannot be
-/// walked within the request rate limit. In memory, like the rate limiter.
-#[derive(Debug, Default)]
-pub struct SecondFactorGuard {
-    failures: Mutex<HashMap<Uuid, (u32, i64)>>,
-}
-
-impl SecondFactorGuard {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Seconds left on a lockout of `credential`, if it is locked at `now`.
-    pub fn locked_for(&self, credential: Uuid, now: Timestamp) -> Option<u64> {
-        let map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let &(count, until) = map.get(&credential)?;
-        let left = until - now.unix_seconds();
-        (count >= SECOND_FACTOR_FAILURES_MAX && left > 0).then(|| u64::try_from(left).unwrap_or(1))
-    }
-
-    pub fn failed(&self, credential: Uuid, now: Timestamp) {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = map.entry(credential).or_insert((0, 0));
-        if entry.0 >= SECOND_FACTOR_FAILURES_MAX && entry.1 <= now.unix_seconds() {
-            *entry = (0, 0);
-        }
-        entry.0 += 1;
-        entry.1 = now.unix_seconds() + SECOND_FACTOR_LOCKOUT_S;
-    }
-
-    pub fn succeeded(&self, credential: Uuid) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&credential);
-    }
-}
-
-#[cfg(test)]
-mod guard_tests {
-    use super::*;
 
     #[test]
-    fn five_failures_lock_until_the_lockout_ends() {
-        let g = SecondFactorGuard::new();
-        let (id, t) = (Uuid::nil(), Timestamp::from_unix_millis(1_000_000));
-        for _ in 0..4 {
-            g.failed(id, t);
-        }
-        assert_eq!(g.locked_for(id, t), None, "four failures are allowed");
-        g.failed(id, t);
-        assert_eq!(g.locked_for(id, t), Some(900));
-        assert_eq!(g.locked_for(id, t.plus_seconds(900)), None);
-        g.failed(id, t.plus_seconds(901));
+    fn a_refund_gives_back_one_request_of_the_same_window_only() {
+        let rl = RateLimiter::new();
+        let id = Uuid::nil();
+        let t = Timestamp::from_unix_millis(120_000);
+        rl.check(id, 3, t);
+        rl.check(id, 3, t);
+        rl.refund(id, t.plus_seconds(5));
+        assert_eq!(rl.peek(id, 3, t).remaining, 2);
+        rl.refund(id, t);
+        rl.refund(id, t);
+        assert_eq!(rl.peek(id, 3, t).remaining, 3, "never below zero used");
+        rl.check(id, 3, t);
+        rl.refund(id, t.plus_seconds(60));
         assert_eq!(
-            g.locked_for(id, t.plus_seconds(901)),
-            None,
-            "a new series starts"
+            rl.peek(id, 3, t).remaining,
+            2,
+            "a refund in the next window leaves this one alone"
         );
-        g.succeeded(id);
-        assert_eq!(g.locked_for(id, t), None);
+        rl.refund(Uuid::max(), t);
     }
 }

@@ -124,6 +124,7 @@ struct EventRow {
 struct State {
     ledger: MemoryLedger,
     credentials: Vec<Credential>,
+    second_factors: BTreeMap<Uuid, crate::auth::second_factor::Attempts>,
     nonces: BTreeMap<(Uuid, String), Timestamp>,
     idempotency: BTreeMap<(String, String), IdempotencyRecord>,
     endpoints: BTreeMap<String, Endpoint>,
@@ -246,6 +247,27 @@ impl Savepoints for Tx {
 // ---- credentials ----
 
 impl CredentialRepo for Tx {
+    fn second_factor_attempts(
+        &mut self,
+        credential: Uuid,
+    ) -> Result<crate::auth::second_factor::Attempts, PortError> {
+        Ok(self
+            .state
+            .second_factors
+            .get(&credential)
+            .copied()
+            .unwrap_or_default())
+    }
+
+    fn put_second_factor_attempts(
+        &mut self,
+        credential: Uuid,
+        attempts: &crate::auth::second_factor::Attempts,
+    ) -> Result<(), PortError> {
+        self.state.second_factors.insert(credential, *attempts);
+        Ok(())
+    }
+
     fn insert_credential(&mut self, c: &Credential) -> Result<(), PortError> {
         let all = &mut self.state.credentials;
         if c.rate_limit == 0 {

@@ -1,6 +1,5 @@
 use custody_core::admin;
-use custody_core::auth;
-use custody_core::error::{CoreResult, ErrorCode, Refusal};
+use custody_core::error::{CoreResult, Refusal};
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::read;
 use custody_core::ports::store::write;
@@ -10,6 +9,7 @@ use super::catalog;
 use crate::dispatch::Call;
 use crate::input::limit;
 use crate::reply::Reply;
+use crate::second_factor;
 use crate::state::AppState;
 
 /// Every name the contract allows in `/admin/{resource}` (interface §4).
@@ -87,10 +87,6 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
     }
 }
 
-fn header<'a>(call: &'a Call, name: &str) -> Option<&'a str> {
-    call.headers.get(name).and_then(|v| v.to_str().ok())
-}
-
 pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let map = crate::input::json_object(&call.body)?;
     let mut fields = crate::input::Fields::new();
@@ -102,51 +98,18 @@ pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> 
     let (Some(key), Some(enabled), Some(reason)) = (key, enabled, reason) else {
         unreachable!("finish() refuses missing fields")
     };
-    let credential = call.credential().clone();
-    let now = state.clock.now();
-    if let Some(left) = state.second_factors.locked_for(credential.id, now) {
-        let code = if credential.pin_hash.is_some() {
-            ErrorCode::InvalidPin
-        } else {
-            ErrorCode::InvalidOtp
-        };
-        return Err(Refusal::new(
-            code,
-            "too many failed attempts: these credentials are locked for a while",
-        )
-        .retry_after(left)
-        .into());
-    }
-    let (pin, otp) = (
-        header(call, "x-service-pin").map(str::to_owned),
-        header(call, "x-service-otp").map(str::to_owned),
-    );
-    // Argon2 is deliberately slow: keep it off the async worker threads.
-    let checked = {
-        let credential = credential.clone();
-        tokio::task::spawn_blocking(move || {
-            auth::check_second_factors(&credential, pin.as_deref(), otp.as_deref(), now)
-        })
-        .await
-        .map_err(|e| custody_core::error::PortError::transient("auth", e.to_string()))?
-    };
-    let step = match checked {
-        Ok(step) => step,
-        Err(r) => {
-            if matches!(r.code, ErrorCode::InvalidPin | ErrorCode::InvalidOtp) {
-                state.second_factors.failed(credential.id, now);
-            }
-            return Err(r.into());
-        }
-    };
-    let (credential_id, actor) = (credential.id, format!("credential:{}", credential.id));
+    // The whole request is judged before the second factors: a refusal for the body must not
+    // cost an attempt, nor come after a code was accepted.
+    let reason = admin::check_control_update(&key, &reason)?.to_owned();
+    let credential = call.credential();
+    second_factor::check(state, credential, &call.headers).await?;
+    let actor = format!("credential:{}", credential.id);
     let audit_id = new_uuid(state.entropy.as_ref());
+    let now = state.clock.now();
     let control = write(state.store.as_ref(), move |tx| {
-        auth::consume_totp_step(tx, credential_id, step)?;
         admin::set_control(tx, audit_id, &actor, &key, enabled, &reason, now)
     })
     .await?;
-    state.second_factors.succeeded(credential_id);
     Ok(Reply::json(200, &control))
 }
 

@@ -1,5 +1,6 @@
 use std::collections::BTreeSet;
 
+use custody_core::auth::second_factor::Attempts;
 use custody_core::auth::{Credential, CredentialReads, CredentialRepo, Scope};
 use custody_core::error::PortError;
 use custody_core::secret::Secret;
@@ -173,6 +174,65 @@ impl CredentialRepo for SqliteTx<'_> {
             )
             .map_err(db_err)?;
         Ok(n == 1)
+    }
+
+    fn second_factor_attempts(&mut self, credential: Uuid) -> Result<Attempts, PortError> {
+        let row = self
+            .conn
+            .prepare_cached(
+                "SELECT failures, locked_until, in_flight, in_flight_until \
+                 FROM second_factor_attempts WHERE credential_id = ?1",
+            )
+            .map_err(db_err)?
+            .query_row([credential.to_string()], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Option<i64>>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                ))
+            })
+            .optional()
+            .map_err(db_err)?;
+        let Some((failures, locked_until, in_flight, in_flight_until)) = row else {
+            return Ok(Attempts::default());
+        };
+        let count = |n: i64| {
+            u32::try_from(n)
+                .map_err(|_| PortError::permanent("store", "attempt count out of range"))
+        };
+        Ok(Attempts {
+            failures: count(failures)?,
+            locked_until: locked_until.map(ts),
+            in_flight: count(in_flight)?,
+            in_flight_until: in_flight_until.map(ts),
+        })
+    }
+
+    fn put_second_factor_attempts(
+        &mut self,
+        credential: Uuid,
+        a: &Attempts,
+    ) -> Result<(), PortError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO second_factor_attempts \
+                 (credential_id, failures, locked_until, in_flight, in_flight_until) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (credential_id) DO UPDATE SET failures = excluded.failures, \
+                 locked_until = excluded.locked_until, in_flight = excluded.in_flight, \
+                 in_flight_until = excluded.in_flight_until",
+            )
+            .map_err(db_err)?
+            .execute(params![
+                credential.to_string(),
+                i64::from(a.failures),
+                a.locked_until.map(|t| t.unix_millis()),
+                i64::from(a.in_flight),
+                a.in_flight_until.map(|t| t.unix_millis()),
+            ])
+            .map_err(db_err)?;
+        Ok(())
     }
 }
 
