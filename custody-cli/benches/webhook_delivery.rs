@@ -19,9 +19,8 @@ use custody_cli::runtime::webhooks::{WebhookWorker, WorkerPorts, WorkerSettings}
 use custody_core::outbox::{EventType, NewEvent};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Store};
-use custody_core::secret::Secret;
-use custody_core::vault::SealingKey;
-use custody_core::webhook::{AddressPolicy, Endpoint, RetryPolicy};
+use custody_core::vault::{SealingKey, Vault};
+use custody_core::webhook::{endpoint_aad, AddressPolicy, Endpoint, RetryPolicy};
 use custody_http::webhook_client::{ClientSettings, HttpWebhookSink};
 use custody_store_sqlite::{SqliteStore, StoreOptions};
 use http_body_util::{BodyExt, Full};
@@ -79,14 +78,12 @@ struct Scenario {
 async fn run(scenario: &Scenario, events: usize, seconds_max: u64) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(
-        SqliteStore::open(
-            &dir.path().join("custody.db"),
-            SealingKey::from_bytes([7; 32]),
-            Arc::new(OsEntropy),
-            StoreOptions::default(),
-        )
-        .unwrap(),
+        SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default()).unwrap(),
     );
+    let vault = Arc::new(Vault::new(
+        SealingKey::from_bytes([7; 32]),
+        Arc::new(OsEntropy),
+    ));
     let received = Arc::new(AtomicU64::new(0));
     let addr = receiver(Arc::clone(&received)).await;
     let tenants: Vec<String> = (0..scenario.tenants)
@@ -96,7 +93,7 @@ async fn run(scenario: &Scenario, events: usize, seconds_max: u64) {
         let endpoint = Endpoint {
             tenant: tenant.clone(),
             url: format!("http://{addr}/{tenant}"),
-            secret: Secret::new(b"bench-secret-0123456789abcdef".to_vec()),
+            secret: vault.seal(b"bench-secret-0123456789abcdef", &endpoint_aad(tenant)),
             created_at: SystemClock.now(),
             updated_at: SystemClock.now(),
         };
@@ -165,6 +162,7 @@ async fn run(scenario: &Scenario, events: usize, seconds_max: u64) {
             sink: Arc::new(sink),
             clock,
             entropy: Arc::new(OsEntropy),
+            vault: Arc::clone(&vault),
         },
         settings,
     );

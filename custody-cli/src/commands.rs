@@ -51,13 +51,8 @@ pub(crate) fn open_store(
         readers: config.store.readers,
         ..StoreOptions::default()
     };
-    let store = SqliteStore::open(
-        &dir.db_path(),
-        unlocked.sealing.clone(),
-        Arc::new(OsEntropy),
-        options,
-    )
-    .map_err(|e| format!("cannot open the database: {}", e.message))?;
+    let store = SqliteStore::open(&dir.db_path(), options)
+        .map_err(|e| format!("cannot open the database: {}", e.message))?;
     Ok((Arc::new(store), unlocked))
 }
 
@@ -132,14 +127,9 @@ fn build_data_dir(
 ) -> Result<(), String> {
     dir.create()?;
     dir.write_config(&Config::default_for_init())?;
-    let sealing = dir.write_seed(mnemonic, passphrase, &OsEntropy)?;
-    let store = SqliteStore::open(
-        &dir.db_path(),
-        sealing,
-        Arc::new(OsEntropy),
-        StoreOptions::default(),
-    )
-    .map_err(|e| format!("cannot create the database: {}", e.message))?;
+    dir.write_seed(mnemonic, passphrase, &OsEntropy)?;
+    let store = SqliteStore::open(&dir.db_path(), StoreOptions::default())
+        .map_err(|e| format!("cannot create the database: {}", e.message))?;
     store.close();
     Ok(())
 }
@@ -199,8 +189,8 @@ pub fn create_credential(dir: &DataDir, args: &CreateCredentialArgs) -> Result<(
         revoked_at: None,
     };
     let config = dir.load_config()?;
-    let (store, _) = open_store(dir, &config)?;
-    let to_store = credential.clone();
+    let (store, unlocked) = open_store(dir, &config)?;
+    let to_store = credential.seal(&vault_of(&unlocked));
     runtime()?
         .block_on(write(store.as_ref(), move |tx| {
             Ok(tx.insert_credential(&to_store)?)
@@ -221,7 +211,12 @@ pub fn create_credential(dir: &DataDir, args: &CreateCredentialArgs) -> Result<(
     print_json(&out)
 }
 
-fn credential_json(c: &Credential) -> serde_json::Value {
+/// The core's vault over the data dir's sealing key.
+pub(crate) fn vault_of(unlocked: &crate::datadir::Unlocked) -> custody_core::vault::Vault {
+    custody_core::vault::Vault::new(unlocked.sealing.clone(), Arc::new(OsEntropy))
+}
+
+fn credential_json(c: &custody_core::auth::StoredCredential) -> serde_json::Value {
     json!({
         "id": c.id,
         "api_key": c.api_key,
@@ -298,6 +293,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         custody_core::keys::HdSigner::from_seed(&unlocked.mnemonic.to_seed())
             .map_err(|e| format!("cannot load the master key: {e}"))?,
     );
+    let vault = Arc::new(vault_of(&unlocked));
     drop(unlocked);
     let limits = config.server.limits()?;
     let listen = args.listen.unwrap_or(config.server.listen);
@@ -322,6 +318,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             clock: Arc::clone(&clock),
             entropy: Arc::new(OsEntropy),
             signer,
+            vault: Arc::clone(&vault),
             chains: chains.sources.clone(),
             chain_health: chains.health.clone(),
             scan_status: chains.status.clone(),
@@ -347,8 +344,12 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         let mut background = Background::new();
-        let (ports, settings) =
-            crate::webhooks::delivery(Arc::clone(&store), Arc::clone(&clock), &config.webhooks)?;
+        let (ports, settings) = crate::webhooks::delivery(
+            Arc::clone(&store),
+            Arc::clone(&clock),
+            Arc::clone(&vault),
+            &config.webhooks,
+        )?;
         background.spawn("webhooks", move |stop| {
             custody_cli::runtime::webhooks::run(ports, settings, stop)
         });

@@ -83,6 +83,7 @@ impl WebhooksConfig {
 pub fn delivery(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
+    vault: Arc<custody_core::vault::Vault>,
     config: &WebhooksConfig,
 ) -> Result<(WorkerPorts, WorkerSettings), String> {
     let settings = config.worker_settings()?;
@@ -101,6 +102,7 @@ pub fn delivery(
         sink: Arc::new(sink),
         clock,
         entropy: Arc::new(OsEntropy),
+        vault,
     };
     Ok((ports, settings))
 }
@@ -176,13 +178,14 @@ fn set(dir: &DataDir, args: &SetArgs) -> Result<(), String> {
         rt.block_on(resolve_checked(name, url.port, policy))
             .map_err(|e| format!("--url: {e}"))?;
     }
-    let (store, _) = open_store(dir, &config)?;
+    let (store, unlocked) = open_store(dir, &config)?;
+    let vault = crate::commands::vault_of(&unlocked);
     let secret = webhook::generate_secret(&OsEntropy);
     let (tenant, stored_url, stored_secret, op) =
         (args.tenant.clone(), url.clone(), secret.clone(), operator());
     let now = SystemClock.now();
     let result = rt.block_on(write(store.as_ref(), move |tx| {
-        webhook::set_endpoint(tx, &tenant, &stored_url, &stored_secret, now, &op)
+        webhook::set_endpoint(tx, &vault, &tenant, &stored_url, &stored_secret, now, &op)
     }));
     store.close();
     result.map_err(|e| format!("cannot register the endpoint: {}", core_message(e)))?;

@@ -120,6 +120,71 @@ impl SealingKey {
     }
 }
 
+/// A secret as the store keeps it: opaque sealed bytes it can neither read nor produce. Only
+/// the core's [`Vault`] seals and opens them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Sealed(Vec<u8>);
+
+impl Sealed {
+    /// Bytes read back from the store.
+    pub fn from_stored(bytes: Vec<u8>) -> Self {
+        Sealed(bytes)
+    }
+
+    /// The bytes to store.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Sealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sealed({} bytes)", self.0.len())
+    }
+}
+
+/// Seals and opens secrets at rest for the service: the sealing key and a source of fresh
+/// nonces. The store only ever sees [`Sealed`] bytes, so a store adapter (or a database dump)
+/// holds no usable secret.
+pub struct Vault {
+    key: SealingKey,
+    entropy: std::sync::Arc<dyn crate::ports::Entropy>,
+}
+
+impl std::fmt::Debug for Vault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Vault(<redacted>)")
+    }
+}
+
+impl Vault {
+    pub fn new(key: SealingKey, entropy: std::sync::Arc<dyn crate::ports::Entropy>) -> Self {
+        Vault { key, entropy }
+    }
+
+    /// Seals `plaintext` bound to `aad` (the record and field it belongs to).
+    pub fn seal(&self, plaintext: &[u8], aad: &str) -> Sealed {
+        let mut nonce = [0u8; NONCE_BYTES];
+        self.entropy.fill(&mut nonce);
+        Sealed(self.key.seal(plaintext, aad.as_bytes(), &nonce))
+    }
+
+    /// Opens what [`Vault::seal`] sealed with the same `aad`. A wrong key (passphrase) or a
+    /// value moved to another record is a permanent port error.
+    pub fn open(
+        &self,
+        sealed: &Sealed,
+        aad: &str,
+    ) -> Result<Secret<Vec<u8>>, crate::error::PortError> {
+        self.key.open(&sealed.0, aad.as_bytes()).map_err(|e| {
+            crate::error::PortError::permanent(
+                "vault",
+                format!("cannot unseal {aad}: {e} (wrong passphrase?)"),
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

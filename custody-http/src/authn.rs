@@ -97,8 +97,10 @@ pub async fn authenticate(
         }
     };
     let api_key = checked.api_key.to_owned();
+    let vault = std::sync::Arc::clone(&state.vault);
+    // Opened here, per request: a revoked or re-keyed credential takes effect at once.
     let credential = read(state.store.as_ref(), move |tx| {
-        Ok(tx.credential_by_api_key(&api_key)?)
+        Ok(auth::load_credential(tx, &vault, &api_key)?)
     })
     .await?
     .ok_or_else(|| {

@@ -144,6 +144,10 @@ mod tests {
 
     const TOTP_KEY: &[u8] = b"12345678901234567890";
 
+    fn vault() -> custody_core::vault::Vault {
+        custody_core::vault::Vault::new(SealingKey::from_bytes([4; 32]), Arc::new(TestEntropy))
+    }
+
     struct TestClock(Mutex<Timestamp>);
 
     /// Sealing nonces for the store; this module does not depend on `system` (moving out).
@@ -179,15 +183,9 @@ mod tests {
         async fn new(credential: &Credential) -> Self {
             let dir = tempfile::tempdir().unwrap();
             let store: Arc<dyn Store> = Arc::new(
-                SqliteStore::open(
-                    &dir.path().join("custody.db"),
-                    SealingKey::from_bytes([9; 32]),
-                    Arc::new(TestEntropy),
-                    StoreOptions::default(),
-                )
-                .unwrap(),
+                SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default()).unwrap(),
             );
-            let c = credential.clone();
+            let c = credential.seal(&vault());
             write(store.as_ref(), move |tx| Ok(tx.insert_credential(&c)?))
                 .await
                 .unwrap();
@@ -205,7 +203,7 @@ mod tests {
         async fn current(&self, api_key: &str) -> Credential {
             let key = api_key.to_owned();
             read(self.store.as_ref(), move |tx| {
-                Ok(tx.credential_by_api_key(&key)?)
+                Ok(custody_core::auth::load_credential(tx, &vault(), &key)?)
             })
             .await
             .unwrap()

@@ -62,6 +62,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub entropy: Arc<dyn Entropy>,
     pub signer: Arc<dyn Signer>,
+    /// Seals and opens the secrets the store keeps (credentials' HMAC and TOTP keys).
+    pub vault: Arc<custody_core::vault::Vault>,
     /// Chain adapters by network; a network without one answers on-chain figures as unknown.
     pub chains: BTreeMap<Network, Arc<dyn ChainSource>>,
     pub chain_health: BTreeMap<Network, HealthProbe>,

@@ -19,13 +19,11 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use custody_core::error::{CoreError, CoreResult, PortError};
 use custody_core::ports::store::{ReadJob, Store, WriteJob};
-use custody_core::ports::Entropy;
-use custody_core::vault::SealingKey;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 pub use migrations::latest_version as schema_version;
-use tx::{db_err, SqliteTx, TxContext};
+use tx::{db_err, SqliteTx};
 
 /// Tuning of the store. Limits carry their unit last.
 #[derive(Debug, Clone)]
@@ -55,7 +53,6 @@ pub struct SqliteStore {
     writer: Mutex<Option<JoinHandle<()>>>,
     readers: Arc<Mutex<Vec<Connection>>>,
     reader_slots: Arc<Semaphore>,
-    ctx: Arc<TxContext>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -100,12 +97,7 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`, applies pending migrations and starts
     /// the writer thread. Must be called inside a Tokio runtime only for `read`/`write` later.
-    pub fn open(
-        path: &Path,
-        sealing: SealingKey,
-        entropy: Arc<dyn Entropy>,
-        options: StoreOptions,
-    ) -> Result<Self, PortError> {
+    pub fn open(path: &Path, options: StoreOptions) -> Result<Self, PortError> {
         create_private(path)?;
         let mut conn = Connection::open(path).map_err(db_err)?;
         configure(&conn, options.busy_timeout_ms).map_err(db_err)?;
@@ -124,13 +116,11 @@ impl SqliteStore {
             readers.push(r);
         }
 
-        let ctx = Arc::new(TxContext { sealing, entropy });
         let (tx, rx) = mpsc::channel(options.queue_max.max(1));
-        let writer_ctx = Arc::clone(&ctx);
         let batch_max = options.batch_max.max(1);
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer::run(conn, writer_ctx, rx, batch_max))
+            .spawn(move || writer::run(conn, rx, batch_max))
             .map_err(|e| PortError::permanent("store", format!("cannot start writer: {e}")))?;
 
         Ok(SqliteStore {
@@ -139,7 +129,6 @@ impl SqliteStore {
             writer: Mutex::new(Some(handle)),
             reader_slots: Arc::new(Semaphore::new(readers.len())),
             readers: Arc::new(Mutex::new(readers)),
-            ctx,
         })
     }
 
@@ -189,7 +178,6 @@ impl Store for SqliteStore {
             .await
             .map_err(|_| Self::closed())?;
         let readers = Arc::clone(&self.readers);
-        let ctx = Arc::clone(&self.ctx);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let conn = readers
@@ -199,7 +187,7 @@ impl Store for SqliteStore {
                 .expect("a permit guarantees a free reader");
             let result = (|| {
                 conn.execute_batch("BEGIN").map_err(db_err)?;
-                let mut tx = SqliteTx::new(&conn, &ctx);
+                let mut tx = SqliteTx::new(&conn);
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut tx)))
                     .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())));
                 let _ = conn.execute_batch("ROLLBACK");

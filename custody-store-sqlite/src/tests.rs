@@ -4,14 +4,14 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use custody_core::auth::{Credential, Scope};
+use custody_core::auth::{Credential, Scope, StoredCredential};
 use custody_core::error::{CoreError, ErrorCode, Refusal};
 use custody_core::idempotency::{self, Outcome, StoredResponse};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::Entropy;
 use custody_core::secret::Secret;
 use custody_core::time::Timestamp;
-use custody_core::vault::SealingKey;
+use custody_core::vault::{SealingKey, Vault};
 use uuid::Uuid;
 
 use super::*;
@@ -27,17 +27,23 @@ impl Entropy for CountingEntropy {
     }
 }
 
-fn open(dir: &tempfile::TempDir, key: u8, options: StoreOptions) -> SqliteStore {
-    SqliteStore::open(
-        &dir.path().join("custody.db"),
-        SealingKey::from_bytes([key; 32]),
-        Arc::new(CountingEntropy(AtomicU64::new(1))),
-        options,
-    )
-    .unwrap()
+fn open(dir: &tempfile::TempDir, _key: u8, options: StoreOptions) -> SqliteStore {
+    SqliteStore::open(&dir.path().join("custody.db"), options).unwrap()
 }
 
-fn credential(api_key: &str) -> Credential {
+/// The core's vault: it seals what the store keeps.
+fn vault(key: u8) -> Vault {
+    Vault::new(
+        SealingKey::from_bytes([key; 32]),
+        Arc::new(CountingEntropy(AtomicU64::new(1))),
+    )
+}
+
+fn credential(api_key: &str) -> StoredCredential {
+    plain_credential(api_key).seal(&vault(7))
+}
+
+fn plain_credential(api_key: &str) -> Credential {
     Credential {
         id: Uuid::new_v4(),
         api_key: api_key.into(),
@@ -63,10 +69,16 @@ async fn credentials_are_sealed_and_need_the_right_key() {
     write(&store, move |tx| Ok(tx.insert_credential(&c2)?))
         .await
         .unwrap();
-    let back = read(&store, |tx| Ok(tx.credential_by_api_key("ck_one")?))
-        .await
-        .unwrap()
-        .unwrap();
+    let back = read(&store, |tx| {
+        Ok(custody_core::auth::load_credential(
+            tx,
+            &vault(7),
+            "ck_one",
+        )?)
+    })
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(back.hmac_secret.expose(), b"s3cret");
     assert_eq!(back.totp_secret.unwrap().expose(), &vec![1, 2, 3]);
     assert_eq!(back.scopes, c.scopes);
@@ -79,10 +91,17 @@ async fn credentials_are_sealed_and_need_the_right_key() {
         "the secret must not be stored in clear"
     );
 
-    let wrong = open(&dir, 8, StoreOptions::default());
-    let err = read(&wrong, |tx| Ok(tx.credential_by_api_key("ck_one")?))
-        .await
-        .unwrap_err();
+    // Another key (a wrong passphrase) opens nothing: the store never had the secret.
+    let reopened = open(&dir, 8, StoreOptions::default());
+    let err = read(&reopened, |tx| {
+        Ok(custody_core::auth::load_credential(
+            tx,
+            &vault(8),
+            "ck_one",
+        )?)
+    })
+    .await
+    .unwrap_err();
     assert!(matches!(err, CoreError::Port(_)));
 }
 
@@ -256,9 +275,9 @@ async fn second_factor_attempts_round_trip_and_reservations_are_atomic() {
     use custody_core::auth::second_factor::{self, Attempts, Verdict};
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(open(&dir, 3, StoreOptions::default()));
-    let mut c = credential("ck_sf");
+    let mut c = plain_credential("ck_sf");
     c.pin_hash = Some(Secret::new("$argon2id$not-checked-here".into()));
-    let c2 = c.clone();
+    let c2 = c.seal(&vault(7));
     write(store.as_ref(), move |tx| Ok(tx.insert_credential(&c2)?))
         .await
         .unwrap();

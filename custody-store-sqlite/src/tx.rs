@@ -2,57 +2,23 @@
 //! transaction (the writer's batch, or a reader's snapshot) and implements every repository
 //! trait of the core; the repositories live in `repo/`, one file each.
 
-use std::sync::Arc;
-
 use custody_core::error::PortError;
 use custody_core::ports::store::Savepoints;
-use custody_core::ports::Entropy;
-use custody_core::vault::{SealingKey, NONCE_BYTES};
 use rusqlite::Connection;
-
-/// What repositories need besides the connection.
-pub struct TxContext {
-    pub sealing: SealingKey,
-    pub entropy: Arc<dyn Entropy>,
-}
 
 pub struct SqliteTx<'c> {
     pub(crate) conn: &'c Connection,
-    pub(crate) ctx: &'c TxContext,
     depth: u32,
 }
 
 impl<'c> SqliteTx<'c> {
-    pub(crate) fn new(conn: &'c Connection, ctx: &'c TxContext) -> Self {
-        SqliteTx {
-            conn,
-            ctx,
-            depth: 0,
-        }
+    pub(crate) fn new(conn: &'c Connection) -> Self {
+        SqliteTx { conn, depth: 0 }
     }
 
     /// Savepoints the job opened and did not close; the writer rolls the job back if any.
     pub(crate) fn open_savepoints(&self) -> u32 {
         self.depth
-    }
-
-    pub(crate) fn seal(&self, plaintext: &[u8], aad: &str) -> Vec<u8> {
-        let mut nonce = [0u8; NONCE_BYTES];
-        self.ctx.entropy.fill(&mut nonce);
-        self.ctx.sealing.seal(plaintext, aad.as_bytes(), &nonce)
-    }
-
-    pub(crate) fn open_sealed(
-        &self,
-        sealed: &[u8],
-        aad: &str,
-    ) -> Result<custody_core::secret::Secret<Vec<u8>>, PortError> {
-        self.ctx.sealing.open(sealed, aad.as_bytes()).map_err(|e| {
-            PortError::permanent(
-                "store",
-                format!("cannot unseal {aad}: {e} (wrong passphrase?)"),
-            )
-        })
     }
 }
 

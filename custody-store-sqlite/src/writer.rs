@@ -5,14 +5,13 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 
 use custody_core::error::{CoreError, CoreResult, PortError};
 use custody_core::ports::store::WriteJob;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::tx::{db_err, SqliteTx, TxContext};
+use crate::tx::{db_err, SqliteTx};
 
 pub(crate) type Reply = oneshot::Sender<CoreResult<Box<dyn Any + Send>>>;
 
@@ -21,12 +20,7 @@ pub(crate) struct Job {
     pub reply: Reply,
 }
 
-pub(crate) fn run(
-    mut conn: Connection,
-    ctx: Arc<TxContext>,
-    mut rx: mpsc::Receiver<Job>,
-    batch_max: usize,
-) {
+pub(crate) fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, batch_max: usize) {
     let mut batch: Vec<Job> = Vec::with_capacity(batch_max);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -36,12 +30,12 @@ pub(crate) fn run(
                 Err(_) => break,
             }
         }
-        run_batch(&mut conn, &ctx, &mut batch);
+        run_batch(&mut conn, &mut batch);
     }
     tracing::debug!("store writer stopped: channel closed");
 }
 
-fn run_batch(conn: &mut Connection, ctx: &TxContext, batch: &mut Vec<Job>) {
+fn run_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let err = db_err(e);
         for job in batch.drain(..) {
@@ -52,7 +46,7 @@ fn run_batch(conn: &mut Connection, ctx: &TxContext, batch: &mut Vec<Job>) {
     let mut answers = Vec::with_capacity(batch.len());
     let mut jobs = batch.drain(..);
     for job in jobs.by_ref() {
-        let result = run_job(conn, ctx, job.work);
+        let result = run_job(conn, job.work);
         answers.push((job.reply, result));
         if conn.is_autocommit() {
             // SQLite rolled the whole transaction back on its own (I/O error, disk full):
@@ -86,14 +80,10 @@ fn run_batch(conn: &mut Connection, ctx: &TxContext, batch: &mut Vec<Job>) {
     }
 }
 
-fn run_job(
-    conn: &Connection,
-    ctx: &TxContext,
-    mut work: WriteJob,
-) -> CoreResult<Box<dyn Any + Send>> {
+fn run_job(conn: &Connection, mut work: WriteJob) -> CoreResult<Box<dyn Any + Send>> {
     conn.execute_batch("SAVEPOINT job").map_err(db_err)?;
     let (result, left_open) = {
-        let mut tx = SqliteTx::new(conn, ctx);
+        let mut tx = SqliteTx::new(conn);
         let result = catch_unwind(AssertUnwindSafe(|| work(&mut tx)))
             .unwrap_or_else(|_| Err(CoreError::Invariant("a store job panicked".into())));
         (result, tx.open_savepoints())

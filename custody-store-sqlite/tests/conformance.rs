@@ -8,9 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use custody_core::error::CoreResult;
 use custody_core::ports::store::{ReadJob, Store, WriteJob};
-use custody_core::ports::Entropy;
-use custody_core::testing::{conformance, CountingEntropy};
-use custody_core::vault::SealingKey;
+use custody_core::testing::conformance;
 use custody_store_sqlite::{SqliteStore, StoreOptions};
 
 /// A store and the directory of its file, removed when the store is dropped (after it closes).
@@ -32,13 +30,8 @@ impl Store for TempStore {
 
 fn make() -> Arc<dyn Store> {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let store = SqliteStore::open(
-        &dir.path().join("custody.db"),
-        SealingKey::from_bytes([3; 32]),
-        Arc::new(CountingEntropy::default()) as Arc<dyn Entropy>,
-        StoreOptions::default(),
-    )
-    .expect("the store opens");
+    let store = SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default())
+        .expect("the store opens");
     Arc::new(TempStore { store, _dir: dir })
 }
 

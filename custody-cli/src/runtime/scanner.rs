@@ -376,7 +376,6 @@ mod tests {
     use custody_core::deposit::{DepositFilter, DepositStatus};
     use custody_core::keys::{HdSigner, Mnemonic};
     use custody_core::ports::chain::{BlockHeader, ObservedTransfer, OnchainBalance, ScannedBlock};
-    use custody_core::vault::SealingKey;
     use custody_core::{Amount, Network, Timestamp};
     use custody_store_sqlite::{SqliteStore, StoreOptions};
 
@@ -495,15 +494,8 @@ mod tests {
     /// block 5, and a scanner over both (3 confirmations, 100 blocks kept).
     async fn fixture() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(
-            SqliteStore::open(
-                &dir.path().join("db"),
-                SealingKey::from_bytes([1; 32]),
-                Arc::new(OsEntropy),
-                StoreOptions::default(),
-            )
-            .unwrap(),
-        );
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("db"), StoreOptions::default()).unwrap());
         let phrase = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
         let signer = HdSigner::from_seed(&Mnemonic::parse(phrase).unwrap().to_seed()).unwrap();
         let ids = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];

@@ -64,6 +64,8 @@ pub struct WorkerPorts {
     pub sink: Arc<dyn WebhookSink>,
     pub clock: Arc<dyn Clock>,
     pub entropy: Arc<dyn Entropy>,
+    /// Opens the endpoint secrets the store keeps sealed.
+    pub vault: Arc<custody_core::vault::Vault>,
 }
 
 /// A running worker; `stop` ends it.
@@ -107,13 +109,16 @@ fn jitter(entropy: &dyn Entropy) -> u64 {
 /// One attempt of one event, recorded with its outcome.
 pub async fn deliver_one(ports: &WorkerPorts, retry: &RetryPolicy, event: DueEvent) -> Step {
     let started = ports.clock.now();
-    let request = sign::prepare(
-        &event.url,
-        event.secret.expose(),
-        event.id,
-        &event.body,
-        started,
-    );
+    let secret = match event.open_secret(&ports.vault) {
+        Ok(secret) => secret,
+        Err(e) => {
+            // Nothing is sent or recorded: the claim runs out and the event stays pending
+            // until the key is right again.
+            tracing::error!(event_id = %event.id, error = %e, "cannot open the endpoint secret");
+            return Step::RetryAt(started.plus_millis(60_000));
+        }
+    };
+    let request = sign::prepare(&event.url, secret.expose(), event.id, &event.body, started);
     let outcome = ports.sink.send(request).await;
     let attempt_no = event.attempts.saturating_add(1);
     let step = webhook::next_step(

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use crate::error::PortError;
 use crate::secret::Secret;
 use crate::time::Timestamp;
+use crate::vault::{Sealed, Vault};
 
 /// Rights of a credential (decisions §5). Admin rights are a separate flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -107,10 +108,91 @@ impl Credential {
     }
 }
 
-/// Persistence of credentials and used nonces.
+/// A credential as the store keeps it: its HMAC and TOTP secrets sealed by the core.
+#[derive(Debug, Clone)]
+pub struct StoredCredential {
+    pub id: Uuid,
+    pub api_key: String,
+    pub tenant: String,
+    pub scopes: BTreeSet<Scope>,
+    pub admin: bool,
+    pub rate_limit: u32,
+    pub hmac_secret: Sealed,
+    pub pin_hash: Option<Secret<String>>,
+    pub totp_secret: Option<Sealed>,
+    pub totp_last_step: Option<i64>,
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+fn aad(id: &Uuid, field: &str) -> String {
+    format!("credential:{id}:{field}")
+}
+
+impl Credential {
+    /// The stored form, its secrets sealed and bound to this credential's id.
+    pub fn seal(&self, vault: &Vault) -> StoredCredential {
+        StoredCredential {
+            id: self.id,
+            api_key: self.api_key.clone(),
+            tenant: self.tenant.clone(),
+            scopes: self.scopes.clone(),
+            admin: self.admin,
+            rate_limit: self.rate_limit,
+            hmac_secret: vault.seal(self.hmac_secret.expose(), &aad(&self.id, "hmac")),
+            pin_hash: self.pin_hash.clone(),
+            totp_secret: self
+                .totp_secret
+                .as_ref()
+                .map(|s| vault.seal(s.expose(), &aad(&self.id, "totp"))),
+            totp_last_step: self.totp_last_step,
+            created_at: self.created_at,
+            revoked_at: self.revoked_at,
+        }
+    }
+}
+
+impl StoredCredential {
+    /// The credential with its secrets opened; a wrong key is a permanent port error.
+    pub fn open(self, vault: &Vault) -> Result<Credential, PortError> {
+        let hmac_secret = vault.open(&self.hmac_secret, &aad(&self.id, "hmac"))?;
+        let totp_secret = match &self.totp_secret {
+            Some(sealed) => Some(vault.open(sealed, &aad(&self.id, "totp"))?),
+            None => None,
+        };
+        Ok(Credential {
+            id: self.id,
+            api_key: self.api_key,
+            tenant: self.tenant,
+            scopes: self.scopes,
+            admin: self.admin,
+            rate_limit: self.rate_limit,
+            hmac_secret,
+            pin_hash: self.pin_hash,
+            totp_secret,
+            totp_last_step: self.totp_last_step,
+            created_at: self.created_at,
+            revoked_at: self.revoked_at,
+        })
+    }
+}
+
+/// The credential with api key `api_key`, its secrets opened.
+pub fn load_credential(
+    repo: &mut dyn CredentialReads,
+    vault: &Vault,
+    api_key: &str,
+) -> Result<Option<Credential>, PortError> {
+    repo.credential_by_api_key(api_key)?
+        .map(|stored| stored.open(vault))
+        .transpose()
+}
+
+/// Persistence of credentials and used nonces. Secrets arrive sealed and leave sealed: the
+/// store never sees them in clear.
 pub trait CredentialRepo: CredentialReads {
-    /// Stores a new credential, encrypting its secrets. Fails if the api key exists.
-    fn insert_credential(&mut self, credential: &Credential) -> Result<(), PortError>;
+    /// Stores a new credential. Fails if the api key exists.
+    fn insert_credential(&mut self, credential: &StoredCredential) -> Result<(), PortError>;
     /// Marks the credential revoked; `Ok(false)` if there is no such active credential.
     fn revoke_credential(&mut self, api_key: &str, at: Timestamp) -> Result<bool, PortError>;
     /// Records `nonce` as used by `credential`; `Ok(false)` when it was used already. The
@@ -141,7 +223,10 @@ pub trait CredentialRepo: CredentialReads {
 }
 
 pub trait CredentialReads {
-    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError>;
-    /// Every credential, oldest first.
-    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError>;
+    fn credential_by_api_key(
+        &mut self,
+        api_key: &str,
+    ) -> Result<Option<StoredCredential>, PortError>;
+    /// Every credential, oldest first (secrets sealed: a listing never needs them).
+    fn list_credentials(&mut self) -> Result<Vec<StoredCredential>, PortError>;
 }

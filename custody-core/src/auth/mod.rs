@@ -12,7 +12,9 @@ pub mod second_factor;
 pub mod totp;
 
 pub use canonical::{canonical_string, signature_hex, verify_signature};
-pub use credential::{Credential, CredentialReads, CredentialRepo, Scope};
+pub use credential::{
+    load_credential, Credential, CredentialReads, CredentialRepo, Scope, StoredCredential,
+};
 pub use rate_limit::{RateDecision, RateLimiter};
 
 use crate::error::{ErrorCode, Refusal};

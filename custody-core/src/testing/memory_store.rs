@@ -32,7 +32,7 @@ use crate::admin::{
     ControlRepo,
 };
 use crate::amount::Amount;
-use crate::auth::{Credential, CredentialReads, CredentialRepo};
+use crate::auth::{CredentialReads, CredentialRepo, StoredCredential};
 use crate::chain::{ChainCursor, ChainReads, ChainRepo};
 use crate::deposit::{Deposit, DepositFilter, DepositReads, DepositRepo, DepositStatus};
 use crate::error::{CoreError, CoreResult, PortError};
@@ -123,7 +123,7 @@ struct EventRow {
 #[derive(Debug, Clone, Default)]
 struct State {
     ledger: MemoryLedger,
-    credentials: Vec<Credential>,
+    credentials: Vec<StoredCredential>,
     second_factors: BTreeMap<Uuid, crate::auth::second_factor::Attempts>,
     nonces: BTreeMap<(Uuid, String), Timestamp>,
     idempotency: BTreeMap<(String, String), IdempotencyRecord>,
@@ -268,7 +268,7 @@ impl CredentialRepo for Tx {
         Ok(())
     }
 
-    fn insert_credential(&mut self, c: &Credential) -> Result<(), PortError> {
+    fn insert_credential(&mut self, c: &StoredCredential) -> Result<(), PortError> {
         let all = &mut self.state.credentials;
         if c.rate_limit == 0 {
             return Err(constraint("credentials.rate_limit > 0"));
@@ -324,7 +324,10 @@ impl CredentialRepo for Tx {
 }
 
 impl CredentialReads for Tx {
-    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError> {
+    fn credential_by_api_key(
+        &mut self,
+        api_key: &str,
+    ) -> Result<Option<StoredCredential>, PortError> {
         Ok(self
             .state
             .credentials
@@ -333,7 +336,7 @@ impl CredentialReads for Tx {
             .cloned())
     }
 
-    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError> {
+    fn list_credentials(&mut self) -> Result<Vec<StoredCredential>, PortError> {
         let mut all = self.state.credentials.clone();
         all.sort_by_key(|c| (c.created_at, c.id));
         Ok(all)

@@ -30,6 +30,7 @@ use crate::ports::webhook::DeliveryOutcome;
 use crate::ports::Entropy;
 use crate::secret::Secret;
 use crate::time::Timestamp;
+use crate::vault::{Sealed, Vault};
 
 pub use retry::{classify_response, next_step, RetryPolicy, Step, ATTEMPTS_MAX};
 pub use ssrf::{classify, AddressClass, AddressPolicy, ForbiddenAddress};
@@ -72,13 +73,14 @@ impl Serialize for EventStatus {
     }
 }
 
-/// A tenant's endpoint. The store keeps the secret sealed.
+/// A tenant's endpoint. Its secret is sealed by the core ([`endpoint_aad`]); the store keeps
+/// the sealed bytes.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     pub tenant: String,
     /// Canonical form ([`EndpointUrl`]'s `Display`).
     pub url: String,
-    pub secret: Secret<Vec<u8>>,
+    pub secret: Sealed,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -94,7 +96,20 @@ pub struct DueEvent {
     /// Attempts made since the event was queued or last replayed.
     pub attempts: u32,
     pub url: String,
-    pub secret: Secret<Vec<u8>>,
+    /// The endpoint's secret, sealed: open it with [`DueEvent::open_secret`] to sign.
+    pub secret: Sealed,
+}
+
+/// What binds an endpoint's sealed secret to its tenant.
+pub fn endpoint_aad(tenant: &str) -> String {
+    format!("webhook_endpoint:{tenant}:secret")
+}
+
+impl DueEvent {
+    /// The signing secret of the event's endpoint.
+    pub fn open_secret(&self, vault: &Vault) -> Result<Secret<Vec<u8>>, PortError> {
+        vault.open(&self.secret, &endpoint_aad(&self.tenant))
+    }
 }
 
 /// What the worker asks the store for.
@@ -179,7 +194,7 @@ pub struct EventCounts {
 /// Persistence of endpoints, delivery state and attempts.
 ///
 /// An implementation:
-/// - MUST keep endpoint secrets sealed at rest and return them opened.
+/// - MUST store endpoint secrets exactly as given (sealed by the core) and return them so.
 /// - MUST make `claim_due_events` hand an event to at most one claimer until its lease ends or
 ///   it is finished, and never hand out an event whose tenant has no endpoint.
 /// - MUST record the attempt and the event's new state in `finish_attempt` together (one
@@ -227,6 +242,7 @@ pub struct Operator {
 /// resolved and checked by the caller) and `secret`, with its audit record.
 pub fn set_endpoint(
     tx: &mut dyn WriteTx,
+    vault: &Vault,
     tenant: &str,
     url: &EndpointUrl,
     secret: &Secret<String>,
@@ -236,7 +252,7 @@ pub fn set_endpoint(
     let endpoint = Endpoint {
         tenant: tenant.to_owned(),
         url: url.to_string(),
-        secret: Secret::new(secret.expose().as_bytes().to_vec()),
+        secret: vault.seal(secret.expose().as_bytes(), &endpoint_aad(tenant)),
         created_at: now,
         updated_at: now,
     };

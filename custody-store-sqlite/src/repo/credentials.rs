@@ -1,10 +1,11 @@
 use std::collections::BTreeSet;
 
 use custody_core::auth::second_factor::Attempts;
-use custody_core::auth::{Credential, CredentialReads, CredentialRepo, Scope};
+use custody_core::auth::{CredentialReads, CredentialRepo, Scope, StoredCredential};
 use custody_core::error::PortError;
 use custody_core::secret::Secret;
 use custody_core::time::Timestamp;
+use custody_core::vault::Sealed;
 use rusqlite::{params, OptionalExtension, Row};
 use uuid::Uuid;
 
@@ -13,10 +14,6 @@ use crate::tx::{db_err, SqliteTx};
 
 const COLUMNS: &str = "id, api_key, tenant, scopes, admin, rate_limit, hmac_secret_sealed, \
                        pin_hash, totp_secret_sealed, totp_last_step, created_at, revoked_at";
-
-fn aad(id: &Uuid, field: &str) -> String {
-    format!("credential:{id}:{field}")
-}
 
 struct RawCredential {
     id: String,
@@ -51,7 +48,7 @@ fn raw(row: &Row<'_>) -> rusqlite::Result<RawCredential> {
 }
 
 impl SqliteTx<'_> {
-    fn decode_credential(&self, r: RawCredential) -> Result<Credential, PortError> {
+    fn decode_credential(&self, r: RawCredential) -> Result<StoredCredential, PortError> {
         let id = parse_uuid(&r.id)?;
         let scopes = r
             .scopes
@@ -62,21 +59,16 @@ impl SqliteTx<'_> {
                     .map_err(|e| PortError::permanent("store", e))
             })
             .collect::<Result<BTreeSet<_>, _>>()?;
-        let hmac_secret = self.open_sealed(&r.hmac_sealed, &aad(&id, "hmac"))?;
-        let totp_secret = match &r.totp_sealed {
-            Some(sealed) => Some(self.open_sealed(sealed, &aad(&id, "totp"))?),
-            None => None,
-        };
-        Ok(Credential {
+        Ok(StoredCredential {
             id,
             api_key: r.api_key,
             tenant: r.tenant,
             scopes,
             admin: r.admin,
             rate_limit: u32::try_from(r.rate_limit).unwrap_or(u32::MAX),
-            hmac_secret: Secret::new(hmac_secret.expose().clone()),
+            hmac_secret: Sealed::from_stored(r.hmac_sealed),
             pin_hash: r.pin_hash.map(Secret::new),
-            totp_secret: totp_secret.map(|s| Secret::new(s.expose().clone())),
+            totp_secret: r.totp_sealed.map(Sealed::from_stored),
             totp_last_step: r.totp_last_step,
             created_at: ts(r.created_at),
             revoked_at: r.revoked_at.map(ts),
@@ -85,18 +77,15 @@ impl SqliteTx<'_> {
 }
 
 impl CredentialRepo for SqliteTx<'_> {
-    fn insert_credential(&mut self, c: &Credential) -> Result<(), PortError> {
+    fn insert_credential(&mut self, c: &StoredCredential) -> Result<(), PortError> {
         let scopes = c
             .scopes
             .iter()
             .map(|s| s.as_str())
             .collect::<Vec<_>>()
             .join(",");
-        let hmac_sealed = self.seal(c.hmac_secret.expose(), &aad(&c.id, "hmac"));
-        let totp_sealed = c
-            .totp_secret
-            .as_ref()
-            .map(|s| self.seal(s.expose(), &aad(&c.id, "totp")));
+        let hmac_sealed = c.hmac_secret.as_bytes();
+        let totp_sealed = c.totp_secret.as_ref().map(|s| s.as_bytes());
         self.conn
             .execute(
                 &format!("INSERT INTO credentials ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"),
@@ -237,7 +226,10 @@ impl CredentialRepo for SqliteTx<'_> {
 }
 
 impl CredentialReads for SqliteTx<'_> {
-    fn credential_by_api_key(&mut self, api_key: &str) -> Result<Option<Credential>, PortError> {
+    fn credential_by_api_key(
+        &mut self,
+        api_key: &str,
+    ) -> Result<Option<StoredCredential>, PortError> {
         let found = self
             .conn
             .prepare_cached(&format!(
@@ -250,7 +242,7 @@ impl CredentialReads for SqliteTx<'_> {
         found.map(|r| self.decode_credential(r)).transpose()
     }
 
-    fn list_credentials(&mut self) -> Result<Vec<Credential>, PortError> {
+    fn list_credentials(&mut self) -> Result<Vec<StoredCredential>, PortError> {
         let raws = self
             .conn
             .prepare(&format!(

@@ -1,8 +1,8 @@
 //! Webhook endpoints, delivery claims and attempts (migration 0003).
 
 use custody_core::error::PortError;
-use custody_core::secret::Secret;
 use custody_core::time::Timestamp;
+use custody_core::vault::Sealed;
 use std::collections::BTreeMap;
 
 use custody_core::webhook::{
@@ -14,10 +14,6 @@ use uuid::Uuid;
 
 use super::{parse_uuid, ts};
 use crate::tx::{db_err, SqliteTx};
-
-fn aad(tenant: &str) -> String {
-    format!("webhook_endpoint:{tenant}:secret")
-}
 
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
@@ -129,7 +125,7 @@ impl SqliteTx<'_> {
 impl WebhookRepo for SqliteTx<'_> {
     fn put_webhook_endpoint(&mut self, e: &Endpoint) -> Result<Option<Endpoint>, PortError> {
         let old = self.webhook_endpoint(&e.tenant)?;
-        let sealed = self.seal(e.secret.expose(), &aad(&e.tenant));
+        let sealed = e.secret.as_bytes();
         self.conn
             .prepare_cached(
                 "INSERT INTO webhook_endpoints (tenant, url, secret_sealed, created_at, updated_at) \
@@ -220,7 +216,7 @@ impl WebhookRepo for SqliteTx<'_> {
                     ))
                 })
                 .map_err(db_err)?;
-            let secret = self.open_sealed(&sealed, &aad(&tenant))?;
+            let secret = Sealed::from_stored(sealed);
             out.push(DueEvent {
                 id: parse_uuid(&id)?,
                 tenant,
@@ -228,7 +224,7 @@ impl WebhookRepo for SqliteTx<'_> {
                 body,
                 attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
                 url,
-                secret: Secret::new(secret.expose().clone()),
+                secret,
             });
         }
         Ok(out)
@@ -313,11 +309,11 @@ impl WebhookReads for SqliteTx<'_> {
             .optional()
             .map_err(db_err)?;
         row.map(|(url, sealed, created_at, updated_at)| {
-            let secret = self.open_sealed(&sealed, &aad(tenant))?;
+            let secret = Sealed::from_stored(sealed);
             Ok(Endpoint {
                 tenant: tenant.to_owned(),
                 url,
-                secret: Secret::new(secret.expose().clone()),
+                secret,
                 created_at: ts(created_at),
                 updated_at: ts(updated_at),
             })
@@ -385,7 +381,7 @@ mod tests {
     use custody_core::ports::store::{read, write};
     use custody_core::ports::webhook::DeliveryOutcome;
     use custody_core::ports::Entropy;
-    use custody_core::vault::SealingKey;
+    use custody_core::vault::{SealingKey, Vault};
     use custody_core::webhook::{self, AddressPolicy, Operator};
 
     use super::*;
@@ -401,14 +397,16 @@ mod tests {
         }
     }
 
-    fn open(dir: &tempfile::TempDir, key: u8) -> SqliteStore {
-        SqliteStore::open(
-            &dir.path().join("custody.db"),
+    fn open(dir: &tempfile::TempDir, _key: u8) -> SqliteStore {
+        SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default()).unwrap()
+    }
+
+    /// The core's vault, which seals what the store keeps.
+    fn vault(key: u8) -> Vault {
+        Vault::new(
             SealingKey::from_bytes([key; 32]),
             Arc::new(Counter(AtomicU64::new(1))),
-            StoreOptions::default(),
         )
-        .unwrap()
     }
 
     fn at(ms: i64) -> Timestamp {
@@ -419,7 +417,7 @@ mod tests {
         Endpoint {
             tenant: tenant.into(),
             url: format!("https://{tenant}.example.com/hook"),
-            secret: Secret::new(secret.as_bytes().to_vec()),
+            secret: vault(3).seal(secret.as_bytes(), &webhook::endpoint_aad(tenant)),
             created_at: at(1),
             updated_at: at(1),
         }
@@ -487,13 +485,15 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(old.secret.expose(), b"first-secret-0123");
+        let opened =
+            |e: &Endpoint, key: u8| vault(key).open(&e.secret, &webhook::endpoint_aad(&e.tenant));
+        assert_eq!(opened(&old, 3).unwrap().expose(), b"first-secret-0123");
         let now = read(&store, |tx| Ok(tx.webhook_endpoint("acme")?))
             .await
             .unwrap()
             .unwrap();
         assert_eq!(now.url, "https://new.example.com/in");
-        assert_eq!(now.secret.expose(), b"second-secret-456");
+        assert_eq!(opened(&now, 3).unwrap().expose(), b"second-secret-456");
         assert!(read(&store, |tx| Ok(tx.webhook_endpoint("other")?))
             .await
             .unwrap()
@@ -502,10 +502,14 @@ mod tests {
         drop(store);
         let raw = std::fs::read(dir.path().join("custody.db")).unwrap();
         assert!(!raw.windows(13).any(|w| w == b"second-secret"));
-        let wrong = open(&dir, 4);
-        assert!(read(&wrong, |tx| Ok(tx.webhook_endpoint("acme")?))
+        // The store keeps sealed bytes only: another key opens nothing.
+        let reopened = open(&dir, 4);
+        let stored = read(&reopened, |tx| Ok(tx.webhook_endpoint("acme")?))
             .await
-            .is_err());
+            .unwrap()
+            .unwrap();
+        assert!(opened(&stored, 4).is_err());
+        assert_eq!(opened(&stored, 3).unwrap().expose(), b"second-secret-456");
     }
 
     #[tokio::test]
@@ -530,7 +534,7 @@ mod tests {
         assert!(first.iter().any(|e| e.id == Uuid::from_u128(1)));
         assert!(first.iter().all(|e| e.tenant != "none"));
         let fast = first.iter().find(|e| e.tenant == "fast").unwrap();
-        assert_eq!(fast.secret.expose(), b"s2");
+        assert_eq!(fast.open_secret(&vault(3)).unwrap().expose(), b"s2");
         assert_eq!(fast.url, "https://fast.example.com/hook");
         assert_eq!(fast.body, event(1, "fast", 200).body);
         assert_eq!(fast.attempts, 0);
@@ -654,7 +658,7 @@ mod tests {
         assert_eq!(secret.expose().len(), 64);
         let (u, s, o) = (url.clone(), secret.clone(), op(100));
         write(&store, move |tx| {
-            webhook::set_endpoint(tx, "acme", &u, &s, at(10), &o)
+            webhook::set_endpoint(tx, &vault(3), "acme", &u, &s, at(10), &o)
         })
         .await
         .unwrap();
@@ -663,7 +667,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(stored.url, "https://hooks.example.com/in");
-        assert_eq!(stored.secret.expose(), secret.expose().as_bytes());
+        let opened = vault(3)
+            .open(&stored.secret, &webhook::endpoint_aad("acme"))
+            .unwrap();
+        assert_eq!(opened.expose(), secret.expose().as_bytes());
 
         let queued = write(&store, |tx| {
             webhook::queue_test_event(tx, "acme", Uuid::from_u128(9), at(20))

@@ -15,7 +15,6 @@ use custody_core::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::transfer::{self, TransferIds, TransferRequest};
-use custody_core::vault::SealingKey;
 use custody_core::{Amount, AssetCatalog, AssetId, Network, Timestamp};
 use custody_store_sqlite::{SqliteStore, StoreOptions};
 use uuid::Uuid;
@@ -44,15 +43,7 @@ pub fn usdt() -> AssetId {
 }
 
 pub fn open(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    Arc::new(
-        SqliteStore::open(
-            &dir.path().join("custody.db"),
-            SealingKey::from_bytes([5; 32]),
-            Arc::new(RandomEntropy),
-            StoreOptions::default(),
-        )
-        .unwrap(),
-    )
+    Arc::new(SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default()).unwrap())
 }
 
 /// Creates BSC wallets for `users` of tenant `t`; returns their addresses in order.

@@ -24,7 +24,6 @@ use custody_core::ledger::{self, TxKind, UserAccount};
 use custody_core::ports::chain::{BlockHeader, ObservedTransfer, OnchainBalance, ScannedBlock};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{ChainSource, Store};
-use custody_core::vault::SealingKey;
 use custody_core::{Amount, AssetCatalog, AssetId, Network, Timestamp};
 use custody_store_sqlite::{SqliteStore, StoreOptions};
 use proptest::prelude::*;
@@ -196,15 +195,8 @@ async fn observe(store: &dyn Store) -> BTreeMap<String, (usize, i64, DepositStat
 
 async fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(
-            &dir.path().join("db"),
-            SealingKey::from_bytes([2; 32]),
-            Arc::new(OsEntropy),
-            StoreOptions::default(),
-        )
-        .unwrap(),
-    );
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("db"), StoreOptions::default()).unwrap());
     let phrase = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
     let signer =
         Arc::new(HdSigner::from_seed(&Mnemonic::parse(phrase).unwrap().to_seed()).unwrap());

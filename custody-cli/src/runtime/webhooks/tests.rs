@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use custody_core::outbox::{EventType, NewEvent};
 use custody_core::ports::store::read;
 use custody_core::ports::webhook::WebhookRequest;
-use custody_core::secret::Secret;
 use custody_core::vault::SealingKey;
 use custody_core::webhook::{Endpoint, EventStatus};
 use custody_store_sqlite::{SqliteStore, StoreOptions};
@@ -114,19 +113,16 @@ fn settings() -> WorkerSettings {
 async fn setup(tenants: &[&str]) -> (tempfile::TempDir, Arc<SqliteStore>) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(
-        SqliteStore::open(
-            &dir.path().join("custody.db"),
-            SealingKey::from_bytes([5; 32]),
-            Arc::new(OsEntropy),
-            StoreOptions::default(),
-        )
-        .unwrap(),
+        SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default()).unwrap(),
     );
     for tenant in tenants {
         let e = Endpoint {
             tenant: (*tenant).into(),
             url: url(tenant),
-            secret: Secret::new(format!("secret-of-{tenant}").into_bytes()),
+            secret: vault().seal(
+                format!("secret-of-{tenant}").as_bytes(),
+                &webhook::endpoint_aad(tenant),
+            ),
             created_at: SystemClock.now(),
             updated_at: SystemClock.now(),
         };
@@ -167,7 +163,12 @@ fn ports(store: &Arc<SqliteStore>, sink: Arc<ScriptedSink>) -> WorkerPorts {
         sink,
         clock: Arc::new(SystemClock),
         entropy: Arc::new(OsEntropy),
+        vault: Arc::new(vault()),
     }
+}
+
+fn vault() -> custody_core::vault::Vault {
+    custody_core::vault::Vault::new(SealingKey::from_bytes([5; 32]), Arc::new(OsEntropy))
 }
 
 async fn wait_until(store: &SqliteStore, what: &str, f: impl Fn(&[webhook::EventView]) -> bool) {

@@ -3,9 +3,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::auth::{Credential, Scope};
+use crate::auth::{Scope, StoredCredential as Credential};
 use crate::ports::store::Store;
 use crate::secret::Secret;
+use crate::vault::Sealed;
 
 use super::{assert_port_error, at, r, suite, uid, w};
 
@@ -29,8 +30,8 @@ fn credential(n: u128, api_key: &str, created: i64) -> Credential {
         scopes: BTreeSet::from([Scope::CatalogRead, Scope::WalletsWrite]),
         admin: false,
         rate_limit: 600,
-        // Opaque bytes, not text: the store keeps what it is given.
-        hmac_secret: Secret::new(vec![
+        // Opaque sealed bytes: the store keeps what it is given.
+        hmac_secret: Sealed::from_stored(vec![
             0,
             1,
             2,
@@ -42,7 +43,7 @@ fn credential(n: u128, api_key: &str, created: i64) -> Credential {
         pin_hash: Some(Secret::new(
             "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo".into(),
         )),
-        totp_secret: Some(Secret::new(vec![0x5a; 20])),
+        totp_secret: Some(Sealed::from_stored(vec![0x5a; 20])),
         totp_last_step: None,
         created_at: at(created),
         revoked_at: None,
@@ -76,14 +77,14 @@ fn assert_same(got: &Credential, want: &Credential) {
             want.revoked_at,
         )
     );
-    assert_eq!(got.hmac_secret.expose(), want.hmac_secret.expose());
+    assert_eq!(got.hmac_secret.as_bytes(), want.hmac_secret.as_bytes());
     assert_eq!(
         got.pin_hash.as_ref().map(|p| p.expose().clone()),
         want.pin_hash.as_ref().map(|p| p.expose().clone())
     );
     assert_eq!(
-        got.totp_secret.as_ref().map(|t| t.expose().clone()),
-        want.totp_secret.as_ref().map(|t| t.expose().clone())
+        got.totp_secret.as_ref().map(|t| t.as_bytes().to_vec()),
+        want.totp_secret.as_ref().map(|t| t.as_bytes().to_vec())
     );
 }
 

@@ -9,7 +9,6 @@ use uuid::Uuid;
 use crate::outbox::{EventType, NewEvent};
 use crate::ports::store::Store;
 use crate::ports::webhook::DeliveryOutcome;
-use crate::secret::Secret;
 use crate::testing::join_all;
 use crate::webhook::{Attempt, Claim, DueEvent, Endpoint, EventCounts, EventStatus, Step};
 
@@ -37,7 +36,7 @@ fn endpoint(tenant: &str, secret: &[u8], created: i64) -> Endpoint {
     Endpoint {
         tenant: tenant.to_owned(),
         url: format!("https://{tenant}.example.com/hook"),
-        secret: Secret::new(secret.to_vec()),
+        secret: crate::vault::Sealed::from_stored(secret.to_vec()),
         created_at: at(created),
         updated_at: at(created),
     }
@@ -124,7 +123,7 @@ async fn endpoints_are_registered_and_replaced(store: Arc<dyn Store>) {
     assert_eq!(
         (
             old.url.as_str(),
-            old.secret.expose().as_slice(),
+            old.secret.as_bytes(),
             old.created_at,
             old.updated_at
         ),
@@ -141,11 +140,7 @@ async fn endpoints_are_registered_and_replaced(store: Arc<dyn Store>) {
     .await;
     let now = now.expect("the endpoint");
     assert_eq!(
-        (
-            now.tenant.as_str(),
-            now.url.as_str(),
-            now.secret.expose().as_slice()
-        ),
+        (now.tenant.as_str(), now.url.as_str(), now.secret.as_bytes()),
         ("acme", "https://new.example.com/in", &b"second-secret"[..])
     );
     assert_eq!(
@@ -256,7 +251,7 @@ async fn claims_skip_tenants_without_endpoint_and_bound_each_tenant(store: Arc<d
         .find(|e| e.tenant == "fast")
         .expect("fast's event");
     assert_eq!(fast.id, uid(1));
-    assert_eq!(fast.secret.expose(), &[7, 0, 7]);
+    assert_eq!(fast.secret.as_bytes(), &[7, 0, 7]);
     assert_eq!(fast.url, "https://fast.example.com/hook");
     assert_eq!(fast.body, event(1, "fast", 200).body);
     assert_eq!(fast.attempts, 0);
