@@ -91,7 +91,7 @@ async fn run(scenario: &Scenario, events: usize, seconds_max: u64) {
         .collect();
     for tenant in &tenants {
         let endpoint = Endpoint {
-            tenant: tenant.clone(),
+            tenant: custody_core::TenantId::parse(tenant).unwrap(),
             url: format!("http://{addr}/{tenant}"),
             secret: vault.seal(b"bench-secret-0123456789abcdef", &endpoint_aad(tenant)),
             created_at: SystemClock.now(),

@@ -177,7 +177,8 @@ pub fn create_credential(dir: &DataDir, args: &CreateCredentialArgs) -> Result<(
     let credential = Credential {
         id: custody_core::ports::clock::new_uuid(&OsEntropy),
         api_key: format!("ck_{}", random_hex(16)),
-        tenant: args.tenant.clone(),
+        tenant: custody_core::TenantId::parse(&args.tenant)
+            .map_err(|e| format!("--tenant: {e}"))?,
         scopes,
         admin: args.admin,
         rate_limit: args.rate_limit,

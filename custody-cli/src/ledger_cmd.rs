@@ -61,7 +61,8 @@ pub fn adjust(dir: &DataDir, args: &AdjustArgs) -> Result<(), String> {
         std::env::var("USER").unwrap_or_else(|_| "operator".into())
     );
     let req = AdjustmentRequest {
-        tenant: args.tenant.clone(),
+        tenant: custody_core::TenantId::parse(&args.tenant)
+            .map_err(|e| format!("--tenant: {e}"))?,
         external_user_id: args.external_user_id.clone(),
         network,
         asset: args.asset.clone(),

@@ -79,6 +79,10 @@ impl WebhooksConfig {
     }
 }
 
+fn parse_tenant(tenant: &str) -> Result<custody_core::TenantId, String> {
+    custody_core::TenantId::parse(tenant).map_err(|e| format!("--tenant: {e}"))
+}
+
 /// The ports and settings of webhook delivery (`serve` runs it as a background loop).
 pub fn delivery(
     store: Arc<dyn Store>,
@@ -181,8 +185,12 @@ fn set(dir: &DataDir, args: &SetArgs) -> Result<(), String> {
     let (store, unlocked) = open_store(dir, &config)?;
     let vault = crate::commands::vault_of(&unlocked);
     let secret = webhook::generate_secret(&OsEntropy);
-    let (tenant, stored_url, stored_secret, op) =
-        (args.tenant.clone(), url.clone(), secret.clone(), operator());
+    let (tenant, stored_url, stored_secret, op) = (
+        parse_tenant(&args.tenant)?,
+        url.clone(),
+        secret.clone(),
+        operator(),
+    );
     let now = SystemClock.now();
     let result = rt.block_on(write(store.as_ref(), move |tx| {
         webhook::set_endpoint(tx, &vault, &tenant, &stored_url, &stored_secret, now, &op)
@@ -197,7 +205,7 @@ fn test(dir: &DataDir, tenant: &str) -> Result<(), String> {
     let config = dir.load_config()?;
     let (store, _) = open_store(dir, &config)?;
     let id = custody_core::ports::clock::new_uuid(&OsEntropy);
-    let owned = tenant.to_owned();
+    let owned = parse_tenant(tenant)?;
     let now = SystemClock.now();
     let result = runtime()?.block_on(write(store.as_ref(), move |tx| {
         webhook::queue_test_event(tx, &owned, id, now)

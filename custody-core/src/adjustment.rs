@@ -17,7 +17,7 @@ use crate::time::Timestamp;
 
 #[derive(Debug, Clone)]
 pub struct AdjustmentRequest {
-    pub tenant: String,
+    pub tenant: crate::tenant::TenantId,
     pub external_user_id: String,
     pub network: Network,
     pub asset: String,

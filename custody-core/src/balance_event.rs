@@ -19,7 +19,8 @@ pub fn emit(
     now: Timestamp,
 ) -> CoreResult<()> {
     let balance = ledger::user_balance(tx, account)?;
-    let wallet = tx.wallet_by_user(&account.tenant, &account.user, account.asset.network)?;
+    let tenant = crate::tenant::TenantId::from_stored(account.tenant.clone())?;
+    let wallet = tx.wallet_by_user(&tenant, &account.user, account.asset.network)?;
     let data = json!({
         "wallet_id": wallet.map(|w| w.id),
         "external_user_id": account.user,

@@ -41,7 +41,7 @@ pub struct StoredResponse {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {
-    pub tenant: String,
+    pub tenant: crate::tenant::TenantId,
     pub key: String,
     pub fingerprint: Fingerprint,
     pub response: StoredResponse,
@@ -61,7 +61,7 @@ pub trait IdempotencyReads {
     /// The record of (tenant, key) if one exists and has not expired at `now`.
     fn idempotency_record(
         &mut self,
-        tenant: &str,
+        tenant: &crate::tenant::TenantId,
         key: &str,
         now: Timestamp,
     ) -> Result<Option<IdempotencyRecord>, PortError>;
@@ -175,7 +175,7 @@ fn conflict() -> Refusal {
 #[allow(clippy::too_many_arguments)]
 pub fn run_in_tx(
     tx: &mut dyn WriteTx,
-    tenant: &str,
+    tenant: &crate::tenant::TenantId,
     key: &str,
     fp: Fingerprint,
     now: Timestamp,
@@ -195,7 +195,7 @@ pub fn run_in_tx(
         Err(e) => return Err(e),
     };
     tx.insert_idempotency_record(&IdempotencyRecord {
-        tenant: tenant.to_owned(),
+        tenant: tenant.clone(),
         key: key.to_owned(),
         fingerprint: fp,
         response: response.clone(),

@@ -23,6 +23,7 @@ pub mod outbox;
 pub mod outgoing;
 pub mod ports;
 pub mod secret;
+pub mod tenant;
 #[cfg(feature = "test-utils")]
 pub mod testing;
 pub mod time;
@@ -35,4 +36,5 @@ pub use amount::Amount;
 pub use asset::{Asset, AssetCatalog, AssetId, AssetKind};
 pub use error::{CoreError, CoreResult, ErrorCode, PortError, Refusal};
 pub use network::Network;
+pub use tenant::TenantId;
 pub use time::Timestamp;

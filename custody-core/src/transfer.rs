@@ -16,7 +16,7 @@ use crate::time::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransferRequest {
-    pub tenant: String,
+    pub tenant: crate::tenant::TenantId,
     pub sender: String,
     pub recipient: String,
     pub network: Network,

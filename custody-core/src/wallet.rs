@@ -20,7 +20,7 @@ pub const EXTERNAL_USER_ID_CHARS_MAX: usize = 160;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wallet {
     pub id: Uuid,
-    pub tenant: String,
+    pub tenant: crate::tenant::TenantId,
     pub external_user_id: String,
     pub network: Network,
     pub address: String,
@@ -64,9 +64,17 @@ pub struct WalletView<'a> {
 /// Persistence of wallets and of the account and address index allocation.
 pub trait WalletRepo: WalletReads {
     /// Allocates the next unused account index to `tenant`. MUST fail if it already has one.
-    fn allocate_tenant_account(&mut self, tenant: &str, at: Timestamp) -> Result<u32, PortError>;
+    fn allocate_tenant_account(
+        &mut self,
+        tenant: &crate::tenant::TenantId,
+        at: Timestamp,
+    ) -> Result<u32, PortError>;
     /// Takes the next address index of (tenant, network); indexes are never handed out twice.
-    fn take_address_index(&mut self, tenant: &str, network: Network) -> Result<u32, PortError>;
+    fn take_address_index(
+        &mut self,
+        tenant: &crate::tenant::TenantId,
+        network: Network,
+    ) -> Result<u32, PortError>;
     /// MUST fail if (tenant, user, network) or the address already has a wallet.
     fn insert_wallet(&mut self, wallet: &Wallet) -> Result<(), PortError>;
 }
@@ -74,14 +82,21 @@ pub trait WalletRepo: WalletReads {
 pub trait WalletReads {
     fn wallet_by_user(
         &mut self,
-        tenant: &str,
+        tenant: &crate::tenant::TenantId,
         external_user_id: &str,
         network: Network,
     ) -> Result<Option<Wallet>, PortError>;
     /// A wallet of `tenant` by id; another tenant's wallet is `None`, like a missing one.
-    fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError>;
+    fn wallet_by_id(
+        &mut self,
+        tenant: &crate::tenant::TenantId,
+        id: Uuid,
+    ) -> Result<Option<Wallet>, PortError>;
     /// The tenant's account index, if one was allocated.
-    fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError>;
+    fn tenant_account(
+        &mut self,
+        tenant: &crate::tenant::TenantId,
+    ) -> Result<Option<u32>, PortError>;
     /// The wallet holding `address` on `network`, of any tenant (deposit matching).
     fn wallet_by_address(
         &mut self,
@@ -120,7 +135,7 @@ pub fn create_wallet(
     tx: &mut dyn WriteTx,
     signer: &dyn Signer,
     ids: [Uuid; 2],
-    tenant: &str,
+    tenant: &crate::tenant::TenantId,
     external_user_id: &str,
     network: Network,
     now: Timestamp,
@@ -146,7 +161,7 @@ pub fn create_wallet(
     let [wallet_id, event_id] = ids;
     let wallet = Wallet {
         id: wallet_id,
-        tenant: tenant.to_owned(),
+        tenant: tenant.clone(),
         external_user_id: external_user_id.to_owned(),
         network,
         address,

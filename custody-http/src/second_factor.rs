@@ -230,7 +230,7 @@ mod tests {
         Credential {
             id: Uuid::new_v4(),
             api_key: format!("ck_{}", Uuid::new_v4().simple()),
-            tenant: "ops".into(),
+            tenant: custody_core::TenantId::parse("ops").unwrap(),
             scopes: BTreeSet::new(),
             admin: true,
             rate_limit: 600,

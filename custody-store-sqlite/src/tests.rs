@@ -47,7 +47,7 @@ fn plain_credential(api_key: &str) -> Credential {
     Credential {
         id: Uuid::new_v4(),
         api_key: api_key.into(),
-        tenant: "acme".into(),
+        tenant: custody_core::TenantId::parse("acme").unwrap(),
         scopes: BTreeSet::from([Scope::CatalogRead, Scope::WalletsRead]),
         admin: false,
         rate_limit: 600,
@@ -221,7 +221,7 @@ async fn idempotent_commands_replay_conflict_and_store_business_refusals() {
         write(&store, move |tx| {
             idempotency::run_in_tx(
                 tx,
-                "acme",
+                &custody_core::TenantId::parse("acme").unwrap(),
                 "key-00000001",
                 fp,
                 now,

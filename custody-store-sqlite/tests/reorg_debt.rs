@@ -60,7 +60,13 @@ async fn a_spent_deposit_reversed_by_a_reorg_is_owed_then_settled_by_its_return(
     );
     assert_eq!(available(store.as_ref(), "alice").await, 0);
     let (shortfall, owed, alerts, report) = read(store.as_ref(), |tx| {
-        let d = tx.list_deposits("t", &Default::default(), 1)?.remove(0);
+        let d = tx
+            .list_deposits(
+                &custody_core::TenantId::parse("t").unwrap(),
+                &Default::default(),
+                1,
+            )?
+            .remove(0);
         let owed =
             tx.ledger_account(&AccountKey::system(SystemAccount::ReorgReceivable, usdt()))?;
         Ok((
@@ -111,7 +117,13 @@ async fn a_spent_deposit_reversed_by_a_reorg_is_owed_then_settled_by_its_return(
     );
     assert_eq!(available(store.as_ref(), "alice").await, 35);
     let (shortfall, owed, report) = read(store.as_ref(), |tx| {
-        let d = tx.list_deposits("t", &Default::default(), 1)?.remove(0);
+        let d = tx
+            .list_deposits(
+                &custody_core::TenantId::parse("t").unwrap(),
+                &Default::default(),
+                1,
+            )?
+            .remove(0);
         let owed =
             tx.ledger_account(&AccountKey::system(SystemAccount::ReorgReceivable, usdt()))?;
         Ok((

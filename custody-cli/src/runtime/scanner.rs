@@ -501,7 +501,15 @@ mod tests {
         let ids = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
         let now = Timestamp::from_unix_millis(1_800_000_000_000);
         let wallet = write(store.as_ref(), move |tx| {
-            custody_core::wallet::create_wallet(tx, &signer, ids, "t", "u", Network::Bsc, now)
+            custody_core::wallet::create_wallet(
+                tx,
+                &signer,
+                ids,
+                &custody_core::TenantId::parse("t").unwrap(),
+                "u",
+                Network::Bsc,
+                now,
+            )
         })
         .await
         .unwrap()
@@ -539,7 +547,11 @@ mod tests {
 
     async fn deposit_status(store: &Arc<dyn Store>) -> DepositStatus {
         read(store.as_ref(), |tx| {
-            Ok(tx.list_deposits("t", &DepositFilter::default(), 10)?)
+            Ok(tx.list_deposits(
+                &custody_core::TenantId::parse("t").unwrap(),
+                &DepositFilter::default(),
+                10,
+            )?)
         })
         .await
         .unwrap()[0]
@@ -640,7 +652,11 @@ mod tests {
         let wallet_address = address;
         let status = |store: Arc<dyn Store>| async move {
             read(store.as_ref(), |tx| {
-                Ok(tx.list_deposits("t", &DepositFilter::default(), 10)?)
+                Ok(tx.list_deposits(
+                    &custody_core::TenantId::parse("t").unwrap(),
+                    &DepositFilter::default(),
+                    10,
+                )?)
             })
             .await
             .unwrap()[0]

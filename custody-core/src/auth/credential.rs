@@ -69,23 +69,15 @@ impl FromStr for Scope {
     }
 }
 
-/// Largest tenant id, in characters.
-pub const TENANT_CHARS_MAX: usize = 64;
-
-/// Tenant ids are short, stable identifiers chosen by the operator.
-pub fn valid_tenant_id(tenant: &str) -> bool {
-    (1..=TENANT_CHARS_MAX).contains(&tenant.len())
-        && tenant
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-}
+use crate::tenant::TenantId;
+pub use crate::tenant::{valid_tenant_id, TENANT_CHARS_MAX};
 
 /// A credential with its secrets decrypted (the store decrypts on read).
 #[derive(Debug, Clone)]
 pub struct Credential {
     pub id: Uuid,
     pub api_key: String,
-    pub tenant: String,
+    pub tenant: TenantId,
     pub scopes: BTreeSet<Scope>,
     pub admin: bool,
     /// Requests allowed per 60 s window.
@@ -113,7 +105,7 @@ impl Credential {
 pub struct StoredCredential {
     pub id: Uuid,
     pub api_key: String,
-    pub tenant: String,
+    pub tenant: TenantId,
     pub scopes: BTreeSet<Scope>,
     pub admin: bool,
     pub rate_limit: u32,

@@ -102,7 +102,7 @@ pub struct HistoryStep {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deposit {
     pub id: Uuid,
-    pub tenant: String,
+    pub tenant: crate::tenant::TenantId,
     pub network: Network,
     pub asset: String,
     pub external_user_id: String,
@@ -233,11 +233,15 @@ pub trait DepositReads {
         tx_hash: &crate::chain::TxHash,
         log_index: Option<u32>,
     ) -> Result<Option<Deposit>, PortError>;
-    fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError>;
+    fn deposit_by_id(
+        &mut self,
+        tenant: &crate::tenant::TenantId,
+        id: Uuid,
+    ) -> Result<Option<Deposit>, PortError>;
     /// The tenant's deposits, newest first, at most `limit`.
     fn list_deposits(
         &mut self,
-        tenant: &str,
+        tenant: &crate::tenant::TenantId,
         filter: &DepositFilter,
         limit: usize,
     ) -> Result<Vec<Deposit>, PortError>;
@@ -253,7 +257,7 @@ pub trait DepositReads {
     /// Sum of pending deposits of one user account.
     fn pending_deposit_units(
         &mut self,
-        tenant: &str,
+        tenant: &crate::tenant::TenantId,
         external_user_id: &str,
         network: Network,
         asset: &str,
@@ -268,7 +272,7 @@ pub trait DepositReads {
     /// spent; see [`Deposit::shortfall`]).
     fn owed_after_reorg_units(
         &mut self,
-        tenant: &str,
+        tenant: &crate::tenant::TenantId,
         external_user_id: &str,
         network: Network,
         asset: &str,
@@ -279,7 +283,7 @@ pub trait DepositReads {
 /// user who owes a reorganization shortfall in that asset, until the transfer is mined again.
 pub fn refuse_if_owing(
     tx: &mut dyn DepositReads,
-    tenant: &str,
+    tenant: &crate::tenant::TenantId,
     external_user_id: &str,
     network: Network,
     asset: &str,

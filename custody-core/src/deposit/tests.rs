@@ -62,7 +62,7 @@ impl Chain {
         let signer = test_signer();
         let ids = [uuid::Uuid::from_u128(1), uuid::Uuid::from_u128(2)];
         let created = write(&store, move |tx| {
-            wallet::create_wallet(tx, &signer, ids, "acme", "alice", Network::Bsc, NOW)
+            wallet::create_wallet(tx, &signer, ids, &tid("acme"), "alice", Network::Bsc, NOW)
         })
         .await
         .unwrap();
@@ -111,7 +111,7 @@ impl Chain {
 
     async fn only_deposit(&self) -> deposit::Deposit {
         let mut all = read(&self.store, |tx| {
-            Ok(tx.list_deposits("acme", &DepositFilter::default(), 10)?)
+            Ok(tx.list_deposits(&tid("acme"), &DepositFilter::default(), 10)?)
         })
         .await
         .unwrap();
@@ -421,4 +421,8 @@ fn a_revived_transfer_with_other_content_is_refused_with_an_alert() {
             .unwrap();
         assert_eq!(alerts[0].kind, "deposit_identity_mismatch");
     });
+}
+
+fn tid(s: &str) -> crate::TenantId {
+    crate::TenantId::parse(s).expect("a valid tenant id")
 }

@@ -65,7 +65,7 @@ pub struct HistoryPage {
 /// `limit` must be 1 to [`HISTORY_LIMIT_MAX`]; anything else is `VALIDATION_FAILED`.
 pub fn history<R: LedgerReads + ?Sized>(
     repo: &mut R,
-    tenant: &str,
+    tenant: &crate::tenant::TenantId,
     user: &str,
     network: Network,
     limit: usize,

@@ -118,7 +118,7 @@ impl LedgerReads for MemoryLedger {
 
     fn ledger_history(
         &mut self,
-        tenant: &str,
+        tenant: &crate::tenant::TenantId,
         user: &str,
         network: Network,
         limit: usize,
@@ -126,8 +126,9 @@ impl LedgerReads for MemoryLedger {
         let rows = self.transactions.iter().rev().flat_map(|tx| {
             tx.entries.iter().rev().filter_map(move |e| {
                 let owner = e.account.as_user()?;
-                let mine =
-                    owner.tenant == tenant && owner.user == user && owner.asset.network == network;
+                let mine = owner.tenant == tenant.as_str()
+                    && owner.user == user
+                    && owner.asset.network == network;
                 if mine {
                     HistoryEntry::from_entry(tx, e)
                 } else {

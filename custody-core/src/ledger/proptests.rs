@@ -506,8 +506,14 @@ impl Run {
 
     fn check_history(&mut self) -> Result<(), TestCaseError> {
         for (user, name) in USERS.iter().enumerate() {
-            let page = history(&mut self.ledger, TENANT, name, Network::Bsc, 100)
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let page = history(
+                &mut self.ledger,
+                &crate::TenantId::parse(TENANT).unwrap(),
+                name,
+                Network::Bsc,
+                100,
+            )
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
             for a in 0..2 {
                 let code = &asset_id(a).code;
                 if let Some(newest) = page.data.iter().find(|h| &h.asset == code) {

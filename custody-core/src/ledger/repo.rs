@@ -64,7 +64,7 @@ pub trait LedgerReads {
     /// [`super::Entry::history_direction`] is `Some`).
     fn ledger_history(
         &mut self,
-        tenant: &str,
+        tenant: &crate::tenant::TenantId,
         user: &str,
         network: Network,
         limit: usize,

@@ -701,7 +701,14 @@ fn history_shows_moves_of_available_newest_first() {
     );
     fx.deposit(&UserAccount::new("t2", "alice", usdt()), 1);
 
-    let page = history(&mut fx.ledger, "t1", "alice", Network::Bsc, 100).unwrap();
+    let page = history(
+        &mut fx.ledger,
+        &crate::TenantId::parse("t1").unwrap(),
+        "alice",
+        Network::Bsc,
+        100,
+    )
+    .unwrap();
     assert!(!page.has_more);
     let rows: Vec<(TxKind, &str, Direction, u128, u128)> = page
         .data
@@ -730,11 +737,24 @@ fn history_shows_moves_of_available_newest_first() {
     assert_eq!(page.data[3].reference_type, ReferenceType::Withdrawal);
     assert_eq!(page.data[3].reference_id, hold.reference_id);
 
-    let page = history(&mut fx.ledger, "t1", "alice", Network::Bsc, 2).unwrap();
+    let page = history(
+        &mut fx.ledger,
+        &crate::TenantId::parse("t1").unwrap(),
+        "alice",
+        Network::Bsc,
+        2,
+    )
+    .unwrap();
     assert_eq!((page.data.len(), page.has_more), (2, true));
     for bad in [0, HISTORY_LIMIT_MAX + 1] {
         assert_eq!(
-            code(history(&mut fx.ledger, "t1", "alice", Network::Bsc, bad)),
+            code(history(
+                &mut fx.ledger,
+                &crate::TenantId::parse("t1").unwrap(),
+                "alice",
+                Network::Bsc,
+                bad
+            )),
             ErrorCode::ValidationFailed
         );
     }
@@ -745,7 +765,14 @@ fn history_entry_serializes_to_the_contract_shape() {
     let mut fx = Fx::new();
     let alice = user("alice");
     fx.deposit(&alice, 100);
-    let page = history(&mut fx.ledger, "t1", "alice", Network::Bsc, 1).unwrap();
+    let page = history(
+        &mut fx.ledger,
+        &crate::TenantId::parse("t1").unwrap(),
+        "alice",
+        Network::Bsc,
+        1,
+    )
+    .unwrap();
     let json = serde_json::to_value(&page).unwrap();
     let row = &json["data"][0];
     let mut keys: Vec<&str> = row

@@ -44,6 +44,7 @@ use crate::ledger::{
 use crate::network::Network;
 use crate::outbox::{NewEvent, OutboxRepo};
 use crate::ports::store::{ReadJob, Savepoints, Store, WriteJob};
+use crate::tenant::TenantId;
 use crate::time::Timestamp;
 use crate::wallet::{Wallet, WalletReads, WalletRepo};
 use crate::webhook::{
@@ -126,15 +127,15 @@ struct State {
     credentials: Vec<StoredCredential>,
     second_factors: BTreeMap<Uuid, crate::auth::second_factor::Attempts>,
     nonces: BTreeMap<(Uuid, String), Timestamp>,
-    idempotency: BTreeMap<(String, String), IdempotencyRecord>,
-    endpoints: BTreeMap<String, Endpoint>,
+    idempotency: BTreeMap<(TenantId, String), IdempotencyRecord>,
+    endpoints: BTreeMap<TenantId, Endpoint>,
     events: Vec<EventRow>,
     attempts: Vec<Attempt>,
     audit: Vec<AuditRecord>,
     alerts: Vec<Alert>,
     controls: BTreeMap<String, Control>,
-    tenant_accounts: BTreeMap<String, u32>,
-    address_counters: BTreeMap<(String, Network), u64>,
+    tenant_accounts: BTreeMap<TenantId, u32>,
+    address_counters: BTreeMap<(TenantId, Network), u64>,
     wallets: Vec<Wallet>,
     deposits: Vec<Deposit>,
     /// (network, number) -> (hash, parent hash)
@@ -378,7 +379,7 @@ impl IdempotencyRepo for Tx {
 impl IdempotencyReads for Tx {
     fn idempotency_record(
         &mut self,
-        tenant: &str,
+        tenant: &TenantId,
         key: &str,
         now: Timestamp,
     ) -> Result<Option<IdempotencyRecord>, PortError> {
@@ -442,7 +443,8 @@ impl WebhookRepo for Tx {
             }
         }
         let mut candidates = Vec::new();
-        for tenant in endpoints.keys() {
+        for tenant in endpoints.keys().map(|t| t.as_str().to_owned()) {
+            let tenant = &tenant;
             let room = tenant_room(claim, in_flight.get(tenant).copied().unwrap_or(0));
             let mut due: Vec<(Timestamp, usize)> = events
                 .iter()
@@ -468,7 +470,8 @@ impl WebhookRepo for Tx {
         for row in chosen {
             let e = &mut events[row];
             e.leased_until = Some(claim.lease_until);
-            let endpoint = &endpoints[&e.tenant];
+            let tenant = TenantId::from_stored(e.tenant.clone())?;
+            let endpoint = &endpoints[&tenant];
             out.push(DueEvent {
                 id: e.id,
                 tenant: e.tenant.clone(),
@@ -534,7 +537,7 @@ impl WebhookRepo for Tx {
 }
 
 impl WebhookReads for Tx {
-    fn webhook_endpoint(&mut self, tenant: &str) -> Result<Option<Endpoint>, PortError> {
+    fn webhook_endpoint(&mut self, tenant: &TenantId) -> Result<Option<Endpoint>, PortError> {
         Ok(self.state.endpoints.get(tenant).cloned())
     }
 
@@ -663,7 +666,7 @@ impl LedgerReads for Tx {
 
     fn ledger_history(
         &mut self,
-        tenant: &str,
+        tenant: &TenantId,
         user: &str,
         network: Network,
         limit: usize,
@@ -695,7 +698,11 @@ impl LedgerReads for Tx {
 // ---- wallets ----
 
 impl WalletRepo for Tx {
-    fn allocate_tenant_account(&mut self, tenant: &str, _at: Timestamp) -> Result<u32, PortError> {
+    fn allocate_tenant_account(
+        &mut self,
+        tenant: &TenantId,
+        _at: Timestamp,
+    ) -> Result<u32, PortError> {
         let accounts = &mut self.state.tenant_accounts;
         if accounts.contains_key(tenant) {
             return Err(constraint(format!("tenant {tenant} has an account")));
@@ -708,7 +715,11 @@ impl WalletRepo for Tx {
         Ok(account)
     }
 
-    fn take_address_index(&mut self, tenant: &str, network: Network) -> Result<u32, PortError> {
+    fn take_address_index(
+        &mut self,
+        tenant: &TenantId,
+        network: Network,
+    ) -> Result<u32, PortError> {
         let next = self
             .state
             .address_counters
@@ -747,7 +758,7 @@ impl WalletRepo for Tx {
 impl WalletReads for Tx {
     fn wallet_by_user(
         &mut self,
-        tenant: &str,
+        tenant: &TenantId,
         external_user_id: &str,
         network: Network,
     ) -> Result<Option<Wallet>, PortError> {
@@ -761,7 +772,7 @@ impl WalletReads for Tx {
             .cloned())
     }
 
-    fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError> {
+    fn wallet_by_id(&mut self, tenant: &TenantId, id: Uuid) -> Result<Option<Wallet>, PortError> {
         Ok(self
             .state
             .wallets
@@ -770,7 +781,7 @@ impl WalletReads for Tx {
             .cloned())
     }
 
-    fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError> {
+    fn tenant_account(&mut self, tenant: &TenantId) -> Result<Option<u32>, PortError> {
         Ok(self.state.tenant_accounts.get(tenant).copied())
     }
 
@@ -864,7 +875,7 @@ impl DepositReads for Tx {
             .cloned())
     }
 
-    fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError> {
+    fn deposit_by_id(&mut self, tenant: &TenantId, id: Uuid) -> Result<Option<Deposit>, PortError> {
         Ok(self
             .state
             .deposits
@@ -875,7 +886,7 @@ impl DepositReads for Tx {
 
     fn list_deposits(
         &mut self,
-        tenant: &str,
+        tenant: &TenantId,
         filter: &DepositFilter,
         limit: usize,
     ) -> Result<Vec<Deposit>, PortError> {
@@ -930,7 +941,7 @@ impl DepositReads for Tx {
 
     fn pending_deposit_units(
         &mut self,
-        tenant: &str,
+        tenant: &TenantId,
         external_user_id: &str,
         network: Network,
         asset: &str,
@@ -974,7 +985,7 @@ impl DepositReads for Tx {
 
     fn owed_after_reorg_units(
         &mut self,
-        tenant: &str,
+        tenant: &TenantId,
         external_user_id: &str,
         network: Network,
         asset: &str,

@@ -77,7 +77,7 @@ impl Serialize for EventStatus {
 /// the sealed bytes.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
-    pub tenant: String,
+    pub tenant: crate::tenant::TenantId,
     /// Canonical form ([`EndpointUrl`]'s `Display`).
     pub url: String,
     pub secret: Sealed,
@@ -217,7 +217,10 @@ pub trait WebhookRepo: WebhookReads {
 }
 
 pub trait WebhookReads {
-    fn webhook_endpoint(&mut self, tenant: &str) -> Result<Option<Endpoint>, PortError>;
+    fn webhook_endpoint(
+        &mut self,
+        tenant: &crate::tenant::TenantId,
+    ) -> Result<Option<Endpoint>, PortError>;
     /// Newest first.
     fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError>;
     fn webhook_event(&mut self, id: Uuid) -> Result<Option<EventView>, PortError>;
@@ -243,14 +246,14 @@ pub struct Operator {
 pub fn set_endpoint(
     tx: &mut dyn WriteTx,
     vault: &Vault,
-    tenant: &str,
+    tenant: &crate::tenant::TenantId,
     url: &EndpointUrl,
     secret: &Secret<String>,
     now: Timestamp,
     operator: &Operator,
 ) -> CoreResult<()> {
     let endpoint = Endpoint {
-        tenant: tenant.to_owned(),
+        tenant: tenant.clone(),
         url: url.to_string(),
         secret: vault.seal(secret.expose().as_bytes(), &endpoint_aad(tenant)),
         created_at: now,
@@ -273,7 +276,7 @@ pub fn set_endpoint(
 /// Queues a `webhook.test` event for `tenant`; refused when the tenant has no endpoint.
 pub fn queue_test_event(
     tx: &mut dyn WriteTx,
-    tenant: &str,
+    tenant: &crate::tenant::TenantId,
     id: Uuid,
     now: Timestamp,
 ) -> CoreResult<NewEvent> {

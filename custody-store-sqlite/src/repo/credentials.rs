@@ -62,7 +62,7 @@ impl SqliteTx<'_> {
         Ok(StoredCredential {
             id,
             api_key: r.api_key,
-            tenant: r.tenant,
+            tenant: custody_core::TenantId::from_stored(r.tenant)?,
             scopes,
             admin: r.admin,
             rate_limit: u32::try_from(r.rate_limit).unwrap_or(u32::MAX),
@@ -92,7 +92,7 @@ impl CredentialRepo for SqliteTx<'_> {
                 params![
                     c.id.to_string(),
                     c.api_key,
-                    c.tenant,
+                    c.tenant.as_str(),
                     scopes,
                     c.admin,
                     i64::from(c.rate_limit),

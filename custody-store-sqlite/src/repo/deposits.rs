@@ -74,7 +74,7 @@ fn decode(r: Raw) -> Result<Deposit, PortError> {
     let u32_of = |v: i64, what: &str| u32::try_from(v).map_err(|_| bad(what, &v.to_string()));
     Ok(Deposit {
         id: parse_uuid(&r.id)?,
-        tenant: r.tenant,
+        tenant: custody_core::TenantId::from_stored(r.tenant)?,
         network: r.network.parse().map_err(|_| bad("network", &r.network))?,
         asset: r.asset,
         external_user_id: r.user,
@@ -141,7 +141,7 @@ impl DepositRepo for SqliteTx<'_> {
             .map_err(db_err)?
             .execute(params![
                 d.id.to_string(),
-                d.tenant,
+                d.tenant.as_str(),
                 d.network.as_str(),
                 d.asset,
                 d.external_user_id,
@@ -283,15 +283,22 @@ impl DepositReads for SqliteTx<'_> {
             .pop())
     }
 
-    fn deposit_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Deposit>, PortError> {
+    fn deposit_by_id(
+        &mut self,
+        tenant: &custody_core::TenantId,
+        id: Uuid,
+    ) -> Result<Option<Deposit>, PortError> {
         Ok(self
-            .deposits_where("id = ?1 AND tenant = ?2", params![id.to_string(), tenant])?
+            .deposits_where(
+                "id = ?1 AND tenant = ?2",
+                params![id.to_string(), tenant.as_str()],
+            )?
             .pop())
     }
 
     fn list_deposits(
         &mut self,
-        tenant: &str,
+        tenant: &custody_core::TenantId,
         f: &DepositFilter,
         limit: usize,
     ) -> Result<Vec<Deposit>, PortError> {
@@ -299,7 +306,7 @@ impl DepositReads for SqliteTx<'_> {
             "tenant = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR external_user_id = ?3) \
              ORDER BY created_at DESC, rowid DESC LIMIT ?4",
             params![
-                tenant,
+                tenant.as_str(),
                 f.status.map(DepositStatus::as_str),
                 f.external_user_id,
                 i64::try_from(limit).unwrap_or(i64::MAX)
@@ -337,7 +344,7 @@ impl DepositReads for SqliteTx<'_> {
 
     fn pending_deposit_units(
         &mut self,
-        tenant: &str,
+        tenant: &custody_core::TenantId,
         external_user_id: &str,
         network: Network,
         asset: &str,
@@ -349,7 +356,7 @@ impl DepositReads for SqliteTx<'_> {
                  AND asset = ?4 AND status IN ('detected', 'confirming', 'confirmed')",
             )
             .map_err(db_err)?
-            .query_map(params![tenant, external_user_id, network.as_str(), asset], |r| r.get(0))
+            .query_map(params![tenant.as_str(), external_user_id, network.as_str(), asset], |r| r.get(0))
             .map_err(db_err)?
             .collect::<Result<_, _>>()
             .map_err(db_err)?;
@@ -393,7 +400,7 @@ impl DepositReads for SqliteTx<'_> {
 
     fn owed_after_reorg_units(
         &mut self,
-        tenant: &str,
+        tenant: &custody_core::TenantId,
         external_user_id: &str,
         network: Network,
         asset: &str,
@@ -405,7 +412,7 @@ impl DepositReads for SqliteTx<'_> {
                  AND asset = ?4 AND shortfall <> '0'",
             )
             .map_err(db_err)?
-            .query_map(params![tenant, external_user_id, network.as_str(), asset], |r| r.get(0))
+            .query_map(params![tenant.as_str(), external_user_id, network.as_str(), asset], |r| r.get(0))
             .map_err(db_err)?
             .collect::<Result<_, _>>()
             .map_err(db_err)?;

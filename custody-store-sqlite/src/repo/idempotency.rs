@@ -16,7 +16,11 @@ impl IdempotencyRepo for SqliteTx<'_> {
                 "DELETE FROM idempotency WHERE tenant = ?1 AND key = ?2 AND expires_at <= ?3",
             )
             .map_err(db_err)?
-            .execute(params![r.tenant, r.key, r.created_at.unix_millis()])
+            .execute(params![
+                r.tenant.as_str(),
+                r.key,
+                r.created_at.unix_millis()
+            ])
             .map_err(db_err)?;
         self.conn
             .prepare_cached(
@@ -25,7 +29,7 @@ impl IdempotencyRepo for SqliteTx<'_> {
             )
             .map_err(db_err)?
             .execute(params![
-                r.tenant,
+                r.tenant.as_str(),
                 r.key,
                 r.fingerprint.as_slice(),
                 i64::from(r.response.status),
@@ -52,7 +56,7 @@ impl IdempotencyRepo for SqliteTx<'_> {
 impl IdempotencyReads for SqliteTx<'_> {
     fn idempotency_record(
         &mut self,
-        tenant: &str,
+        tenant: &custody_core::TenantId,
         key: &str,
         now: Timestamp,
     ) -> Result<Option<IdempotencyRecord>, PortError> {
@@ -62,7 +66,7 @@ impl IdempotencyReads for SqliteTx<'_> {
                  WHERE tenant = ?1 AND key = ?2 AND expires_at > ?3",
             )
             .map_err(db_err)?
-            .query_row(params![tenant, key, now.unix_millis()], |r| {
+            .query_row(params![tenant.as_str(), key, now.unix_millis()], |r| {
                 let fp: Vec<u8> = r.get(0)?;
                 Ok((
                     fp,

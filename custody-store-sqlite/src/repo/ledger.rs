@@ -364,7 +364,7 @@ impl LedgerReads for SqliteTx<'_> {
 
     fn ledger_history(
         &mut self,
-        tenant: &str,
+        tenant: &custody_core::TenantId,
         user: &str,
         network: Network,
         limit: usize,
@@ -381,7 +381,7 @@ impl LedgerReads for SqliteTx<'_> {
             )
             .map_err(db_err)?
             .query_map(
-                params![tenant, user, network.as_str(), i64::try_from(limit).unwrap_or(i64::MAX)],
+                params![tenant.as_str(), user, network.as_str(), i64::try_from(limit).unwrap_or(i64::MAX)],
                 |r| {
                     Ok((
                         [

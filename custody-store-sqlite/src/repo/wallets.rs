@@ -31,7 +31,7 @@ fn decode(
 ) -> Result<Wallet, PortError> {
     Ok(Wallet {
         id: parse_uuid(&id)?,
-        tenant,
+        tenant: custody_core::TenantId::from_stored(tenant)?,
         external_user_id: user,
         network: network.parse().map_err(|_| bad("network", &network))?,
         address,
@@ -59,7 +59,11 @@ impl SqliteTx<'_> {
 }
 
 impl WalletRepo for SqliteTx<'_> {
-    fn allocate_tenant_account(&mut self, tenant: &str, at: Timestamp) -> Result<u32, PortError> {
+    fn allocate_tenant_account(
+        &mut self,
+        tenant: &custody_core::TenantId,
+        at: Timestamp,
+    ) -> Result<u32, PortError> {
         // The next index after the highest ever allocated: rows are never deleted, so an
         // index is never reused.
         let account: i64 = self
@@ -70,12 +74,16 @@ impl WalletRepo for SqliteTx<'_> {
                  RETURNING account",
             )
             .map_err(db_err)?
-            .query_row(params![tenant, at.unix_millis()], |r| r.get(0))
+            .query_row(params![tenant.as_str(), at.unix_millis()], |r| r.get(0))
             .map_err(db_err)?;
         u32::try_from(account).map_err(|_| bad("account", &account.to_string()))
     }
 
-    fn take_address_index(&mut self, tenant: &str, network: Network) -> Result<u32, PortError> {
+    fn take_address_index(
+        &mut self,
+        tenant: &custody_core::TenantId,
+        network: Network,
+    ) -> Result<u32, PortError> {
         let next: i64 = self
             .conn
             .prepare_cached(
@@ -84,7 +92,7 @@ impl WalletRepo for SqliteTx<'_> {
                  RETURNING next_index",
             )
             .map_err(db_err)?
-            .query_row(params![tenant, network.as_str()], |r| r.get(0))
+            .query_row(params![tenant.as_str(), network.as_str()], |r| r.get(0))
             .map_err(db_err)?;
         u32::try_from(next - 1).map_err(|_| bad("address index", &next.to_string()))
     }
@@ -97,7 +105,7 @@ impl WalletRepo for SqliteTx<'_> {
             .map_err(db_err)?
             .execute(params![
                 w.id.to_string(),
-                w.tenant,
+                w.tenant.as_str(),
                 w.external_user_id,
                 w.network.as_str(),
                 w.address,
@@ -113,26 +121,36 @@ impl WalletRepo for SqliteTx<'_> {
 impl WalletReads for SqliteTx<'_> {
     fn wallet_by_user(
         &mut self,
-        tenant: &str,
+        tenant: &custody_core::TenantId,
         external_user_id: &str,
         network: Network,
     ) -> Result<Option<Wallet>, PortError> {
         self.one_wallet(
             "tenant = ?1 AND external_user_id = ?2 AND network = ?3",
-            params![tenant, external_user_id, network.as_str()],
+            params![tenant.as_str(), external_user_id, network.as_str()],
         )
     }
 
-    fn wallet_by_id(&mut self, tenant: &str, id: Uuid) -> Result<Option<Wallet>, PortError> {
-        self.one_wallet("id = ?1 AND tenant = ?2", params![id.to_string(), tenant])
+    fn wallet_by_id(
+        &mut self,
+        tenant: &custody_core::TenantId,
+        id: Uuid,
+    ) -> Result<Option<Wallet>, PortError> {
+        self.one_wallet(
+            "id = ?1 AND tenant = ?2",
+            params![id.to_string(), tenant.as_str()],
+        )
     }
 
-    fn tenant_account(&mut self, tenant: &str) -> Result<Option<u32>, PortError> {
+    fn tenant_account(
+        &mut self,
+        tenant: &custody_core::TenantId,
+    ) -> Result<Option<u32>, PortError> {
         let account: Option<i64> = self
             .conn
             .prepare_cached("SELECT account FROM tenant_accounts WHERE tenant = ?1")
             .map_err(db_err)?
-            .query_row([tenant], |r| r.get(0))
+            .query_row([tenant.as_str()], |r| r.get(0))
             .optional()
             .map_err(db_err)?;
         account

@@ -135,7 +135,7 @@ impl WebhookRepo for SqliteTx<'_> {
             )
             .map_err(db_err)?
             .execute(params![
-                e.tenant,
+                e.tenant.as_str(),
                 e.url,
                 sealed,
                 e.created_at.unix_millis(),
@@ -290,7 +290,10 @@ impl WebhookRepo for SqliteTx<'_> {
 }
 
 impl WebhookReads for SqliteTx<'_> {
-    fn webhook_endpoint(&mut self, tenant: &str) -> Result<Option<Endpoint>, PortError> {
+    fn webhook_endpoint(
+        &mut self,
+        tenant: &custody_core::TenantId,
+    ) -> Result<Option<Endpoint>, PortError> {
         let row = self
             .conn
             .prepare_cached(
@@ -298,7 +301,7 @@ impl WebhookReads for SqliteTx<'_> {
                  WHERE tenant = ?1",
             )
             .map_err(db_err)?
-            .query_row([tenant], |r| {
+            .query_row([tenant.as_str()], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, Vec<u8>>(1)?,
@@ -415,7 +418,7 @@ mod tests {
 
     fn endpoint(tenant: &str, secret: &str) -> Endpoint {
         Endpoint {
-            tenant: tenant.into(),
+            tenant: custody_core::TenantId::parse(tenant).unwrap(),
             url: format!("https://{tenant}.example.com/hook"),
             secret: vault(3).seal(secret.as_bytes(), &webhook::endpoint_aad(tenant)),
             created_at: at(1),
@@ -488,26 +491,32 @@ mod tests {
         let opened =
             |e: &Endpoint, key: u8| vault(key).open(&e.secret, &webhook::endpoint_aad(&e.tenant));
         assert_eq!(opened(&old, 3).unwrap().expose(), b"first-secret-0123");
-        let now = read(&store, |tx| Ok(tx.webhook_endpoint("acme")?))
-            .await
-            .unwrap()
-            .unwrap();
+        let now = read(&store, |tx| {
+            Ok(tx.webhook_endpoint(&custody_core::TenantId::parse("acme").unwrap())?)
+        })
+        .await
+        .unwrap()
+        .unwrap();
         assert_eq!(now.url, "https://new.example.com/in");
         assert_eq!(opened(&now, 3).unwrap().expose(), b"second-secret-456");
-        assert!(read(&store, |tx| Ok(tx.webhook_endpoint("other")?))
-            .await
-            .unwrap()
-            .is_none());
+        assert!(read(&store, |tx| Ok(tx.webhook_endpoint(
+            &custody_core::TenantId::parse("other").unwrap()
+        )?))
+        .await
+        .unwrap()
+        .is_none());
         store.close();
         drop(store);
         let raw = std::fs::read(dir.path().join("custody.db")).unwrap();
         assert!(!raw.windows(13).any(|w| w == b"second-secret"));
         // The store keeps sealed bytes only: another key opens nothing.
         let reopened = open(&dir, 4);
-        let stored = read(&reopened, |tx| Ok(tx.webhook_endpoint("acme")?))
-            .await
-            .unwrap()
-            .unwrap();
+        let stored = read(&reopened, |tx| {
+            Ok(tx.webhook_endpoint(&custody_core::TenantId::parse("acme").unwrap())?)
+        })
+        .await
+        .unwrap()
+        .unwrap();
         assert!(opened(&stored, 4).is_err());
         assert_eq!(opened(&stored, 3).unwrap().expose(), b"second-secret-456");
     }
@@ -645,7 +654,12 @@ mod tests {
         };
         // No endpoint: a test event is refused.
         let refused = write(&store, |tx| {
-            webhook::queue_test_event(tx, "acme", Uuid::from_u128(9), at(5))
+            webhook::queue_test_event(
+                tx,
+                &custody_core::TenantId::parse("acme").unwrap(),
+                Uuid::from_u128(9),
+                at(5),
+            )
         })
         .await
         .unwrap_err();
@@ -658,14 +672,24 @@ mod tests {
         assert_eq!(secret.expose().len(), 64);
         let (u, s, o) = (url.clone(), secret.clone(), op(100));
         write(&store, move |tx| {
-            webhook::set_endpoint(tx, &vault(3), "acme", &u, &s, at(10), &o)
+            webhook::set_endpoint(
+                tx,
+                &vault(3),
+                &custody_core::TenantId::parse("acme").unwrap(),
+                &u,
+                &s,
+                at(10),
+                &o,
+            )
         })
         .await
         .unwrap();
-        let stored = read(&store, |tx| Ok(tx.webhook_endpoint("acme")?))
-            .await
-            .unwrap()
-            .unwrap();
+        let stored = read(&store, |tx| {
+            Ok(tx.webhook_endpoint(&custody_core::TenantId::parse("acme").unwrap())?)
+        })
+        .await
+        .unwrap()
+        .unwrap();
         assert_eq!(stored.url, "https://hooks.example.com/in");
         let opened = vault(3)
             .open(&stored.secret, &webhook::endpoint_aad("acme"))
@@ -673,7 +697,12 @@ mod tests {
         assert_eq!(opened.expose(), secret.expose().as_bytes());
 
         let queued = write(&store, |tx| {
-            webhook::queue_test_event(tx, "acme", Uuid::from_u128(9), at(20))
+            webhook::queue_test_event(
+                tx,
+                &custody_core::TenantId::parse("acme").unwrap(),
+                Uuid::from_u128(9),
+                at(20),
+            )
         })
         .await
         .unwrap();

@@ -60,7 +60,7 @@ pub async fn wallets(store: &dyn Store, users: &[&'static str]) -> Vec<String> {
                 tx,
                 signer.as_ref(),
                 ids,
-                "t",
+                &custody_core::TenantId::parse("t").unwrap(),
                 user,
                 Network::Bsc,
                 NOW,
@@ -81,7 +81,7 @@ pub async fn transfer(
     units: u128,
 ) -> Result<(), CoreError> {
     let req = TransferRequest {
-        tenant: "t".into(),
+        tenant: custody_core::TenantId::parse("t").unwrap(),
         sender: from.into(),
         recipient: to.into(),
         network: Network::Bsc,
@@ -162,7 +162,11 @@ pub async fn apply(store: &dyn Store, watch: &Arc<WatchSet>, b: ScannedBlock) ->
 
 pub async fn deposit_statuses(store: &dyn Store) -> Vec<DepositStatus> {
     read(store, |tx| {
-        Ok(tx.list_deposits("t", &DepositFilter::default(), 10)?)
+        Ok(tx.list_deposits(
+            &custody_core::TenantId::parse("t").unwrap(),
+            &DepositFilter::default(),
+            10,
+        )?)
     })
     .await
     .unwrap()

@@ -172,7 +172,11 @@ async fn observe(store: &dyn Store) -> BTreeMap<String, (usize, i64, DepositStat
                 external_user_id: Some(user.to_owned()),
                 ..DepositFilter::default()
             };
-            deposits.extend(tx.list_deposits("t", &filter, 1_000)?);
+            deposits.extend(tx.list_deposits(
+                &custody_core::TenantId::parse("t").unwrap(),
+                &filter,
+                1_000,
+            )?);
         }
         let mut net: HashMap<Uuid, i64> = HashMap::new();
         tx.scan_ledger_transactions(&mut |t| match t.kind {
@@ -209,7 +213,7 @@ async fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 tx,
                 signer.as_ref(),
                 ids,
-                "t",
+                &custody_core::TenantId::parse("t").unwrap(),
                 user,
                 Network::Bsc,
                 now,

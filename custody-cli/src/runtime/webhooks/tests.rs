@@ -117,7 +117,7 @@ async fn setup(tenants: &[&str]) -> (tempfile::TempDir, Arc<SqliteStore>) {
     );
     for tenant in tenants {
         let e = Endpoint {
-            tenant: (*tenant).into(),
+            tenant: custody_core::TenantId::parse(tenant).unwrap(),
             url: url(tenant),
             secret: vault().seal(
                 format!("secret-of-{tenant}").as_bytes(),

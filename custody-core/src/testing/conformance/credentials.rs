@@ -8,7 +8,7 @@ use crate::ports::store::Store;
 use crate::secret::Secret;
 use crate::vault::Sealed;
 
-use super::{assert_port_error, at, r, suite, uid, w};
+use super::{assert_port_error, at, r, suite, tid, uid, w};
 
 suite!(
     /// API credentials (secrets kept and returned byte for byte), used nonces, TOTP steps.
@@ -26,7 +26,7 @@ fn credential(n: u128, api_key: &str, created: i64) -> Credential {
     Credential {
         id: uid(n),
         api_key: api_key.to_owned(),
-        tenant: "acme".into(),
+        tenant: tid("acme"),
         scopes: BTreeSet::from([Scope::CatalogRead, Scope::WalletsWrite]),
         admin: false,
         rate_limit: 600,
@@ -93,7 +93,7 @@ async fn credentials_round_trip_every_field(store: Arc<dyn Store>) {
     let plain = credential(1, "ck_plain", 1_000);
     let mut admin = credential(2, "ck_admin", 2_000);
     admin.admin = true;
-    admin.tenant = "other".into();
+    admin.tenant = tid("other");
     admin.scopes = BTreeSet::new();
     admin.rate_limit = 1;
     admin.pin_hash = None;
@@ -127,7 +127,7 @@ async fn an_api_key_and_an_id_are_stored_once(store: Arc<dyn Store>) {
     w(s, move |tx| tx.insert_credential(&f)).await.unwrap();
 
     let mut same_key = credential(2, "ck_one", 2_000);
-    same_key.tenant = "intruder".into();
+    same_key.tenant = tid("intruder");
     assert_port_error(w(s, move |tx| tx.insert_credential(&same_key)).await);
     let same_id = credential(1, "ck_two", 2_000);
     assert_port_error(w(s, move |tx| tx.insert_credential(&same_id)).await);

@@ -7,7 +7,7 @@ use crate::deposit::{Deposit, DepositFilter, DepositStatus, HistoryStep};
 use crate::ports::store::Store;
 use crate::{Amount, Network};
 
-use super::{addr, assert_port_error, at, hash, r, suite, uid, w, wallet_row};
+use super::{addr, assert_port_error, at, hash, r, suite, tid, uid, w, wallet_row};
 
 suite!(
     /// Deposits: one per identity, updated in state only, listed and summed.
@@ -72,7 +72,7 @@ fn deposit(n: u128, wallet: u128, tx_hash: &str, log_index: Option<u32>, created
     };
     Deposit {
         id: uid(n),
-        tenant: tenant.into(),
+        tenant: tid(tenant),
         network,
         asset: "USDT".into(),
         external_user_id: user.into(),
@@ -139,8 +139,8 @@ async fn deposits_round_trip_and_are_found_by_identity(store: Arc<dyn Store>) {
             tx.deposit_by_identity(Network::Bsc, &hash("aa01"), Some(0))?,
             tx.deposit_by_identity(Network::Bsc, &hash("aa01"), Some(1))?,
             tx.deposit_by_identity(Network::Tron, &hash("aa01"), None)?,
-            tx.deposit_by_id("acme", uid(11))?,
-            tx.deposit_by_id("other", uid(11))?,
+            tx.deposit_by_id(&tid("acme"), uid(11))?,
+            tx.deposit_by_id(&tid("other"), uid(11))?,
         ))
     })
     .await;
@@ -168,7 +168,7 @@ async fn a_deposit_identity_is_stored_once(store: Arc<dyn Store>) {
     // The same hash and position on another network is another transfer.
     insert(s, vec![deposit(13, TRON_WALLET, "aa01", Some(3), 2_000)]).await;
     let listed = r(s, |tx| {
-        tx.list_deposits("acme", &DepositFilter::default(), 10)
+        tx.list_deposits(&tid("acme"), &DepositFilter::default(), 10)
     })
     .await;
     assert_eq!(ids(&listed), [13, 10]);
@@ -190,7 +190,7 @@ async fn an_update_moves_state_not_identity(store: Arc<dyn Store>) {
     moved.credit_tx_id = Some(uid(77));
     // What the deposit is cannot change through an update.
     let mut attempt = moved.clone();
-    attempt.tenant = "other".into();
+    attempt.tenant = tid("other");
     attempt.amount = Amount::from_units(1);
     attempt.address = addr(Network::Bsc, "0xB0B");
     attempt.from_address = "0xEVE".into();
@@ -201,7 +201,7 @@ async fn an_update_moves_state_not_identity(store: Arc<dyn Store>) {
     attempt.required_confirmations = 1;
     attempt.created_at = at(9_999);
     w(s, move |tx| tx.update_deposit(&attempt)).await.unwrap();
-    let stored = r(s, |tx| tx.deposit_by_id("acme", uid(10))).await;
+    let stored = r(s, |tx| tx.deposit_by_id(&tid("acme"), uid(10))).await;
     assert_eq!(stored, Some(moved));
     let mut missing = original;
     missing.id = uid(404);
@@ -231,7 +231,7 @@ async fn deposits_are_listed_newest_first_with_filters(store: Arc<dyn Store>) {
             status,
             external_user_id: user.map(str::to_owned),
         };
-        r(s, move |tx| tx.list_deposits("acme", &filter, limit))
+        r(s, move |tx| tx.list_deposits(&tid("acme"), &filter, limit))
     };
     // Newest first; equal times, the latest inserted first; the tenant's only.
     assert_eq!(ids(&list(None, None, 10).await), [4, 2, 3, 1]);
@@ -250,7 +250,7 @@ async fn deposits_are_listed_newest_first_with_filters(store: Arc<dyn Store>) {
         .await
         .is_empty());
     let other = r(s, |tx| {
-        tx.list_deposits("other", &DepositFilter::default(), 10)
+        tx.list_deposits(&tid("other"), &DepositFilter::default(), 10)
     })
     .await;
     assert_eq!(ids(&other), [5]);
@@ -346,11 +346,11 @@ async fn pending_figures_count_and_sum_pending_deposits(store: Arc<dyn Store>) {
         Ok((
             tx.pending_deposit_count(Network::Bsc)?,
             tx.pending_deposit_count(Network::Tron)?,
-            tx.pending_deposit_units("acme", "alice", Network::Bsc, "USDT")?,
-            tx.pending_deposit_units("acme", "alice", Network::Bsc, "BNB")?,
-            tx.pending_deposit_units("acme", "alice", Network::Tron, "USDT")?,
-            tx.pending_deposit_units("acme", "bob", Network::Bsc, "USDT")?,
-            tx.pending_deposit_units("acme", "carol", Network::Bsc, "USDT")?,
+            tx.pending_deposit_units(&tid("acme"), "alice", Network::Bsc, "USDT")?,
+            tx.pending_deposit_units(&tid("acme"), "alice", Network::Bsc, "BNB")?,
+            tx.pending_deposit_units(&tid("acme"), "alice", Network::Tron, "USDT")?,
+            tx.pending_deposit_units(&tid("acme"), "bob", Network::Bsc, "USDT")?,
+            tx.pending_deposit_units(&tid("acme"), "carol", Network::Bsc, "USDT")?,
         ))
     })
     .await;
@@ -407,10 +407,10 @@ async fn shortfalls_and_credited_sums_are_summed_per_user_and_address(store: Arc
     .unwrap();
     let (bob_owes, alice_owes, carol_owes, other_asset, credited) = r(s, |tx| {
         Ok((
-            tx.owed_after_reorg_units("acme", "bob", Network::Bsc, "USDT")?,
-            tx.owed_after_reorg_units("acme", "alice", Network::Bsc, "USDT")?,
-            tx.owed_after_reorg_units("acme", "carol", Network::Bsc, "USDT")?,
-            tx.owed_after_reorg_units("acme", "bob", Network::Bsc, "BNB")?,
+            tx.owed_after_reorg_units(&tid("acme"), "bob", Network::Bsc, "USDT")?,
+            tx.owed_after_reorg_units(&tid("acme"), "alice", Network::Bsc, "USDT")?,
+            tx.owed_after_reorg_units(&tid("acme"), "carol", Network::Bsc, "USDT")?,
+            tx.owed_after_reorg_units(&tid("acme"), "bob", Network::Bsc, "BNB")?,
             tx.credited_by_address(Network::Bsc)?,
         ))
     })

@@ -6,7 +6,7 @@ use crate::error::{CoreError, ErrorCode, Refusal};
 use crate::idempotency::{self, IdempotencyRecord, Outcome, StoredResponse};
 use crate::ports::store::{write, Store};
 
-use super::{assert_port_error, at, r, suite, uid, w};
+use super::{assert_port_error, at, r, suite, tid, uid, w};
 
 suite!(
     /// Idempotency records: live until they expire, stored once, replaced once expired.
@@ -21,7 +21,7 @@ suite!(
 
 fn record(tenant: &str, key: &str, fp: u8, created: i64, expires: i64) -> IdempotencyRecord {
     IdempotencyRecord {
-        tenant: tenant.to_owned(),
+        tenant: tid(tenant),
         key: key.to_owned(),
         fingerprint: [fp; 32],
         response: StoredResponse {
@@ -41,7 +41,9 @@ async fn a_record_is_found_until_it_expires(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let found = |tenant: &'static str, key: &'static str, now: i64| {
-        r(s, move |tx| tx.idempotency_record(tenant, key, at(now)))
+        r(s, move |tx| {
+            tx.idempotency_record(&tid(tenant), key, at(now))
+        })
     };
     assert_eq!(found("acme", "key-0001", 100).await, Some(stored.clone()));
     assert_eq!(found("acme", "key-0001", 199).await, Some(stored));
@@ -72,7 +74,12 @@ async fn a_live_key_is_stored_once(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(
-        r(s, |tx| tx.idempotency_record("acme", "key-0001", at(150))).await,
+        r(s, |tx| tx.idempotency_record(
+            &tid("acme"),
+            "key-0001",
+            at(150)
+        ))
+        .await,
         Some(first)
     );
 }
@@ -92,7 +99,12 @@ async fn an_expired_record_is_replaced(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(
-        r(s, |tx| tx.idempotency_record("acme", "key-0001", at(250))).await,
+        r(s, |tx| tx.idempotency_record(
+            &tid("acme"),
+            "key-0001",
+            at(250)
+        ))
+        .await,
         Some(new)
     );
 }
@@ -112,8 +124,8 @@ async fn pruning_forgets_expired_records(store: Arc<dyn Store>) {
     assert_eq!(w(s, |tx| tx.prune_idempotency(at(200))).await.unwrap(), 0);
     let left = r(s, |tx| {
         Ok((
-            tx.idempotency_record("acme", "key-0002", at(0))?,
-            tx.idempotency_record("acme", "key-0003", at(0))?,
+            tx.idempotency_record(&tid("acme"), "key-0002", at(0))?,
+            tx.idempotency_record(&tid("acme"), "key-0003", at(0))?,
         ))
     })
     .await;
@@ -133,7 +145,7 @@ async fn idempotent_commands_replay_conflict_and_store_business_refusals(store: 
         write(s, move |tx| {
             idempotency::run_in_tx(
                 tx,
-                "acme",
+                &tid("acme"),
                 "key-00000001",
                 fp,
                 now,
@@ -179,7 +191,7 @@ async fn idempotent_commands_replay_conflict_and_store_business_refusals(store: 
         "the refused command's write was rolled back"
     );
     let stored = r(s, move |tx| {
-        tx.idempotency_record("acme", "key-00000001", now)
+        tx.idempotency_record(&tid("acme"), "key-00000001", now)
     })
     .await;
     assert_eq!(

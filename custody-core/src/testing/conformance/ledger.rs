@@ -19,7 +19,7 @@ use crate::ledger::{
 use crate::ports::store::{ReadJob, Store, WriteJob};
 use crate::{Amount, AssetId, Network};
 
-use super::{at, run_case, uid};
+use super::{at, run_case, tid, uid};
 
 /// A step of a ledger case that writes; it answers a boxed value of its own type.
 pub type LedgerWrite =
@@ -99,7 +99,7 @@ impl<T: LedgerReads + ?Sized> LedgerReads for LedgerOf<'_, T> {
     }
     fn ledger_history(
         &mut self,
-        tenant: &str,
+        tenant: &crate::tenant::TenantId,
         user: &str,
         network: Network,
         limit: usize,
@@ -660,7 +660,9 @@ async fn history_is_newest_first_and_the_users_own(t: &dyn LedgerTarget) {
         lw(t, move |r| insert_with_accounts(r, &tx)).await.unwrap();
     }
     let history = |tenant: &'static str, name: &'static str, network: Network, limit: usize| {
-        lr(t, move |r| r.ledger_history(tenant, name, network, limit))
+        lr(t, move |r| {
+            r.ledger_history(&tid(tenant), name, network, limit)
+        })
     };
     assert_eq!(history("t1", "alice", Network::Bsc, 100).await, alice_rows);
     assert_eq!(
@@ -804,7 +806,7 @@ async fn operations_give_the_reference_ledger(t: &dyn LedgerTarget) {
     let got = lr(t, |r| {
         let report = ledger::reconcile(r)?;
         let balance = ledger::user_balance(r, &alice()).map_err(op_error)?;
-        let history = r.ledger_history("t1", "alice", Network::Bsc, 100)?;
+        let history = r.ledger_history(&tid("t1"), "alice", Network::Bsc, 100)?;
         Ok((contents(r)?, report, balance, history))
     })
     .await;
@@ -821,7 +823,7 @@ async fn operations_give_the_reference_ledger(t: &dyn LedgerTarget) {
     assert_eq!(
         got.3,
         reference
-            .ledger_history("t1", "alice", Network::Bsc, 100)
+            .ledger_history(&tid("t1"), "alice", Network::Bsc, 100)
             .unwrap()
     );
 }

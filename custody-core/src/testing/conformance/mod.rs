@@ -122,6 +122,11 @@ fn assert_port_error<T: std::fmt::Debug>(result: CoreResult<T>) {
 }
 
 /// A wallet row (no derivation involved).
+/// A tenant id, valid by construction in these suites.
+fn tid(s: &str) -> crate::tenant::TenantId {
+    crate::tenant::TenantId::parse(s).expect("a valid tenant id")
+}
+
 /// A real address of `network` named by a short tag ("0xA11CE"): the tag's bytes, padded to 20.
 /// The same tag gives the same key's address on both networks.
 fn addr(network: Network, tag: &str) -> String {
@@ -148,7 +153,7 @@ fn hash(tag: &str) -> crate::chain::TxHash {
 fn wallet_row(n: u128, tenant: &str, user: &str, network: Network, address: &str) -> Wallet {
     Wallet {
         id: uid(n),
-        tenant: tenant.to_owned(),
+        tenant: tid(tenant),
         external_user_id: user.to_owned(),
         network,
         address: addr(network, address),

@@ -11,7 +11,7 @@ use crate::ports::store::{nested, read, write, Store};
 use crate::testing::{block_on, join_all};
 use crate::{Amount, AssetId, Network};
 
-use super::{assert_port_error, at, r, suite, uid, w};
+use super::{assert_port_error, at, r, suite, tid, uid, w};
 
 suite!(
     /// Jobs commit all or nothing, alone; savepoints nest; reads see a snapshot.
@@ -120,7 +120,7 @@ async fn a_failed_job_leaves_no_trace(store: Arc<dyn Store>) {
                 ..AccountBalances::default()
             },
         )?;
-        tx.allocate_tenant_account("acme", at(10))?;
+        tx.allocate_tenant_account(&tid("acme"), at(10))?;
         tx.record_block(Network::Bsc, 7, "h7", "h6")?;
         Err::<(), _>(refusal())
     })
@@ -136,7 +136,7 @@ async fn a_failed_job_leaves_no_trace(store: Arc<dyn Store>) {
             tx.control("maintenance.BSC")?.is_none(),
             tx.count_webhook_events()?.pending,
             tx.ledger_account(&clearing())?.is_none(),
-            tx.tenant_account("acme")?.is_none(),
+            tx.tenant_account(&tid("acme"))?.is_none(),
             tx.chain_cursor(Network::Bsc)?.is_none(),
         ))
     })

@@ -8,7 +8,7 @@ use crate::testing::test_signer;
 use crate::wallet::{self, Wallet};
 use crate::Network;
 
-use super::{addr, assert_port_error, at, chain_addr, r, suite, uid, w, wallet_row};
+use super::{addr, assert_port_error, at, chain_addr, r, suite, tid, uid, w, wallet_row};
 
 suite!(
     /// HD wallets: one account per tenant, address indexes per tenant and network, one wallet
@@ -28,23 +28,24 @@ fn refusal() -> CoreError {
 
 async fn tenant_accounts_are_allocated_once_in_order(store: Arc<dyn Store>) {
     let s = store.as_ref();
-    let allocate = |tenant: &'static str| w(s, move |tx| tx.allocate_tenant_account(tenant, at(1)));
+    let allocate =
+        |tenant: &'static str| w(s, move |tx| tx.allocate_tenant_account(&tid(tenant), at(1)));
     assert_eq!(allocate("acme").await.unwrap(), 0);
     assert_eq!(allocate("beta").await.unwrap(), 1);
     assert_port_error(allocate("acme").await);
     // A rolled-back allocation takes nothing.
     let rolled_back: CoreResult<()> = write(s, |tx| {
-        tx.allocate_tenant_account("gamma", at(1))?;
+        tx.allocate_tenant_account(&tid("gamma"), at(1))?;
         Err(refusal())
     })
     .await;
     assert!(rolled_back.is_err());
-    assert_eq!(r(s, |tx| tx.tenant_account("gamma")).await, None);
+    assert_eq!(r(s, |tx| tx.tenant_account(&tid("gamma"))).await, None);
     assert_eq!(allocate("gamma").await.unwrap(), 2);
     let accounts = r(s, |tx| {
         ["acme", "beta", "gamma", "nobody"]
             .iter()
-            .map(|t| tx.tenant_account(t))
+            .map(|t| tx.tenant_account(&tid(t)))
             .collect::<Result<Vec<_>, _>>()
     })
     .await;
@@ -54,13 +55,13 @@ async fn tenant_accounts_are_allocated_once_in_order(store: Arc<dyn Store>) {
 async fn address_indexes_count_per_tenant_and_network(store: Arc<dyn Store>) {
     let s = store.as_ref();
     let take = |tenant: &'static str, network: Network| {
-        w(s, move |tx| tx.take_address_index(tenant, network))
+        w(s, move |tx| tx.take_address_index(&tid(tenant), network))
     };
     assert_eq!(take("acme", Network::Bsc).await.unwrap(), 0);
     let in_one_job = w(s, |tx| {
         Ok([
-            tx.take_address_index("acme", Network::Bsc)?,
-            tx.take_address_index("acme", Network::Bsc)?,
+            tx.take_address_index(&tid("acme"), Network::Bsc)?,
+            tx.take_address_index(&tid("acme"), Network::Bsc)?,
         ])
     });
     assert_eq!(in_one_job.await.unwrap(), [1, 2]);
@@ -68,7 +69,7 @@ async fn address_indexes_count_per_tenant_and_network(store: Arc<dyn Store>) {
     assert_eq!(take("beta", Network::Bsc).await.unwrap(), 0);
     // A rolled-back job handed nothing out: its index is taken next.
     let rolled_back: CoreResult<()> = write(s, |tx| {
-        tx.take_address_index("acme", Network::Bsc)?;
+        tx.take_address_index(&tid("acme"), Network::Bsc)?;
         Err(refusal())
     })
     .await;
@@ -89,11 +90,11 @@ async fn wallets_are_found_by_user_id_and_address(store: Arc<dyn Store>) {
     .unwrap();
     let found = r(s, |tx| {
         Ok((
-            tx.wallet_by_user("acme", "alice", Network::Bsc)?,
-            tx.wallet_by_user("acme", "alice", Network::Tron)?,
-            tx.wallet_by_user("other", "alice", Network::Bsc)?,
-            tx.wallet_by_id("acme", uid(1))?,
-            tx.wallet_by_id("other", uid(1))?,
+            tx.wallet_by_user(&tid("acme"), "alice", Network::Bsc)?,
+            tx.wallet_by_user(&tid("acme"), "alice", Network::Tron)?,
+            tx.wallet_by_user(&tid("other"), "alice", Network::Bsc)?,
+            tx.wallet_by_id(&tid("acme"), uid(1))?,
+            tx.wallet_by_id(&tid("other"), uid(1))?,
             tx.wallet_by_address(Network::Bsc, &chain_addr(Network::Bsc, "0xB0B"))?,
             tx.wallet_by_address(Network::Tron, &chain_addr(Network::Tron, "0xB0B"))?,
         ))
@@ -156,7 +157,7 @@ async fn one_wallet_per_user_and_network_and_per_address(store: Arc<dyn Store>) 
     w(s, move |tx| tx.insert_wallet(&tron)).await.unwrap();
     let (alice, bsc) = r(s, |tx| {
         Ok((
-            tx.wallet_by_user("acme", "alice", Network::Bsc)?,
+            tx.wallet_by_user(&tid("acme"), "alice", Network::Bsc)?,
             tx.wallet_addresses(Network::Bsc)?,
         ))
     })
@@ -173,7 +174,7 @@ async fn create_wallet_creates_once_with_its_event(store: Arc<dyn Store>) {
                 tx,
                 &test_signer(),
                 [uid(ids[0]), uid(ids[1])],
-                "acme",
+                &tid("acme"),
                 user,
                 Network::Bsc,
                 at(5),

@@ -12,7 +12,7 @@ use crate::ports::webhook::DeliveryOutcome;
 use crate::testing::join_all;
 use crate::webhook::{Attempt, Claim, DueEvent, Endpoint, EventCounts, EventStatus, Step};
 
-use super::{assert_port_error, at, r, suite, uid, w};
+use super::{assert_port_error, at, r, suite, tid, uid, w};
 
 suite!(
     /// Webhook endpoints and the outbox: claims are leases, fair per tenant; attempts and
@@ -34,7 +34,7 @@ const LEASE_MS: i64 = 60_000;
 
 fn endpoint(tenant: &str, secret: &[u8], created: i64) -> Endpoint {
     Endpoint {
-        tenant: tenant.to_owned(),
+        tenant: tid(tenant),
         url: format!("https://{tenant}.example.com/hook"),
         secret: crate::vault::Sealed::from_stored(secret.to_vec()),
         created_at: at(created),
@@ -135,7 +135,10 @@ async fn endpoints_are_registered_and_replaced(store: Arc<dyn Store>) {
         )
     );
     let (now, other) = r(s, |tx| {
-        Ok((tx.webhook_endpoint("acme")?, tx.webhook_endpoint("other")?))
+        Ok((
+            tx.webhook_endpoint(&tid("acme"))?,
+            tx.webhook_endpoint(&tid("other"))?,
+        ))
     })
     .await;
     let now = now.expect("the endpoint");
