@@ -118,6 +118,7 @@ pub fn start_scanners(
             blocks_per_tick_max: 100,
             start_block: c.start_block,
             stuck_alert_after: Duration::from_millis(c.stuck_alert_after_ms),
+            watch_after: std::sync::atomic::AtomicU64::new(0),
             status: Arc::clone(&chains.status[&network]),
             halted: std::sync::atomic::AtomicBool::new(false),
         };

@@ -105,6 +105,15 @@ pub trait WalletReads {
     ) -> Result<Option<Wallet>, PortError>;
     /// Every address on `network` (the scanner's watch set).
     fn wallet_addresses(&mut self, network: Network) -> Result<Vec<String>, PortError>;
+    /// At most `limit` addresses on `network` of wallets stored after position `after`, with
+    /// their positions, in increasing position. Positions grow in commit order, so a scanner
+    /// that remembers the last one it saw picks up wallets created by any instance.
+    fn wallet_addresses_after(
+        &mut self,
+        network: Network,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>, PortError>;
 }
 
 /// Validates an `external_user_id`: 1 to 160 characters, no control characters.

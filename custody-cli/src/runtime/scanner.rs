@@ -43,6 +43,9 @@ pub struct Scanner {
     /// How long the scanner may fail without progress before it raises a `scan_stuck` alert.
     pub stuck_alert_after: Duration,
     pub status: Arc<Mutex<ScanStatus>>,
+    /// The store position of the newest wallet already in the watch set: wallets created by
+    /// another instance (or another path) are read from the store after it, every tick.
+    pub watch_after: std::sync::atomic::AtomicU64,
     /// Set once a reorganization deeper than `blocks_kept` was found: scanning stops until an
     /// operator restarts the service, and the alert is raised once.
     pub halted: AtomicBool,
@@ -166,6 +169,7 @@ impl Scanner {
             .into());
         }
         let head = self.chain.head_number().await?;
+        self.refresh_watch_set().await?;
         let cursor = read(self.store.as_ref(), move |tx| Ok(tx.chain_cursor(network)?)).await?;
         let Some(cursor) = cursor else {
             let start = self.start_block.unwrap_or(head);
@@ -245,6 +249,30 @@ impl Scanner {
         } else {
             Tick::UpToDate
         })
+    }
+
+    /// Adds the addresses of wallets stored since the last look to the watch set. The watch
+    /// set is a cache of the store: what matters across instances is read from the store.
+    async fn refresh_watch_set(&self) -> CoreResult<()> {
+        const BATCH: usize = 1_000;
+        let network = self.settings.network;
+        loop {
+            let after = self.watch_after.load(Ordering::Relaxed);
+            let batch = read(self.store.as_ref(), move |tx| {
+                Ok(tx.wallet_addresses_after(network, after, BATCH)?)
+            })
+            .await?;
+            let Some(&(last, _)) = batch.last() else {
+                return Ok(());
+            };
+            let full = batch.len() == BATCH;
+            self.watch
+                .extend(network, batch.into_iter().map(|(_, address)| address));
+            self.watch_after.store(last, Ordering::Relaxed);
+            if !full {
+                return Ok(());
+            }
+        }
     }
 
     /// Applies one block; false when it does not connect to the cursor (nothing written).
@@ -534,6 +562,7 @@ mod tests {
             start_block: Some(0),
             status: Arc::default(),
             stuck_alert_after: Duration::from_secs(600),
+            watch_after: std::sync::atomic::AtomicU64::new(0),
             halted: AtomicBool::new(false),
         };
         Fixture {
@@ -595,6 +624,19 @@ mod tests {
         assert!(cursor.hash.starts_with("01"), "on the new chain");
         assert_eq!(deposit_status(&f.store).await, DepositStatus::Credited);
         assert!(alerts(&f.store).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_wallet_created_elsewhere_is_watched_from_the_store() {
+        let mut f = fixture().await;
+        // This process's watch set knows nothing: the wallet was created by another instance
+        // (the fixture's wallet is in the store only).
+        f.scanner.watch = Arc::new(WatchSet::new());
+        for _ in 0..3 {
+            f.scanner.tick().await.unwrap();
+        }
+        assert_eq!(deposit_status(&f.store).await, DepositStatus::Credited);
+        assert!(f.scanner.watch.contains(Network::Bsc, &f.address));
     }
 
     #[tokio::test]

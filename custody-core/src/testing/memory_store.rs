@@ -808,6 +808,25 @@ impl WalletReads for Tx {
             .map(|w| w.address.clone())
             .collect())
     }
+
+    fn wallet_addresses_after(
+        &mut self,
+        network: Network,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>, PortError> {
+        // A wallet's position is its place in insertion (commit) order, from 1.
+        Ok(self
+            .state
+            .wallets
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (i as u64 + 1, w))
+            .filter(|(seq, w)| *seq > after && w.network == network)
+            .take(limit)
+            .map(|(seq, w)| (seq, w.address.clone()))
+            .collect())
+    }
 }
 
 // ---- deposits ----

@@ -178,4 +178,33 @@ impl WalletReads for SqliteTx<'_> {
             .collect::<Result<Vec<String>, _>>()
             .map_err(db_err)
     }
+
+    fn wallet_addresses_after(
+        &mut self,
+        network: Network,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>, PortError> {
+        // The rowid grows in commit order: one writer, and rows are never deleted.
+        self.conn
+            .prepare_cached(
+                "SELECT rowid, address FROM wallets WHERE network = ?1 AND rowid > ?2 \
+                 ORDER BY rowid LIMIT ?3",
+            )
+            .map_err(db_err)?
+            .query_map(
+                params![
+                    network.as_str(),
+                    i64::try_from(after).unwrap_or(i64::MAX),
+                    i64::try_from(limit).unwrap_or(i64::MAX)
+                ],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            )
+            .map_err(db_err)?
+            .map(|row| {
+                let (seq, address) = row.map_err(db_err)?;
+                Ok((u64::try_from(seq).unwrap_or(0), address))
+            })
+            .collect()
+    }
 }

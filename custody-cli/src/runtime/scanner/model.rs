@@ -158,6 +158,7 @@ fn scanner(store: &Arc<dyn Store>, node: &Arc<Node>, watch: &Arc<WatchSet>) -> S
         blocks_per_tick_max: 5,
         start_block: Some(0),
         stuck_alert_after: Duration::from_secs(600),
+        watch_after: std::sync::atomic::AtomicU64::new(0),
         status: Arc::default(),
         halted: AtomicBool::new(false),
     }

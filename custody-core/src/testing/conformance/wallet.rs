@@ -19,6 +19,7 @@ suite!(
         wallets_are_found_by_user_id_and_address,
         one_wallet_per_user_and_network_and_per_address,
         create_wallet_creates_once_with_its_event,
+        new_addresses_are_read_after_a_position,
     }
 );
 
@@ -210,4 +211,54 @@ async fn create_wallet_creates_once_with_its_event(store: Arc<dyn Store>) {
     })
     .await;
     assert_eq!(by_address.map(|x| x.external_user_id), Some("bob".into()));
+}
+
+async fn new_addresses_are_read_after_a_position(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let first = [
+        wallet_row(1, "acme", "alice", Network::Bsc, "0xA11CE"),
+        wallet_row(2, "acme", "alice", Network::Tron, "TA11CE"),
+    ];
+    w(s, move |tx| {
+        first.iter().try_for_each(|x| tx.insert_wallet(x))
+    })
+    .await
+    .unwrap();
+    let seen = r(s, |tx| tx.wallet_addresses_after(Network::Bsc, 0, 10)).await;
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].1, addr(Network::Bsc, "0xA11CE"));
+    let last = seen[0].0;
+    assert!(r(s, move |tx| tx.wallet_addresses_after(
+        Network::Bsc,
+        last,
+        10
+    ))
+    .await
+    .is_empty());
+
+    // Wallets stored later (by this or any other writer) come after the position seen.
+    let later = [
+        wallet_row(3, "other", "bob", Network::Bsc, "0xB0B"),
+        wallet_row(4, "other", "carol", Network::Bsc, "0xCA401"),
+    ];
+    w(s, move |tx| {
+        later.iter().try_for_each(|x| tx.insert_wallet(x))
+    })
+    .await
+    .unwrap();
+    let next = r(s, move |tx| {
+        tx.wallet_addresses_after(Network::Bsc, last, 10)
+    })
+    .await;
+    let addresses: Vec<_> = next.iter().map(|(_, a)| a.clone()).collect();
+    assert_eq!(
+        addresses,
+        [addr(Network::Bsc, "0xB0B"), addr(Network::Bsc, "0xCA401")]
+    );
+    assert!(next[0].0 > last && next[1].0 > next[0].0, "{next:?}");
+    let one = r(s, move |tx| {
+        tx.wallet_addresses_after(Network::Bsc, last, 1)
+    })
+    .await;
+    assert_eq!(one, next[..1]);
 }
