@@ -31,6 +31,7 @@ pub mod transfer;
 pub mod vault;
 pub mod wallet;
 pub mod webhook;
+pub mod withdrawal;
 
 pub use amount::Amount;
 pub use asset::{Asset, AssetCatalog, AssetId, AssetKind};
