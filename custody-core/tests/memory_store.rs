@@ -60,3 +60,8 @@ fn deposits() {
 fn chain() {
     block_on(conformance::chain_suite(make));
 }
+
+#[test]
+fn outgoing() {
+    block_on(conformance::outgoing_suite(make));
+}

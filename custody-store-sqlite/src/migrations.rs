@@ -34,6 +34,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_second_factor_attempts",
         include_str!("../migrations/0007_second_factor_attempts.sql"),
     ),
+    (
+        "0008_outgoing",
+        include_str!("../migrations/0008_outgoing.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -79,3 +79,8 @@ async fn deposits() {
 async fn chain() {
     conformance::chain_suite(make).await;
 }
+
+#[tokio::test]
+async fn outgoing() {
+    conformance::outgoing_suite(make).await;
+}

@@ -323,9 +323,12 @@ impl OutgoingTx {
 
 /// Persistence of outgoing transactions and of EVM nonces.
 pub trait OutgoingRepo: OutgoingReads {
-    /// MUST fail if the id exists.
+    /// MUST fail if the id exists, if (purpose, reference id) already has a transaction (one
+    /// payment per withdrawal, by constraint), or if (network, from, nonce) is taken.
     fn insert_outgoing(&mut self, tx: &OutgoingTx) -> Result<(), PortError>;
-    /// Replaces the stored record (attempts and history only ever grow).
+    /// Replaces the stored record's state, attempts, inclusion, history and next check (what a
+    /// transaction is — purpose, sender, payment, nonce — is fixed at insert), and ends its
+    /// lease. MUST fail if it does not exist.
     fn update_outgoing(&mut self, tx: &OutgoingTx) -> Result<(), PortError>;
     /// The next nonce of (network, address), counted from `seed` the first time (the chain's
     /// confirmed nonce), and moves the counter on. Unique per (network, address): a
@@ -349,11 +352,16 @@ pub trait OutgoingRepo: OutgoingReads {
 
 pub trait OutgoingReads {
     fn outgoing(&mut self, id: Uuid) -> Result<Option<OutgoingTx>, PortError>;
+    /// The transaction paying for (purpose, reference id), if any.
+    fn outgoing_for(
+        &mut self,
+        purpose: Purpose,
+        reference_id: Uuid,
+    ) -> Result<Option<OutgoingTx>, PortError>;
     /// The next nonce the allocator would hand out on (network, address), if it was seeded.
     fn next_nonce(&mut self, network: Network, address: &str) -> Result<Option<u64>, PortError>;
-    /// Native units the unfinished transactions of `from` may still spend at most (amount for
-    /// native payments plus each one's fee bid), and token units per contract: what the hot
-    /// wallet must keep for what is already on its way.
+    /// The unfinished transactions sent from `from` on `network`: what the hot wallet must keep
+    /// for what is already on its way.
     fn outgoing_in_flight(
         &mut self,
         network: Network,

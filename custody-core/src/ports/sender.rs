@@ -15,7 +15,8 @@ use crate::network::Network;
 use crate::ports::signer::RecoverableSignature;
 
 /// What an outgoing transaction does. Addresses are in the network's canonical text form.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Payment {
     /// The native coin (BNB, TRX) to `to`.
     Native { to: String, amount: Amount },

@@ -22,6 +22,7 @@ pub trait ReadTx:
     + crate::wallet::WalletReads
     + crate::deposit::DepositReads
     + crate::chain::ChainReads
+    + crate::outgoing::OutgoingReads
     + crate::admin::AlertReads
     + crate::admin::ControlReads
 {
@@ -36,6 +37,7 @@ impl<T> ReadTx for T where
         + crate::wallet::WalletReads
         + crate::deposit::DepositReads
         + crate::chain::ChainReads
+        + crate::outgoing::OutgoingReads
         + crate::admin::AlertReads
         + crate::admin::ControlReads
 {
@@ -56,6 +58,7 @@ pub trait WriteTx:
     + crate::wallet::WalletRepo
     + crate::deposit::DepositRepo
     + crate::chain::ChainRepo
+    + crate::outgoing::OutgoingRepo
     + crate::admin::AlertRepo
     + crate::admin::ControlRepo
 {
@@ -73,6 +76,7 @@ impl<T> WriteTx for T where
         + crate::wallet::WalletRepo
         + crate::deposit::DepositRepo
         + crate::chain::ChainRepo
+        + crate::outgoing::OutgoingRepo
         + crate::admin::AlertRepo
         + crate::admin::ControlRepo
 {

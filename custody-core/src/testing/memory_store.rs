@@ -43,6 +43,7 @@ use crate::ledger::{
 };
 use crate::network::Network;
 use crate::outbox::{NewEvent, OutboxRepo};
+use crate::outgoing::{OutgoingReads, OutgoingRepo, OutgoingTx, Purpose};
 use crate::ports::store::{ReadJob, Savepoints, Store, WriteJob};
 use crate::tenant::TenantId;
 use crate::time::Timestamp;
@@ -141,6 +142,9 @@ struct State {
     /// (network, number) -> (hash, parent hash)
     blocks: BTreeMap<(Network, u64), (String, String)>,
     cursors: BTreeMap<Network, ChainCursor>,
+    /// Outgoing transactions with their lease.
+    outgoing: Vec<(OutgoingTx, Option<Timestamp>)>,
+    nonces_next: BTreeMap<(Network, String), u64>,
 }
 
 impl State {
@@ -1022,6 +1026,154 @@ impl DepositReads for Tx {
                 sum.checked_add(d.shortfall)
                     .ok_or_else(|| PortError::permanent("store", "owed shortfalls overflow u128"))
             })
+    }
+}
+
+// ---- outgoing transactions ----
+
+impl OutgoingRepo for Tx {
+    fn insert_outgoing(&mut self, t: &OutgoingTx) -> Result<(), PortError> {
+        let all = &self.state.outgoing;
+        if all.iter().any(|(x, _)| x.id == t.id) {
+            return Err(constraint(format!("outgoing transaction {} exists", t.id)));
+        }
+        if all
+            .iter()
+            .any(|(x, _)| x.purpose == t.purpose && x.reference_id == t.reference_id)
+        {
+            return Err(constraint("outgoing_txs (purpose, reference_id) is unique"));
+        }
+        if t.nonce.is_some()
+            && all
+                .iter()
+                .any(|(x, _)| x.network == t.network && x.from == t.from && x.nonce == t.nonce)
+        {
+            return Err(constraint(
+                "outgoing_txs (network, from_address, nonce) is unique",
+            ));
+        }
+        self.state.outgoing.push((t.clone(), None));
+        Ok(())
+    }
+
+    fn update_outgoing(&mut self, t: &OutgoingTx) -> Result<(), PortError> {
+        let Some((stored, lease)) = self.state.outgoing.iter_mut().find(|(x, _)| x.id == t.id)
+        else {
+            return Err(PortError::permanent(
+                "store",
+                format!("outgoing transaction {} does not exist", t.id),
+            ));
+        };
+        stored.status = t.status;
+        stored.attempts = t.attempts.clone();
+        stored.included = t.included.clone();
+        stored.failure_reason = t.failure_reason.clone();
+        stored.history = t.history.clone();
+        stored.next_check_at = t.next_check_at;
+        stored.updated_at = t.updated_at;
+        *lease = None;
+        Ok(())
+    }
+
+    fn allocate_nonce(
+        &mut self,
+        network: Network,
+        address: &str,
+        seed: u64,
+    ) -> Result<u64, PortError> {
+        let next = self
+            .state
+            .nonces_next
+            .entry((network, address.to_owned()))
+            .or_insert(seed);
+        let nonce = *next;
+        *next = next
+            .checked_add(1)
+            .ok_or_else(|| constraint("next_nonce fits"))?;
+        Ok(nonce)
+    }
+
+    fn claim_outgoing(
+        &mut self,
+        network: Network,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<OutgoingTx>, PortError> {
+        let mut due: Vec<usize> = self
+            .state
+            .outgoing
+            .iter()
+            .enumerate()
+            .filter(|(_, (t, lease))| {
+                t.network == network
+                    && !t.status.is_terminal()
+                    && t.next_check_at <= now
+                    && lease.is_none_or(|l| l <= now)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        due.sort_by_key(|&i| {
+            let t = &self.state.outgoing[i].0;
+            (t.next_check_at, t.created_at, t.id)
+        });
+        due.truncate(limit);
+        Ok(due
+            .into_iter()
+            .map(|i| {
+                let (t, lease) = &mut self.state.outgoing[i];
+                *lease = Some(lease_until);
+                t.clone()
+            })
+            .collect())
+    }
+}
+
+impl OutgoingReads for Tx {
+    fn outgoing(&mut self, id: Uuid) -> Result<Option<OutgoingTx>, PortError> {
+        Ok(self
+            .state
+            .outgoing
+            .iter()
+            .find(|(t, _)| t.id == id)
+            .map(|(t, _)| t.clone()))
+    }
+
+    fn outgoing_for(
+        &mut self,
+        purpose: Purpose,
+        reference_id: Uuid,
+    ) -> Result<Option<OutgoingTx>, PortError> {
+        Ok(self
+            .state
+            .outgoing
+            .iter()
+            .find(|(t, _)| t.purpose == purpose && t.reference_id == reference_id)
+            .map(|(t, _)| t.clone()))
+    }
+
+    fn next_nonce(&mut self, network: Network, address: &str) -> Result<Option<u64>, PortError> {
+        Ok(self
+            .state
+            .nonces_next
+            .get(&(network, address.to_owned()))
+            .copied())
+    }
+
+    fn outgoing_in_flight(
+        &mut self,
+        network: Network,
+        from: &str,
+    ) -> Result<Vec<OutgoingTx>, PortError> {
+        let mut open: Vec<OutgoingTx> = self
+            .state
+            .outgoing
+            .iter()
+            .filter(|(t, _)| t.network == network && t.from == from && !t.status.is_terminal())
+            .map(|(t, _)| t.clone())
+            .collect();
+        open.sort_by_key(|t| (t.created_at, t.id));
+        Ok(open)
     }
 }
 

@@ -7,6 +7,7 @@ mod deposits;
 mod idempotency;
 mod ledger;
 mod outbox;
+mod outgoing;
 mod wallets;
 mod webhooks;
 

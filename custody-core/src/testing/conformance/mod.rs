@@ -21,6 +21,7 @@ mod credentials;
 mod deposit;
 mod idempotency;
 mod ledger;
+mod outgoing;
 mod transactions;
 mod wallet;
 mod webhook;
@@ -45,6 +46,7 @@ pub use ledger::{
     ledger_suite, memory_ledger_suite, BareLedger, LedgerRead, LedgerTarget, LedgerWrite,
     StoreLedger,
 };
+pub use outgoing::outgoing_suite;
 pub use transactions::transactions_suite;
 pub use wallet::wallet_suite;
 pub use webhook::webhook_suite;
@@ -60,6 +62,7 @@ pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
     wallet_suite(&make).await;
     deposit_suite(&make).await;
     chain_suite(&make).await;
+    outgoing_suite(&make).await;
 }
 
 /// Announces a case, then runs it: on a failure, the last name printed is the failing case.

@@ -1,0 +1,208 @@
+//! [`OutgoingRepo`](crate::outgoing::OutgoingRepo): outgoing transactions, their leases, and
+//! the EVM nonce allocator.
+
+use std::sync::Arc;
+
+use crate::amount::Amount;
+use crate::outgoing::{Attempt, Bid, Included, OutStatus, OutgoingTx, Purpose};
+use crate::ports::sender::Payment;
+use crate::ports::signer::HdPath;
+use crate::ports::store::Store;
+use crate::Network;
+
+use super::{assert_port_error, at, r, suite, uid, w};
+
+suite!(
+    /// Outgoing transactions: one per paying record, nonces unique per sender, leases that run
+    /// out, attempts and history kept exactly.
+    outgoing_suite {
+        transactions_round_trip_and_only_their_state_moves,
+        one_payment_per_record_and_one_transaction_per_nonce,
+        nonces_are_allocated_once_from_the_seed,
+        claims_are_leases_of_due_unfinished_transactions,
+    }
+);
+
+const HOT: &str = "0x00000000000000000000000000000000000000aa";
+
+fn outgoing(n: u128, reference: u128, nonce: Option<u64>, created: i64) -> OutgoingTx {
+    OutgoingTx::new(
+        uid(n),
+        Network::Bsc,
+        Purpose::Withdrawal,
+        uid(reference),
+        HOT.to_owned(),
+        HdPath {
+            network: Network::Bsc,
+            account: 2_147_483_647,
+            index: 0,
+        },
+        Payment::Token {
+            contract: "0x55d398326f99059fF775485246999027B3197955".into(),
+            to: "0x00000000000000000000000000000000000000bb".into(),
+            amount: Amount::from_units(u128::MAX - n),
+        },
+        nonce,
+        at(created),
+    )
+}
+
+fn attempt(hash: &str) -> Attempt {
+    Attempt {
+        hash: hash.into(),
+        raw: vec![0xf8, 0x6b, 0x00, 0xff],
+        bid: Bid::Gas {
+            gas_limit: 60_000,
+            gas_price_wei: u128::MAX / 3,
+        },
+        expires_at_ms: None,
+        signed_at: at(20),
+        sent_at: Some(at(21)),
+        last_answer: Some("accepted".into()),
+    }
+}
+
+async fn transactions_round_trip_and_only_their_state_moves(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let t = outgoing(1, 100, Some(7), 10);
+    let t2 = t.clone();
+    w(s, move |tx| tx.insert_outgoing(&t2)).await.unwrap();
+    assert_eq!(r(s, |tx| tx.outgoing(uid(1))).await, Some(t.clone()));
+    assert_eq!(
+        r(s, |tx| tx.outgoing_for(Purpose::Withdrawal, uid(100))).await,
+        Some(t.clone())
+    );
+    assert_eq!(r(s, |tx| tx.outgoing(uid(2))).await, None);
+
+    let mut moved = t.clone();
+    moved.add_attempt(attempt("aa"), at(20)).unwrap();
+    moved
+        .transition(OutStatus::Sent, "accepted", at(21))
+        .unwrap();
+    moved.included = Some(Included {
+        hash: "aa".into(),
+        block_number: 99,
+        block_hash: "bb".into(),
+        succeeded: false,
+        fee_native: Amount::from_units(u128::MAX - 1),
+    });
+    moved.failure_reason = Some("reverted".into());
+    moved.next_check_at = at(30);
+    // What the transaction is cannot be rewritten by an update.
+    let mut tampered = moved.clone();
+    tampered.nonce = Some(8);
+    tampered.payment = Payment::Native {
+        to: "0x00000000000000000000000000000000000000cc".into(),
+        amount: Amount::from_units(1),
+    };
+    w(s, move |tx| tx.update_outgoing(&tampered)).await.unwrap();
+    assert_eq!(r(s, |tx| tx.outgoing(uid(1))).await, Some(moved));
+    let missing = outgoing(5, 500, None, 10);
+    assert_port_error(w(s, move |tx| tx.update_outgoing(&missing)).await);
+}
+
+async fn one_payment_per_record_and_one_transaction_per_nonce(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let first = outgoing(1, 100, Some(7), 10);
+    w(s, move |tx| tx.insert_outgoing(&first)).await.unwrap();
+    // A second payment for the same withdrawal: refused, whatever its id or nonce.
+    let again = outgoing(2, 100, Some(8), 11);
+    assert_port_error(w(s, move |tx| tx.insert_outgoing(&again)).await);
+    // The same nonce of the same sender: refused.
+    let same_nonce = outgoing(3, 101, Some(7), 12);
+    assert_port_error(w(s, move |tx| tx.insert_outgoing(&same_nonce)).await);
+    let same_id = outgoing(1, 102, Some(9), 12);
+    assert_port_error(w(s, move |tx| tx.insert_outgoing(&same_id)).await);
+    // No nonce (TRON): any number of them.
+    let (a, b) = (outgoing(4, 103, None, 13), outgoing(5, 104, None, 14));
+    w(s, move |tx| {
+        tx.insert_outgoing(&a)?;
+        tx.insert_outgoing(&b)
+    })
+    .await
+    .unwrap();
+    let open = r(s, |tx| tx.outgoing_in_flight(Network::Bsc, HOT)).await;
+    let ids: Vec<_> = open.iter().map(|t| t.id).collect();
+    assert_eq!(ids, [uid(1), uid(4), uid(5)], "oldest first");
+    assert!(r(s, |tx| tx.outgoing_in_flight(Network::Tron, HOT))
+        .await
+        .is_empty());
+}
+
+async fn nonces_are_allocated_once_from_the_seed(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    assert_eq!(r(s, |tx| tx.next_nonce(Network::Bsc, HOT)).await, None);
+    let first = w(s, |tx| tx.allocate_nonce(Network::Bsc, HOT, 41))
+        .await
+        .unwrap();
+    assert_eq!(first, 41, "the chain's confirmed nonce seeds the allocator");
+    // Later seeds are ignored: the allocator is the truth once it exists.
+    let second = w(s, |tx| tx.allocate_nonce(Network::Bsc, HOT, 0))
+        .await
+        .unwrap();
+    assert_eq!(second, 42);
+    // A job that fails after allocating gives its nonce back: no gap is left behind.
+    let failed = w(s, |tx| {
+        tx.allocate_nonce(Network::Bsc, HOT, 0)?;
+        Err::<(), _>(crate::error::PortError::permanent("test", "build failed"))
+    })
+    .await;
+    assert!(failed.is_err());
+    assert_eq!(r(s, |tx| tx.next_nonce(Network::Bsc, HOT)).await, Some(43));
+    let other = w(s, |tx| tx.allocate_nonce(Network::Tron, HOT, 5))
+        .await
+        .unwrap();
+    assert_eq!(other, 5, "per network and address");
+}
+
+async fn claims_are_leases_of_due_unfinished_transactions(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let due = outgoing(1, 100, Some(1), 10);
+    let mut later = outgoing(2, 101, Some(2), 11);
+    later.next_check_at = at(1_000);
+    let mut done = outgoing(3, 102, Some(3), 12);
+    done.add_attempt(attempt("aa"), at(20)).unwrap();
+    done.included = Some(Included {
+        hash: "aa".into(),
+        block_number: 1,
+        block_hash: "bb".into(),
+        succeeded: true,
+        fee_native: Amount::from_units(1),
+    });
+    done.transition(OutStatus::Included, "", at(21)).unwrap();
+    done.transition(OutStatus::Final, "", at(22)).unwrap();
+    let tron = OutgoingTx {
+        network: Network::Tron,
+        ..outgoing(4, 103, None, 13)
+    };
+    w(s, move |tx| {
+        tx.insert_outgoing(&due)?;
+        tx.insert_outgoing(&later)?;
+        tx.insert_outgoing(&done)?;
+        tx.insert_outgoing(&tron)
+    })
+    .await
+    .unwrap();
+    let claim = |now: i64, until: i64| {
+        w(s, move |tx| {
+            tx.claim_outgoing(Network::Bsc, at(now), at(until), 10)
+        })
+    };
+    let first = claim(100, 200).await.unwrap();
+    assert_eq!(first.iter().map(|t| t.id).collect::<Vec<_>>(), [uid(1)]);
+    // Leased: nobody else gets it before the lease runs out.
+    assert!(claim(150, 250).await.unwrap().is_empty());
+    let after = claim(200, 300).await.unwrap();
+    assert_eq!(after.iter().map(|t| t.id).collect::<Vec<_>>(), [uid(1)]);
+    // An update ends the lease; the next check decides when it is due again.
+    let mut t = after[0].clone();
+    t.next_check_at = at(250);
+    w(s, move |tx| tx.update_outgoing(&t)).await.unwrap();
+    assert!(claim(240, 400).await.unwrap().is_empty());
+    let both = claim(1_000, 1_100).await.unwrap();
+    assert_eq!(
+        both.iter().map(|t| t.id).collect::<Vec<_>>(),
+        [uid(1), uid(2)],
+        "due first, oldest first; the final one never"
+    );
+}
