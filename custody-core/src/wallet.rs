@@ -138,6 +138,18 @@ pub struct Created {
     pub new: bool,
 }
 
+/// The account index of the hot wallets: `m/44'/{coin}'/2147483647'/0/0` (decisions §11).
+pub const HOT_WALLET_ACCOUNT: u32 = HdPath::COMPONENT_MAX;
+
+/// The key path of `network`'s hot wallet.
+pub fn hot_wallet_path(network: Network) -> HdPath {
+    HdPath {
+        network,
+        account: HOT_WALLET_ACCOUNT,
+        index: 0,
+    }
+}
+
 /// Returns the wallet of (tenant, user, network), creating it if needed, inside the caller's
 /// transaction: the allocation, the wallet row and the `wallet.created` event commit together.
 pub fn create_wallet(
@@ -157,7 +169,8 @@ pub fn create_wallet(
         None => tx.allocate_tenant_account(tenant, now)?,
     };
     let index = tx.take_address_index(tenant, network)?;
-    if account > HdPath::COMPONENT_MAX || index > HdPath::COMPONENT_MAX {
+    // The last account index belongs to the hot wallets (decisions §11): never a tenant's.
+    if account >= HOT_WALLET_ACCOUNT || index > HdPath::COMPONENT_MAX {
         return Err(Refusal::new(
             ErrorCode::InternalError,
             "no derivation index is left for this tenant and network",

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | chain scanner, one per network | `scanner.rs` | `chain::find_fork`, `deposit::apply_block` (refuses a block that does not connect), `deposit::rewind`, `deposit::advance` |
 //! | webhook delivery | `webhooks.rs` | `webhook::choose_claims` (in the store's claim), `webhook::next_step` |
+//! | broadcaster, one per network (wired with the withdrawals) | `broadcaster.rs` | `outgoing::decide` (send, send again, replace, rebuild, inclusion, reorg, final) |
 //! | holdings check, one per network | `holdings.rs` | `deposit::holdings::unexplained` |
 //! | pruning of nonces and idempotency records | `pruner.rs` | retention of `auth` and `idempotency` |
 //!
@@ -14,6 +15,7 @@
 //! (see `custody_core::ports::store`), so a second instance or a restart picks up whatever a
 //! stopped loop left.
 
+pub mod broadcaster;
 pub mod holdings;
 pub mod pruner;
 pub mod scanner;

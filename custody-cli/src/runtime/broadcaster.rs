@@ -1,0 +1,312 @@
+//! The broadcaster of one network: a thin loop over the outgoing-transaction engine
+//! (`custody_core::outgoing`). Each round it leases the transactions due, asks the chain about
+//! their attempts, lets `outgoing::decide` choose the next step, does the I/O, and records the
+//! result. The order that keeps money from going out twice:
+//!
+//! 1. build and sign a new attempt, and store its exact bytes and hash (a write job);
+//! 2. only then broadcast those bytes, and record the answer;
+//! 3. a lost answer is "unknown": the same bytes go out again and the chain is asked, never a
+//!    second transaction that could be included beside the first.
+//!
+//! A crash between 1 and 2 leaves a stored, unsent attempt: the next round sends exactly it.
+//! Leases run out, so another instance (or the next start) picks up what a dead one held.
+//! Nothing new is signed while `kill_switch.global`, the purpose's kill switch or
+//! `maintenance.<NETWORK>` is on; what was sent is still followed to the end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use custody_core::admin::{restricted, Alert};
+use custody_core::error::{CoreError, CoreResult};
+use custody_core::outgoing::{
+    decide, Attempt, Decision, EnginePolicy, Included, Observation, OutStatus, OutgoingTx, Purpose,
+    ANSWER_NONCE_USED,
+};
+use custody_core::ports::clock::new_uuid;
+use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid};
+use custody_core::ports::store::{read, write};
+use custody_core::ports::{Clock, Entropy, Signer, Store};
+use custody_core::{Network, Timestamp};
+use tokio::sync::watch;
+
+pub struct Broadcaster {
+    pub network: Network,
+    pub sender: Arc<dyn ChainSender>,
+    pub signer: Arc<dyn Signer>,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub entropy: Arc<dyn Entropy>,
+    pub policy: EnginePolicy,
+    pub poll_interval: Duration,
+    /// How long a claimed transaction is ours before another broadcaster may take it.
+    pub lease: Duration,
+    /// Transactions handled per round.
+    pub batch: usize,
+}
+
+/// The control that stops new payments of `purpose`.
+fn purpose_switch(purpose: Purpose) -> &'static str {
+    match purpose {
+        Purpose::Withdrawal => "kill_switch.withdrawals",
+    }
+}
+
+fn answer_label(outcome: &BroadcastOutcome) -> String {
+    match outcome {
+        BroadcastOutcome::Accepted => "accepted".into(),
+        BroadcastOutcome::NonceUsed => ANSWER_NONCE_USED.into(),
+        BroadcastOutcome::Underpriced => "underpriced".into(),
+        BroadcastOutcome::Expired => "expired".into(),
+        BroadcastOutcome::Rejected(r) => format!("rejected: {r}"),
+        BroadcastOutcome::Unknown(r) => format!("unknown: {r}"),
+    }
+}
+
+impl Broadcaster {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        tracing::info!(network = %self.network, "broadcaster started");
+        loop {
+            if let Err(e) = self.round().await {
+                tracing::warn!(network = %self.network, error = %e, "broadcaster round failed");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(self.poll_interval) => {}
+                _ = shutdown.changed() => break,
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+        }
+        tracing::info!(network = %self.network, "broadcaster stopped");
+    }
+
+    /// One round: every transaction due, one step each. Returns how many were handled.
+    pub async fn round(&self) -> CoreResult<usize> {
+        let (network, now, batch) = (self.network, self.clock.now(), self.batch);
+        let until = now.plus_millis(i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX));
+        let due = write(self.store.as_ref(), move |tx| {
+            Ok(tx.claim_outgoing(network, now, until, batch)?)
+        })
+        .await?;
+        let handled = due.len();
+        for out in due {
+            let id = out.id;
+            if let Err(e) = self.step(out).await {
+                // The lease runs out and the transaction is looked at again.
+                tracing::warn!(network = %network, outgoing = %id, error = %e, "outgoing step failed");
+            }
+        }
+        Ok(handled)
+    }
+
+    /// One engine step for one transaction.
+    pub async fn step(&self, mut out: OutgoingTx) -> CoreResult<()> {
+        let observation = if out.attempts.iter().any(|a| a.sent_at.is_some()) {
+            Some(self.observe(&out).await?)
+        } else {
+            None
+        };
+        let now = self.clock.now();
+        match decide(&out, observation.as_ref(), &self.policy, now) {
+            Decision::FirstAttempt => {
+                if !self.may_sign_new(&out).await? {
+                    return self.check_later(out, now).await;
+                }
+                let bid = self.sender.price(&out.from, &out.payment).await?.bid;
+                self.sign_store_send(out, bid).await
+            }
+            Decision::Replace { bid } => self.sign_store_send(out, bid).await,
+            Decision::Rebuild => {
+                if !self.may_sign_new(&out).await? {
+                    return self.check_later(out, now).await;
+                }
+                let bid = out
+                    .latest()
+                    .map(|a| FeeBid::from(a.bid))
+                    .ok_or_else(|| CoreError::Invariant("rebuild without an attempt".into()))?;
+                self.sign_store_send(out, bid).await
+            }
+            Decision::Broadcast => self.send_latest(out).await,
+            Decision::Included { hash, inclusion } => {
+                out.included = Some(Included::new(&hash, &inclusion));
+                let detail = format!("{hash} in block {}", inclusion.block_number);
+                out.transition(OutStatus::Included, detail, now)
+                    .map_err(CoreError::Invariant)?;
+                out.next_check_at = now.plus_millis(self.policy.check_every_ms);
+                self.save(out).await
+            }
+            Decision::Reorged => {
+                out.included = None;
+                out.transition(OutStatus::Sent, "its block left the chain", now)
+                    .map_err(CoreError::Invariant)?;
+                out.next_check_at = now;
+                self.save(out).await
+            }
+            Decision::Final => {
+                let succeeded = out.included.as_ref().is_some_and(|i| i.succeeded);
+                let (status, detail) = if succeeded {
+                    (OutStatus::Final, "final")
+                } else {
+                    (OutStatus::Failed, "final with a failed receipt")
+                };
+                if !succeeded {
+                    out.failure_reason = Some("the transaction failed on chain".into());
+                }
+                out.transition(status, detail, now)
+                    .map_err(CoreError::Invariant)?;
+                self.save(out).await
+            }
+            Decision::Stuck { reason } => self.stuck(out, reason, now).await,
+            Decision::Wait { until } => {
+                out.next_check_at = until;
+                self.save(out).await
+            }
+        }
+    }
+
+    /// What the chain says about every attempt now.
+    async fn observe(&self, out: &OutgoingTx) -> CoreResult<Observation> {
+        let (head_number, head_time_ms) = self.sender.head().await?;
+        let mut lookups = Vec::with_capacity(out.attempts.len());
+        for a in &out.attempts {
+            lookups.push(self.sender.lookup(&a.hash).await?);
+        }
+        Ok(Observation {
+            head_number,
+            head_time_ms,
+            lookups,
+        })
+    }
+
+    async fn may_sign_new(&self, out: &OutgoingTx) -> CoreResult<bool> {
+        let keys = [
+            purpose_switch(out.purpose).to_owned(),
+            format!("maintenance.{}", out.network),
+        ];
+        let blocked = read(self.store.as_ref(), move |tx| {
+            for key in &keys {
+                if restricted(tx, key)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })
+        .await?;
+        Ok(!blocked)
+    }
+
+    /// Builds and signs a new attempt, stores it, and only then sends it.
+    async fn sign_store_send(&self, mut out: OutgoingTx, bid: FeeBid) -> CoreResult<()> {
+        let request = BuildRequest {
+            from: out.from.clone(),
+            payment: out.payment.clone(),
+            nonce: out.nonce,
+            bid,
+        };
+        let unsigned = self.sender.build(&request).await?;
+        let signature = self.signer.sign_digest(&out.from_path, &unsigned.digest)?;
+        let signed = self.sender.assemble(&unsigned, &signature)?;
+        let now = self.clock.now();
+        out.add_attempt(
+            Attempt {
+                hash: signed.hash.clone(),
+                raw: signed.raw,
+                bid: bid.into(),
+                expires_at_ms: unsigned.expires_at_ms,
+                signed_at: now,
+                sent_at: None,
+                last_answer: None,
+            },
+            now,
+        )
+        .map_err(CoreError::Invariant)?;
+        out.next_check_at = now;
+        let stored = out.clone();
+        write(self.store.as_ref(), move |tx| {
+            Ok(tx.update_outgoing(&stored)?)
+        })
+        .await?;
+        self.send_latest(out).await
+    }
+
+    /// Sends the newest attempt's stored bytes and records the answer.
+    async fn send_latest(&self, mut out: OutgoingTx) -> CoreResult<()> {
+        let latest = out
+            .latest()
+            .cloned()
+            .ok_or_else(|| CoreError::Invariant("nothing signed to send".into()))?;
+        let outcome = self
+            .sender
+            .broadcast(&custody_core::ports::sender::SignedTx {
+                hash: latest.hash.clone(),
+                raw: latest.raw.clone(),
+            })
+            .await;
+        let now = self.clock.now();
+        let label = answer_label(&outcome);
+        let sent = !matches!(outcome, BroadcastOutcome::Rejected(_));
+        if let Some(a) = out.attempts.last_mut() {
+            a.last_answer = Some(label.clone());
+            if sent {
+                // Accepted, unknown or any answer that keeps it alive: it may be in a pool.
+                a.sent_at = Some(now);
+            }
+        }
+        if let BroadcastOutcome::Rejected(reason) = &outcome {
+            tracing::warn!(network = %self.network, outgoing = %out.id, %reason, "broadcast refused");
+            // Nothing was sent; look again later (a hot wallet that gets funded, a node that
+            // recovers). The same bytes go out again then.
+            out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
+            return self.save(out).await;
+        }
+        if out.status == OutStatus::Signed {
+            out.transition(OutStatus::Sent, label, now)
+                .map_err(CoreError::Invariant)?;
+        }
+        out.next_check_at = now.plus_millis(self.policy.check_every_ms);
+        self.save(out).await
+    }
+
+    async fn stuck(&self, mut out: OutgoingTx, reason: String, now: Timestamp) -> CoreResult<()> {
+        let first_time = out
+            .history
+            .last()
+            .is_none_or(|s| !s.detail.starts_with("stuck:"));
+        if first_time {
+            let (id, message, reference) = (
+                new_uuid(self.entropy.as_ref()),
+                format!("{} outgoing transaction {}: {reason}", self.network, out.id),
+                out.id,
+            );
+            write(self.store.as_ref(), move |tx| {
+                Ok(tx.raise_alert(&Alert {
+                    id,
+                    kind: "outgoing_stuck".into(),
+                    severity: "critical".into(),
+                    message: message.clone(),
+                    reference_type: Some("outgoing_transaction".into()),
+                    reference_id: Some(reference),
+                    created_at: now,
+                })?)
+            })
+            .await?;
+            let status = out.status;
+            out.transition(status, format!("stuck: {reason}"), now)
+                .map_err(CoreError::Invariant)?;
+        }
+        out.next_check_at = now.plus_millis(self.policy.replace_after_ms);
+        self.save(out).await
+    }
+
+    async fn check_later(&self, mut out: OutgoingTx, now: Timestamp) -> CoreResult<()> {
+        out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
+        self.save(out).await
+    }
+
+    async fn save(&self, out: OutgoingTx) -> CoreResult<()> {
+        write(self.store.as_ref(), move |tx| Ok(tx.update_outgoing(&out)?)).await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,477 @@
+//! The broadcaster against a real SQLite store and a scripted chain that can lose answers,
+//! drop transactions from its pool, and mine at most one transaction per nonce (so paying
+//! twice would show as two mined payments).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use custody_core::admin::set_control;
+use custody_core::amount::Amount;
+use custody_core::error::PortError;
+use custody_core::keys::{HdSigner, Mnemonic};
+use custody_core::outgoing::OutStatus;
+use custody_core::ports::sender::{
+    FeeEstimate, Inclusion, Payment, SignedTx, TxLookup, UnsignedTx,
+};
+use custody_core::ports::signer::RecoverableSignature;
+use custody_core::wallet::hot_wallet_path;
+use custody_store_sqlite::{SqliteStore, StoreOptions};
+use uuid::Uuid;
+
+use super::*;
+use crate::runtime::system::OsEntropy;
+
+const T0: i64 = 1_800_000_000_000;
+
+struct ManualClock(Mutex<i64>);
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_unix_millis(*self.0.lock().unwrap())
+    }
+}
+
+/// A chain that keeps a pool and mined blocks. A payment is identified by its nonce: two
+/// transactions of one nonce can never both be mined, as on a real EVM chain.
+#[derive(Default)]
+struct ScriptedChain {
+    /// hash -> (nonce, gas price) of pooled transactions.
+    pool: Mutex<HashMap<String, (u64, u128)>>,
+    /// hash -> block number.
+    mined: Mutex<BTreeMap<String, u64>>,
+    head: Mutex<u64>,
+    /// Broadcasts whose answer is lost (the bytes still reach the pool).
+    lose_answers: AtomicUsize,
+    broadcasts: Mutex<Vec<String>>,
+}
+
+impl ScriptedChain {
+    /// Mines the best-paying pooled transaction of each nonce not mined yet.
+    fn mine(&self) {
+        let mut head = self.head.lock().unwrap();
+        *head += 1;
+        let pool = self.pool.lock().unwrap();
+        let mut mined = self.mined.lock().unwrap();
+        let mut best: BTreeMap<u64, (String, u128)> = BTreeMap::new();
+        for (hash, &(nonce, price)) in pool.iter() {
+            if best.get(&nonce).is_none_or(|(_, p)| price > *p) {
+                best.insert(nonce, (hash.clone(), price));
+            }
+        }
+        for (nonce, (hash, _)) in best {
+            let taken = mined
+                .keys()
+                .any(|h| pool.get(h).is_some_and(|(n, _)| *n == nonce));
+            if !taken {
+                mined.insert(hash, *head);
+            }
+        }
+    }
+
+    fn empty_blocks(&self, n: u64) {
+        *self.head.lock().unwrap() += n;
+    }
+
+    /// Forgets pooled transactions that were not mined (a node that dropped them).
+    fn drop_pool(&self) {
+        let mined = self.mined.lock().unwrap();
+        self.pool
+            .lock()
+            .unwrap()
+            .retain(|h, _| mined.contains_key(h));
+    }
+
+    fn mined_payments(&self) -> usize {
+        self.mined.lock().unwrap().len()
+    }
+}
+
+fn decode(raw: &[u8]) -> (u64, u128) {
+    let v: serde_json::Value = serde_json::from_slice(raw).unwrap();
+    (
+        v["nonce"].as_u64().unwrap(),
+        v["gas_price"].as_str().unwrap().parse().unwrap(),
+    )
+}
+
+#[async_trait]
+impl ChainSender for ScriptedChain {
+    fn network(&self) -> Network {
+        Network::Bsc
+    }
+
+    async fn price(&self, _: &str, _: &Payment) -> Result<FeeEstimate, PortError> {
+        Ok(FeeEstimate {
+            expected_native: Amount::from_units(21_000_000_000_000),
+            max_native: Amount::from_units(21_000_000_000_000),
+            bid: FeeBid::Gas {
+                gas_limit: 21_000,
+                gas_price_wei: 1_000_000_000,
+            },
+        })
+    }
+
+    async fn confirmed_nonce(&self, _: &str) -> Result<Option<u64>, PortError> {
+        Ok(Some(0))
+    }
+
+    async fn build(&self, r: &BuildRequest) -> Result<UnsignedTx, PortError> {
+        let FeeBid::Gas { gas_price_wei, .. } = r.bid else {
+            panic!("an EVM bid");
+        };
+        let payload = serde_json::to_vec(&serde_json::json!({
+            "nonce": r.nonce.unwrap(),
+            "gas_price": gas_price_wei.to_string(),
+            "payment": r.payment,
+        }))
+        .unwrap();
+        let digest: [u8; 32] = {
+            use sha2::Digest;
+            sha2::Sha256::digest(&payload).into()
+        };
+        Ok(UnsignedTx {
+            digest,
+            payload,
+            expires_at_ms: None,
+        })
+    }
+
+    fn assemble(
+        &self,
+        unsigned: &UnsignedTx,
+        signature: &RecoverableSignature,
+    ) -> Result<SignedTx, PortError> {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(&unsigned.payload);
+        h.update(signature.to_rsv());
+        Ok(SignedTx {
+            hash: hex::encode(h.finalize()),
+            raw: unsigned.payload.clone(),
+        })
+    }
+
+    async fn broadcast(&self, signed: &SignedTx) -> BroadcastOutcome {
+        self.broadcasts.lock().unwrap().push(signed.hash.clone());
+        self.pool
+            .lock()
+            .unwrap()
+            .insert(signed.hash.clone(), decode(&signed.raw));
+        if self
+            .lose_answers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return BroadcastOutcome::Unknown("connection cut after sending".into());
+        }
+        BroadcastOutcome::Accepted
+    }
+
+    async fn lookup(&self, hash: &str) -> Result<TxLookup, PortError> {
+        if let Some(&block) = self.mined.lock().unwrap().get(hash) {
+            return Ok(TxLookup::Included(Inclusion {
+                block_number: block,
+                block_hash: format!("{block:064x}"),
+                succeeded: true,
+                fee_native: Amount::from_units(21_000_000_000_000),
+            }));
+        }
+        Ok(if self.pool.lock().unwrap().contains_key(hash) {
+            TxLookup::Pending
+        } else {
+            TxLookup::Unknown
+        })
+    }
+
+    async fn head(&self) -> Result<(u64, i64), PortError> {
+        Ok((*self.head.lock().unwrap(), T0))
+    }
+
+    async fn balances(
+        &self,
+        _: &str,
+        _: Option<&str>,
+    ) -> Result<(Amount, Option<Amount>), PortError> {
+        Ok((Amount::ZERO, None))
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    chain: Arc<ScriptedChain>,
+    clock: Arc<ManualClock>,
+    b: Broadcaster,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default()).unwrap(),
+        );
+        let phrase = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about";
+        let signer =
+            Arc::new(HdSigner::from_seed(&Mnemonic::parse(phrase).unwrap().to_seed()).unwrap());
+        let chain = Arc::new(ScriptedChain::default());
+        let clock = Arc::new(ManualClock(Mutex::new(T0)));
+        let b = Broadcaster {
+            network: Network::Bsc,
+            sender: Arc::clone(&chain) as Arc<dyn ChainSender>,
+            signer,
+            store,
+            clock: Arc::clone(&clock) as Arc<dyn Clock>,
+            entropy: Arc::new(OsEntropy),
+            policy: EnginePolicy::defaults(Network::Bsc, 3),
+            poll_interval: Duration::from_millis(10),
+            lease: Duration::from_secs(30),
+            batch: 16,
+        };
+        Fixture {
+            _dir: dir,
+            chain,
+            clock,
+            b,
+        }
+    }
+
+    fn advance(&self, ms: i64) {
+        *self.clock.0.lock().unwrap() += ms;
+    }
+
+    async fn create(&self) -> Uuid {
+        let id = Uuid::new_v4();
+        let now = self.clock.now();
+        let out = OutgoingTx::new(
+            id,
+            Network::Bsc,
+            Purpose::Withdrawal,
+            Uuid::new_v4(),
+            "0x00000000000000000000000000000000000000aa".into(),
+            hot_wallet_path(Network::Bsc),
+            Payment::Native {
+                to: "0x00000000000000000000000000000000000000bb".into(),
+                amount: Amount::from_units(5),
+            },
+            None,
+            now,
+        );
+        write(self.b.store.as_ref(), move |tx| {
+            let nonce = tx.allocate_nonce(Network::Bsc, &out.from, 0)?;
+            let mut out = out.clone();
+            out.nonce = Some(nonce);
+            Ok(tx.insert_outgoing(&out)?)
+        })
+        .await
+        .unwrap();
+        id
+    }
+
+    async fn get(&self, id: Uuid) -> OutgoingTx {
+        read(self.b.store.as_ref(), move |tx| Ok(tx.outgoing(id)?))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Rounds (each after `ms`) until `id` is terminal, at most `n`.
+    async fn rounds_until_done(&self, id: Uuid, n: usize, ms: i64) -> OutgoingTx {
+        for _ in 0..n {
+            self.advance(ms);
+            self.b.round().await.unwrap();
+            let out = self.get(id).await;
+            if out.status.is_terminal() {
+                return out;
+            }
+        }
+        self.get(id).await
+    }
+}
+
+#[tokio::test]
+async fn a_payment_is_signed_stored_sent_included_and_final_once() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    assert_eq!(f.b.round().await.unwrap(), 1);
+    let out = f.get(id).await;
+    assert_eq!(out.status, OutStatus::Sent);
+    assert_eq!(out.attempts.len(), 1);
+    assert_eq!(out.attempts[0].last_answer.as_deref(), Some("accepted"));
+    f.chain.mine();
+    f.advance(5_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(id).await.status, OutStatus::Included);
+    f.chain.empty_blocks(2);
+    let done = f.rounds_until_done(id, 3, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(f.chain.mined_payments(), 1);
+    let steps: Vec<_> = done.history.iter().map(|s| s.status).collect();
+    assert_eq!(
+        steps,
+        [
+            OutStatus::Built,
+            OutStatus::Signed,
+            OutStatus::Sent,
+            OutStatus::Included,
+            OutStatus::Final
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_lost_answer_sends_the_same_bytes_again_never_a_second_payment() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    f.chain.lose_answers.store(3, Ordering::SeqCst);
+    f.b.round().await.unwrap();
+    let first = f.get(id).await;
+    assert_eq!(
+        first.status,
+        OutStatus::Sent,
+        "an unknown answer is not a failure"
+    );
+    // The node lost it too: nothing pooled, nothing mined.
+    f.chain.drop_pool();
+    for _ in 0..3 {
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+    }
+    let again = f.get(id).await;
+    assert_eq!(
+        again.attempts.len(),
+        1,
+        "no new transaction within replace_after"
+    );
+    let sent: Vec<_> = f.chain.broadcasts.lock().unwrap().clone();
+    assert!(sent.len() >= 2 && sent.iter().all(|h| *h == first.attempts[0].hash));
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 4, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(f.chain.mined_payments(), 1);
+}
+
+#[tokio::test]
+async fn a_crash_between_storing_and_sending_sends_exactly_the_stored_bytes() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    // What a crash right after the signing job committed leaves: an attempt, never sent.
+    let out = f.get(id).await;
+    let bid = FeeBid::Gas {
+        gas_limit: 21_000,
+        gas_price_wei: 1_000_000_000,
+    };
+    let request = BuildRequest {
+        from: out.from.clone(),
+        payment: out.payment.clone(),
+        nonce: out.nonce,
+        bid,
+    };
+    let unsigned = f.chain.build(&request).await.unwrap();
+    let sig =
+        f.b.signer
+            .sign_digest(&out.from_path, &unsigned.digest)
+            .unwrap();
+    let signed = f.chain.assemble(&unsigned, &sig).unwrap();
+    let mut stored = out.clone();
+    stored
+        .add_attempt(
+            Attempt {
+                hash: signed.hash.clone(),
+                raw: signed.raw.clone(),
+                bid: bid.into(),
+                expires_at_ms: None,
+                signed_at: f.clock.now(),
+                sent_at: None,
+                last_answer: None,
+            },
+            f.clock.now(),
+        )
+        .unwrap();
+    write(f.b.store.as_ref(), move |tx| {
+        Ok(tx.update_outgoing(&stored)?)
+    })
+    .await
+    .unwrap();
+    f.b.round().await.unwrap();
+    let after = f.get(id).await;
+    assert_eq!(after.attempts.len(), 1);
+    assert_eq!(*f.chain.broadcasts.lock().unwrap(), [signed.hash]);
+    assert_eq!(after.status, OutStatus::Sent);
+}
+
+#[tokio::test]
+async fn a_dropped_transaction_is_replaced_under_its_nonce_and_paid_once() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    f.b.round().await.unwrap();
+    f.chain.drop_pool();
+    f.advance(61_000);
+    f.b.round().await.unwrap();
+    let replaced = f.get(id).await;
+    assert_eq!(replaced.attempts.len(), 2);
+    let prices: Vec<_> = replaced
+        .attempts
+        .iter()
+        .map(|a| match a.bid {
+            custody_core::outgoing::Bid::Gas { gas_price_wei, .. } => gas_price_wei,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(prices, [1_000_000_000, 1_120_000_000], "+12 %, same nonce");
+    // Both versions reach a pool: only one of a nonce can be mined.
+    let first = replaced.attempts[0].clone();
+    f.chain
+        .broadcast(&SignedTx {
+            hash: first.hash,
+            raw: first.raw,
+        })
+        .await;
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 4, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(f.chain.mined_payments(), 1);
+    assert_eq!(
+        done.included.unwrap().hash,
+        replaced.attempts[1].hash,
+        "the better bid"
+    );
+}
+
+#[tokio::test]
+async fn nothing_new_is_signed_while_a_kill_switch_is_on() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    for key in [
+        "kill_switch.withdrawals",
+        "maintenance.BSC",
+        "kill_switch.global",
+    ] {
+        let now = f.clock.now();
+        write(f.b.store.as_ref(), move |tx| {
+            set_control(tx, Uuid::new_v4(), "ops", key, true, "test", now)
+        })
+        .await
+        .unwrap();
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+        let out = f.get(id).await;
+        assert!(out.attempts.is_empty(), "{key}: nothing signed");
+        assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+        let now = f.clock.now();
+        write(f.b.store.as_ref(), move |tx| {
+            set_control(tx, Uuid::new_v4(), "ops", key, false, "test", now)
+        })
+        .await
+        .unwrap();
+    }
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(
+        f.get(id).await.attempts.len(),
+        1,
+        "sent once the switches are off"
+    );
+}
