@@ -401,6 +401,11 @@ pub struct BroadcastOutcome {
 }
 
 impl TronClient {
+    /// The genesis block id endpoints are checked against (lowercase hex), if any.
+    pub fn genesis_block_id(&self) -> Option<&str> {
+        self.inner.genesis_block_id.as_deref()
+    }
+
     /// Builds the client; no request is sent.
     pub fn new(settings: &TronSettings) -> Result<Self, SettingsError> {
         let mut endpoints = Vec::with_capacity(settings.urls.len());

@@ -14,14 +14,13 @@ use custody_core::deposit::{PipelineSettings, WatchSet};
 use custody_core::ports::store::read;
 use custody_core::ports::{ChainSource, Clock, Entropy, Store};
 use custody_core::{AssetCatalog, Network};
-use custody_http::{HealthProbe, ScanStatus};
+use custody_http::ScanStatus;
 
 use crate::config::Config;
 
 /// The adapters of the networks that have endpoints configured.
 pub struct Chains {
     pub sources: BTreeMap<Network, Arc<dyn ChainSource>>,
-    pub health: BTreeMap<Network, HealthProbe>,
     pub status: BTreeMap<Network, Arc<Mutex<ScanStatus>>>,
     pub holdings: BTreeMap<Network, Arc<Mutex<HoldingsReport>>>,
 }
@@ -31,7 +30,6 @@ pub struct Chains {
 pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> {
     let mut chains = Chains {
         sources: BTreeMap::new(),
-        health: BTreeMap::new(),
         status: BTreeMap::new(),
         holdings: BTreeMap::new(),
     };
@@ -52,11 +50,6 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
             })
             .map_err(|e| format!("[bsc]: {e}"))?,
         );
-        let probe = Arc::clone(&bsc);
-        chains.health.insert(
-            Network::Bsc,
-            Arc::new(move || serde_json::to_value(probe.health()).unwrap_or_default()),
-        );
         chains.sources.insert(Network::Bsc, bsc);
     }
     if !config.tron.urls.is_empty() {
@@ -66,11 +59,6 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         settings.genesis_block_id = Some(config.tron.tron_genesis_block_id());
         let tron =
             Arc::new(TronChain::new(&settings, catalog).map_err(|e| format!("[tron]: {e}"))?);
-        let probe = Arc::clone(&tron);
-        chains.health.insert(
-            Network::Tron,
-            Arc::new(move || serde_json::to_value(probe.health()).unwrap_or_default()),
-        );
         chains.sources.insert(Network::Tron, tron);
     }
     Ok(chains)

@@ -321,7 +321,6 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             signer,
             vault: Arc::clone(&vault),
             chains: chains.sources.clone(),
-            chain_health: chains.health.clone(),
             scan_status: chains.status.clone(),
             holdings: chains.holdings.clone(),
             watch: Arc::clone(&watch),

@@ -20,4 +20,4 @@ pub mod webhook_client;
 
 pub use second_factor::SecondFactorChecks;
 pub use server::serve;
-pub use state::{AppState, HealthProbe, HttpLimits, NetworkSettings, ScanStatus, SwapPair};
+pub use state::{AppState, HttpLimits, NetworkSettings, ScanStatus, SwapPair};

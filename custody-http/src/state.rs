@@ -18,9 +18,6 @@ pub struct NetworkSettings {
 
 pub use custody_core::chain::ScanStatus;
 
-/// Endpoint health of a chain adapter, as JSON (each adapter has its own record type).
-pub type HealthProbe = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
-
 /// An enabled swap pair on BSC (asset codes of the catalog).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SwapPair {
@@ -66,7 +63,6 @@ pub struct AppState {
     pub vault: Arc<custody_core::vault::Vault>,
     /// Chain adapters by network; a network without one answers on-chain figures as unknown.
     pub chains: BTreeMap<Network, Arc<dyn ChainSource>>,
-    pub chain_health: BTreeMap<Network, HealthProbe>,
     pub scan_status: BTreeMap<Network, Arc<std::sync::Mutex<ScanStatus>>>,
     /// The last holdings check of each network (funds on deposit addresses no deposit explains).
     pub holdings:

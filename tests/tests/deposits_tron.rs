@@ -177,7 +177,11 @@ fn an_endpoint_of_another_network_is_never_used() {
             .then_some(e)
     });
     assert_eq!(endpoint["healthy"], false);
-    assert_eq!(endpoint["genesis_verified"], false);
+    assert_eq!(endpoint["identity_verified"], false);
+    assert!(endpoint["identity"]
+        .as_str()
+        .unwrap()
+        .starts_with("genesis "));
     // Scanner ticks come and go (100 ms): still nothing read but block 0, nothing detected.
     std::thread::sleep(std::time::Duration::from_secs(2));
     let requests = api.requests();
@@ -186,4 +190,70 @@ fn an_endpoint_of_another_network_is_never_used() {
     assert_eq!(requests[0].body, r#"{"num":0}"#);
     assert!(client.deposits("").is_empty());
     assert_eq!(client.available(&dave, "TRX"), 0);
+}
+
+/// BSC and TRON endpoints show the same health record in the admin listing and the dashboard.
+#[test]
+fn endpoint_health_has_one_shape_for_both_networks() {
+    let Some(anvil) = custody_e2e::anvil::Anvil::start() else {
+        return;
+    };
+    let api = TronApi::start();
+    api.append_empty(3);
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[
+            ("CUSTODY_TRON_API_URLS", api.url()),
+            ("CUSTODY_BSC_RPC_URLS", anvil.url().as_str()),
+        ],
+    );
+    custody.edit_config(
+        &format!("genesis_block_id = \"{MAINNET_GENESIS}\""),
+        &format!("genesis_block_id = \"{}\"", api.genesis_block_id()),
+    );
+    custody.edit_config("poll_interval_ms = 3000", "poll_interval_ms = 100");
+    custody.edit_config("poll_interval_ms = 1000", "poll_interval_ms = 100");
+    let ops = custody.credential("ops", &["--admin"]);
+    custody.start();
+    let admin = custody.client(&ops);
+    let rows = custody.wait_for(30, "both endpoints checked", || {
+        let data = admin.get("/v1/admin/rpcs").json()["data"]
+            .as_array()?
+            .clone();
+        let verified = data.len() == 2
+            && data
+                .iter()
+                .all(|n| n["endpoints"][0]["identity_verified"] == true);
+        verified.then_some(data)
+    });
+    let keys = |row: &serde_json::Value| {
+        let mut k: Vec<String> = row["endpoints"][0]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&rows[0]), keys(&rows[1]));
+    let identity = |network: &str| {
+        rows.iter().find(|r| r["network"] == network).unwrap()["endpoints"][0]["identity"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(identity("BSC"), "chain_id 56");
+    assert_eq!(
+        identity("TRON"),
+        format!("genesis {}", api.genesis_block_id())
+    );
+    let dash = admin.get("/v1/admin/dashboard").json();
+    for chain in dash["chains"].as_array().unwrap() {
+        assert_eq!(
+            keys(&serde_json::json!({ "endpoints": chain["rpc_health"] })),
+            keys(&rows[0])
+        );
+    }
+    custody.stop();
 }

@@ -465,6 +465,9 @@ mod tests {
         async fn balance(&self, _: &str, _: &Asset) -> Result<OnchainBalance, PortError> {
             Err(PortError::permanent("test", "no balances here"))
         }
+        fn endpoint_health(&self) -> Vec<custody_core::chain::EndpointHealth> {
+            Vec::new()
+        }
     }
 
     fn chain(

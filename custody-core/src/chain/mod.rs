@@ -2,9 +2,11 @@
 //! cursor, and where a reorganization forked. The scanner does the I/O; these functions decide.
 
 mod fork;
+mod health;
 mod ids;
 
 pub use fork::{connects, find_fork, ForkSearch};
+pub use health::EndpointHealth;
 pub use ids::{display_hash, ChainAddress, TxHash};
 
 use serde::Serialize;

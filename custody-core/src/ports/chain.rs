@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use crate::amount::Amount;
 use crate::asset::Asset;
-use crate::chain::{ChainAddress, TxHash};
+use crate::chain::{ChainAddress, EndpointHealth, TxHash};
 use crate::error::PortError;
 use crate::network::Network;
 
@@ -75,4 +75,8 @@ pub trait ChainSource: Send + Sync {
 
     /// The on-chain balance of `address` in `asset` at the newest block.
     async fn balance(&self, address: &str, asset: &Asset) -> Result<OnchainBalance, PortError>;
+
+    /// The health of every configured endpoint, in configured order (no I/O: what the
+    /// adapter recorded of its last exchanges).
+    fn endpoint_health(&self) -> Vec<EndpointHealth>;
 }

@@ -56,9 +56,11 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
         }
         "rpcs" => {
             let data: Vec<_> = state
-                .chain_health
+                .chains
                 .iter()
-                .map(|(network, probe)| json!({ "network": network, "endpoints": probe() }))
+                .map(|(network, chain)| {
+                    json!({ "network": network, "endpoints": chain.endpoint_health() })
+                })
                 .collect();
             Ok(super::list(&data, false))
         }
@@ -161,7 +163,7 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
                 "lag_blocks": status.lag_blocks(),
                 "last_error": status.last_error,
                 "failing_since": status.failing_since,
-                "rpc_health": state.chain_health.get(&n.network).map(|probe| probe()),
+                "rpc_health": state.chains.get(&n.network).map(|c| c.endpoint_health()),
                 "holdings_check": state
                     .holdings
                     .get(&n.network)

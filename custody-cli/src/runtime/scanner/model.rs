@@ -122,6 +122,9 @@ impl ChainSource for Node {
     async fn balance(&self, _: &str, _: &Asset) -> Result<OnchainBalance, PortError> {
         Err(PortError::permanent("model", "no balances"))
     }
+    fn endpoint_health(&self) -> Vec<custody_core::chain::EndpointHealth> {
+        Vec::new()
+    }
 }
 
 /// Appends a block on `branch` carrying `payments`.
