@@ -29,15 +29,23 @@
 //!   success and is `"FAILED"` otherwise; `receipt.result` is the contract result
 //!   (`SUCCESS`, `REVERT`, `OUT_OF_ENERGY`, ...: `Transaction.Result.contractResult`).
 //! - `wallet/gettransactioninfobyid` (`{"value": "<txID>"}`): one `TransactionInfo` as above;
-//!   `{}` when the node does not have the transaction in a block.
+//!   `{}` when the node does not have the transaction in a block. `fee` is everything the
+//!   transaction burned in sun (left out when 0).
+//! - `wallet/gettransactionbyid` (`{"value": "<txID>"}`): the transaction as in a block, `{}`
+//!   when the node has it in no block (java-tron `Wallet.getTransactionById` reads the
+//!   transaction store only; pending transactions are not there).
+//!   `wallet/gettransactionfrompending` (same request): the transaction while it is in the
+//!   node's pending pool, `{}` otherwise.
 //! - `wallet/getaccount`: a `protocol.Account` (`{"address", "balance", ...}`, `balance` in sun);
 //!   `{}` for an account that does not exist.
 //! - `wallet/getaccountresource`: `{"freeNetUsed", "freeNetLimit", "NetUsed", "NetLimit",
 //!   "EnergyUsed", "EnergyLimit", "TotalNetLimit", "TotalNetWeight", "TotalEnergyLimit",
 //!   "TotalEnergyWeight", ...}`; "Returns {} if ... the account does not exist".
 //! - `wallet/triggerconstantcontract`: `{"result": {"result": true}, "energy_used",
-//!   "constant_result": ["<64 hex>"], "transaction": {...}}`; on failure `result` carries
-//!   `code` and a hex `message`.
+//!   "energy_penalty", "constant_result": ["<64 hex>"], "transaction": {...}}`; when the node
+//!   refuses the call `result` carries `code` and a hex `message`; when the call runs and
+//!   fails (a revert) `result.result` stays true, `result.message` says why and
+//!   `transaction.ret[0].ret` is `FAILED`. `energy_used` includes the penalty.
 //! - `wallet/broadcasthex`: `{"result": true, "code": "SUCCESS", "txid", "message",
 //!   "transaction"}`; on refusal `result` is absent or false and `code` names the reason
 //!   (`SIGERROR`, `TAPOS_ERROR`, `DUP_TRANSACTION_ERROR`, `TRANSACTION_EXPIRATION_ERROR`, ...).
@@ -101,6 +109,20 @@ pub struct TransactionRet {
     /// Absent means `DEFAULT` (proto3 leaves the first enum value out).
     #[serde(rename = "contractRet", default)]
     pub contract_ret: Option<String>,
+    /// `Transaction.Result.ret` (`SUCESS`, left out, or `FAILED`): set by a node's
+    /// simulation of a call (`triggerconstantcontract`) that failed.
+    #[serde(default)]
+    pub ret: Option<String>,
+}
+
+/// `wallet/gettransactionbyid` and `wallet/gettransactionfrompending`: a [`Transaction`], or
+/// `{}` when the node has none.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TransactionAnswer {
+    #[serde(flatten)]
+    pub tx: Transaction,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -143,6 +165,10 @@ pub struct ContractValue {
 pub struct TransactionInfo {
     #[serde(default)]
     pub id: String,
+    /// Everything the transaction burned, in sun (bandwidth, energy, account creation);
+    /// absent when nothing was burned.
+    #[serde(default)]
+    pub fee: i64,
     #[serde(rename = "blockNumber", default)]
     pub block_number: i64,
     #[serde(default)]
@@ -223,12 +249,39 @@ pub struct AccountResource {
 pub struct ConstantCall {
     #[serde(default)]
     pub result: ReturnJson,
+    /// Energy the call used, the dynamic-energy penalty included.
     #[serde(default)]
     pub energy_used: i64,
     #[serde(default)]
+    pub energy_penalty: i64,
+    #[serde(default)]
     pub constant_result: Vec<String>,
+    /// The transaction the node ran; its `ret[0].ret` is `FAILED` when the call failed.
+    #[serde(default)]
+    pub transaction: Option<Transaction>,
     #[serde(rename = "Error", default)]
     pub error: Option<String>,
+}
+
+impl ConstantCall {
+    /// The node ran the call and it failed (reverted, ran out of energy, ...): java-tron
+    /// `Wallet.triggerConstantContract` then sets the transaction's `ret` to `FAILED` and puts
+    /// the reason (`REVERT opcode executed`, or the runtime error) in `result.message`, while
+    /// `result.result` stays true. `Some(reason)` then.
+    pub fn failure(&self) -> Option<String> {
+        let failed = self
+            .transaction
+            .as_ref()
+            .is_some_and(|t| t.ret.iter().any(|r| r.ret.as_deref() == Some("FAILED")));
+        let message = readable_message(self.result.message.as_deref().unwrap_or(""));
+        (failed || !message.is_empty()).then(|| {
+            if message.is_empty() {
+                "the call failed".to_owned()
+            } else {
+                message
+            }
+        })
+    }
 }
 
 /// `api.Return`: `{"result": true}` or `{"code": "...", "message": "<hex>"}`.

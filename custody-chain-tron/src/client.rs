@@ -266,26 +266,30 @@ impl Endpoint {
 
 /// A failed attempt on one endpoint.
 #[derive(Debug, Clone)]
-struct CallError {
+pub(crate) struct CallError {
     retry: Retry,
     message: String,
     /// The answer was cut at `response_bytes_max`: not the endpoint's failure.
     too_large: bool,
+    /// The HTTP status of an answer that was not 2xx.
+    status: Option<u16>,
 }
 
 impl CallError {
-    fn transient(message: impl Into<String>) -> Self {
+    pub(crate) fn transient(message: impl Into<String>) -> Self {
         CallError {
             retry: Retry::Transient,
             message: message.into(),
             too_large: false,
+            status: None,
         }
     }
-    fn permanent(message: impl Into<String>) -> Self {
+    pub(crate) fn permanent(message: impl Into<String>) -> Self {
         CallError {
             retry: Retry::Permanent,
             message: message.into(),
             too_large: false,
+            status: None,
         }
     }
     fn too_large(limit: usize) -> Self {
@@ -293,7 +297,19 @@ impl CallError {
             retry: Retry::Permanent,
             message: format!("answer larger than {limit} bytes (response_bytes_max)"),
             too_large: true,
+            status: None,
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn retry(&self) -> Retry {
+        self.retry
+    }
+
+    /// The endpoint answered 404 or 405: it does not serve the path (a provider that leaves
+    /// an optional API out).
+    pub(crate) fn is_not_served(&self) -> bool {
+        matches!(self.status, Some(404 | 405))
     }
 }
 
@@ -377,6 +393,44 @@ fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, CallError> {
         .map_err(|e| CallError::permanent(format!("answer does not parse: {e}")))
 }
 
+/// `wallet/getnowblock`: a block with its header.
+fn parse_now_block(b: &[u8]) -> Result<api::BlockHead, CallError> {
+    let head: api::BlockHead = parse_json(b)?;
+    node_error(&head.error)?;
+    if head.block_header.is_none() {
+        return Err(CallError::permanent("head block without block_header"));
+    }
+    Ok(head)
+}
+
+/// `wallet/getblockbynum` without the transactions: `None` for `{}`.
+fn parse_block_head(b: &[u8]) -> Result<Option<api::BlockHead>, CallError> {
+    let head: api::BlockHead = parse_json(b)?;
+    node_error(&head.error)?;
+    Ok(head.block_header.is_some().then_some(head))
+}
+
+/// `wallet/getblockbynum` with the transactions: `None` for `{}`.
+fn parse_block(b: &[u8]) -> Result<Option<api::Block>, CallError> {
+    let block: api::Block = parse_json(b)?;
+    node_error(&block.error)?;
+    Ok(block.block_header.is_some().then_some(block))
+}
+
+/// `wallet/gettransactioninfobyid`: `None` for `{}`.
+fn parse_transaction_info(b: &[u8]) -> Result<Option<api::TransactionInfo>, CallError> {
+    let info: api::TransactionInfoAnswer = parse_json(b)?;
+    node_error(&info.error)?;
+    Ok((!info.info.id.is_empty()).then_some(info.info))
+}
+
+/// `wallet/gettransactionbyid` and `wallet/gettransactionfrompending`: `None` for `{}`.
+fn parse_transaction(b: &[u8]) -> Result<Option<api::Transaction>, CallError> {
+    let tx: api::TransactionAnswer = parse_json(b)?;
+    node_error(&tx.error)?;
+    Ok((!tx.tx.tx_id.is_empty()).then_some(tx.tx))
+}
+
 /// A genesis block id in lowercase hex (an optional `0x` dropped) when `id` is one: 64 hex
 /// digits whose first 16, block 0's number, are zeros.
 pub fn parse_genesis_block_id(id: &str) -> Option<String> {
@@ -386,6 +440,23 @@ pub fn parse_genesis_block_id(id: &str) -> Option<String> {
         && id.bytes().all(|b| b.is_ascii_hexdigit())
         && id.bytes().take(16).all(|b| b == b'0'))
     .then(|| id.to_ascii_lowercase())
+}
+
+/// `wallet/broadcasthex` codes (`api.Return.response_code`) that describe the node's state,
+/// not the transaction: java-tron `Wallet.broadcastTransaction` answers them before it looks
+/// at the transaction (`BLOCK_UNSOLIDIFIED`: the node's solidified block lags too far;
+/// `NO_CONNECTION`, `NOT_ENOUGH_EFFECTIVE_CONNECTION`: too few peers; `SERVER_BUSY`: its
+/// pending pool is full).
+pub const NODE_STATE_CODES: [&str; 4] = [
+    "SERVER_BUSY",
+    "NO_CONNECTION",
+    "NOT_ENOUGH_EFFECTIVE_CONNECTION",
+    "BLOCK_UNSOLIDIFIED",
+];
+
+/// Whether `code` is one of [`NODE_STATE_CODES`].
+pub fn is_node_state_code(code: &str) -> bool {
+    NODE_STATE_CODES.contains(&code)
 }
 
 /// The outcome of `wallet/broadcasthex`.
@@ -398,6 +469,106 @@ pub struct BroadcastOutcome {
     /// Readable failure reason.
     pub message: String,
     pub txid: Option<String>,
+}
+
+/// One endpoint of a [`TronClient`], for a group of reads that must all come from the same
+/// node (see [`TronClient::pinned`]). Each read is one attempt, recorded in the endpoint's
+/// health like any other; nothing is retried here.
+#[derive(Clone)]
+pub(crate) struct Pinned {
+    client: TronClient,
+    index: usize,
+}
+
+impl Pinned {
+    async fn read<T>(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+        parse: impl Fn(&[u8]) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        let body = Bytes::from(body.to_string());
+        self.client.read_at(self.index, path, &body, &parse).await
+    }
+
+    /// The endpoint as logs and admins see it.
+    pub(crate) fn shown(&self) -> &str {
+        &self.client.inner.endpoints[self.index].shown
+    }
+
+    /// `wallet/getnowblock`.
+    pub(crate) async fn now_block(&self) -> Result<api::BlockHead, CallError> {
+        let head = self
+            .read("/wallet/getnowblock", json!({}), parse_now_block)
+            .await?;
+        self.client.note_head(self.index, &head);
+        Ok(head)
+    }
+
+    /// `wallet/getblockbynum` without the transactions; `None` for `{}`.
+    pub(crate) async fn block_head_by_num(
+        &self,
+        number: u64,
+    ) -> Result<Option<api::BlockHead>, CallError> {
+        self.read(
+            "/wallet/getblockbynum",
+            json!({ "num": number }),
+            parse_block_head,
+        )
+        .await
+    }
+
+    /// `wallet/getblockbynum` with the transactions; `None` for `{}`.
+    pub(crate) async fn block_by_num(&self, number: u64) -> Result<Option<api::Block>, CallError> {
+        self.read(
+            "/wallet/getblockbynum",
+            json!({ "num": number }),
+            parse_block,
+        )
+        .await
+    }
+
+    /// `wallet/gettransactioninfobyid`; `None` for `{}` (unknown, or not in a block yet).
+    pub(crate) async fn transaction_info_by_id(
+        &self,
+        txid: &str,
+    ) -> Result<Option<api::TransactionInfo>, CallError> {
+        self.read(
+            "/wallet/gettransactioninfobyid",
+            json!({ "value": txid }),
+            parse_transaction_info,
+        )
+        .await
+    }
+
+    /// `wallet/gettransactionbyid`: the transaction when it is in a block of the node's chain
+    /// (java-tron reads its transaction store, which holds block contents only); `None` for
+    /// `{}`.
+    pub(crate) async fn transaction_by_id(
+        &self,
+        txid: &str,
+    ) -> Result<Option<api::Transaction>, CallError> {
+        self.read(
+            "/wallet/gettransactionbyid",
+            json!({ "value": txid }),
+            parse_transaction,
+        )
+        .await
+    }
+
+    /// `wallet/gettransactionfrompending`: the transaction when it is in the node's pending
+    /// pool; `None` for `{}` (not pending: never received, dropped, or already in a block).
+    pub(crate) async fn transaction_from_pending(
+        &self,
+        txid: &str,
+    ) -> Result<Option<api::Transaction>, CallError> {
+        self.read(
+            "/wallet/gettransactionfrompending",
+            json!({ "value": txid }),
+            parse_transaction,
+        )
+        .await
+    }
 }
 
 impl TronClient {
@@ -562,10 +733,14 @@ impl TronClient {
                     || status.is_server_error()
                     || (status == StatusCode::FORBIDDEN && is_throttling(&bytes));
                 let message = format!("HTTP {}", status.as_u16());
-                return Err(if retry {
+                let e = if retry {
                     CallError::transient(message)
                 } else {
                     CallError::permanent(message)
+                };
+                return Err(CallError {
+                    status: Some(status.as_u16()),
+                    ..e
                 });
             }
             Ok(bytes)
@@ -610,6 +785,15 @@ impl TronClient {
     fn set_head(&self, index: usize, head: u64) {
         let mut s = self.inner.endpoints[index].state();
         s.head_block = Some(s.head_block.map_or(head, |h| h.max(head)));
+    }
+
+    /// Records the head block endpoint `index` reported, for its health.
+    fn note_head(&self, index: usize, head: &api::BlockHead) {
+        if let Some(h) = &head.block_header {
+            if let Ok(n) = u64::try_from(h.raw_data.number) {
+                self.set_head(index, n);
+            }
+        }
     }
 
     /// Makes sure endpoint `index` serves the configured network, reading its block 0 the
@@ -704,41 +888,50 @@ impl TronClient {
         }
     }
 
-    /// A read with failover: `parse` turns a 2xx body into the answer; its failure counts as
-    /// a failure of the endpoint. An answer over `response_bytes_max` ends the read at once
-    /// ([`ReadError::TooLarge`]).
-    async fn try_read<T>(
+    /// One read on endpoint `index` (its network checked first): `parse` turns a 2xx body into
+    /// the answer; its failure counts as a failure of the endpoint, an answer over
+    /// `response_bytes_max` does not.
+    async fn read_at<T>(
+        &self,
+        index: usize,
+        path: &str,
+        body: &Bytes,
+        parse: &impl Fn(&[u8]) -> Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        self.ensure_network(index).await?;
+        let started = Instant::now();
+        let result = match self.attempt(index, path, body).await {
+            Ok(bytes) => parse(&bytes),
+            Err(e) => Err(e),
+        };
+        match &result {
+            // The endpoint answered; the request asked for too much.
+            Err(e) if e.too_large => self.record(index, started, Ok(())),
+            Err(e) => self.record(index, started, Err(e)),
+            Ok(_) => self.record(index, started, Ok(())),
+        }
+        result
+    }
+
+    /// Runs `attempt` on each endpoint in turn (see [`Self::order`]) until one succeeds. An
+    /// answer over `response_bytes_max` ends the read at once ([`ReadError::TooLarge`]).
+    async fn with_failover<T, F, Fut>(
         &self,
         path: &str,
-        body: serde_json::Value,
-        parse: impl Fn(&[u8]) -> Result<T, CallError>,
-    ) -> Result<(usize, T), ReadError> {
+        attempt: F,
+    ) -> Result<(usize, T), ReadError>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CallError>>,
+    {
         let order = self.order();
         if order.is_empty() {
             return Err(ReadError::Failed(self.no_endpoint(path)));
         }
-        let body = Bytes::from(body.to_string());
         let mut any_transient = false;
         let mut errors = Vec::new();
         for index in order {
-            let result = match self.ensure_network(index).await {
-                Ok(()) => {
-                    let started = Instant::now();
-                    let result = match self.attempt(index, path, &body).await {
-                        Ok(bytes) => parse(&bytes),
-                        Err(e) => Err(e),
-                    };
-                    match &result {
-                        // The endpoint answered; the request asked for too much.
-                        Err(e) if e.too_large => self.record(index, started, Ok(())),
-                        Err(e) => self.record(index, started, Err(e)),
-                        Ok(_) => self.record(index, started, Ok(())),
-                    }
-                    result
-                }
-                Err(e) => Err(e),
-            };
-            match result {
+            match attempt(index).await {
                 Ok(value) => return Ok((index, value)),
                 Err(e) if e.too_large => {
                     let shown = &self.inner.endpoints[index].shown;
@@ -765,6 +958,42 @@ impl TronClient {
         }))
     }
 
+    /// A read with failover: `parse` turns a 2xx body into the answer; its failure counts as
+    /// a failure of the endpoint. An answer over `response_bytes_max` ends the read at once
+    /// ([`ReadError::TooLarge`]).
+    async fn try_read<T>(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+        parse: impl Fn(&[u8]) -> Result<T, CallError>,
+    ) -> Result<(usize, T), ReadError> {
+        let body = Bytes::from(body.to_string());
+        self.with_failover(path, |index| self.read_at(index, path, &body, &parse))
+            .await
+    }
+
+    /// Reads that must describe ONE node's view of the chain (a head and a block below it, a
+    /// transaction's info and the block it names): `reads` gets a [`Pinned`] endpoint and
+    /// makes all its reads there; when any of them fails (or `reads` itself returns an error,
+    /// e.g. for answers that contradict each other), the whole group is tried again on the
+    /// next endpoint. Errors are classified as for the other reads; `what` names the group in
+    /// them.
+    pub(crate) async fn pinned<T, F, Fut>(&self, what: &str, reads: F) -> Result<T, PortError>
+    where
+        F: Fn(Pinned) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CallError>>,
+    {
+        let (_, value) = self
+            .with_failover(what, |index| {
+                reads(Pinned {
+                    client: self.clone(),
+                    index,
+                })
+            })
+            .await?;
+        Ok(value)
+    }
+
     /// [`Self::try_read`] for callers that cannot ask for less.
     async fn read<T>(
         &self,
@@ -778,20 +1007,9 @@ impl TronClient {
     /// The head block's id and header (`wallet/getnowblock`; its transactions are skipped).
     pub async fn now_block(&self) -> Result<api::BlockHead, PortError> {
         let (index, head) = self
-            .read("/wallet/getnowblock", json!({}), |b| {
-                let head: api::BlockHead = parse_json(b)?;
-                node_error(&head.error)?;
-                if head.block_header.is_none() {
-                    return Err(CallError::permanent("head block without block_header"));
-                }
-                Ok(head)
-            })
+            .read("/wallet/getnowblock", json!({}), parse_now_block)
             .await?;
-        if let Some(h) = &head.block_header {
-            if let Ok(n) = u64::try_from(h.raw_data.number) {
-                self.set_head(index, n);
-            }
-        }
+        self.note_head(index, &head);
         Ok(head)
     }
 
@@ -816,25 +1034,25 @@ impl TronClient {
         number: u64,
     ) -> Result<Option<api::BlockHead>, PortError> {
         let (_, block) = self
-            .read("/wallet/getblockbynum", json!({ "num": number }), |b| {
-                let head: api::BlockHead = parse_json(b)?;
-                node_error(&head.error)?;
-                Ok(head)
-            })
+            .read(
+                "/wallet/getblockbynum",
+                json!({ "num": number }),
+                parse_block_head,
+            )
             .await?;
-        Ok(block.block_header.is_some().then_some(block))
+        Ok(block)
     }
 
     /// Block `number` with its transactions, `None` when the node has none (`{}`).
     pub async fn block_by_num(&self, number: u64) -> Result<Option<api::Block>, PortError> {
         let (_, block) = self
-            .read("/wallet/getblockbynum", json!({ "num": number }), |b| {
-                let block: api::Block = parse_json(b)?;
-                node_error(&block.error)?;
-                Ok(block)
-            })
+            .read(
+                "/wallet/getblockbynum",
+                json!({ "num": number }),
+                parse_block,
+            )
             .await?;
-        Ok(block.block_header.is_some().then_some(block))
+        Ok(block)
     }
 
     /// The transaction infos of block `number` (`wallet/gettransactioninfobyblocknum`): `[]`
@@ -885,14 +1103,10 @@ impl TronClient {
             .try_read(
                 "/wallet/gettransactioninfobyid",
                 json!({ "value": txid }),
-                |b| {
-                    let info: api::TransactionInfoAnswer = parse_json(b)?;
-                    node_error(&info.error)?;
-                    Ok(info)
-                },
+                parse_transaction_info,
             )
             .await?;
-        Ok((!info.info.id.is_empty()).then_some(info.info))
+        Ok(info)
     }
 
     /// `wallet/getaccount`: `None` for an account the chain does not know (`{}`).
@@ -950,8 +1164,35 @@ impl TronClient {
         function_selector: &str,
         parameter: &[u8],
     ) -> Result<api::ConstantCall, PortError> {
+        self.trigger_constant_as(ZERO_OWNER_HEX, contract, function_selector, parameter)
+            .await
+    }
+
+    /// A contract call run by the node without a transaction (`wallet/triggerconstantcontract`)
+    /// as if `owner` sent it: how the node predicts whether a transaction would succeed and
+    /// the energy it would use (`energy_used`, penalty included). A call that reverts is an
+    /// answer (see [`api::ConstantCall::reverted`]); the node's refusal (`result.code`) is a
+    /// permanent error.
+    pub async fn simulate_call(
+        &self,
+        owner: &TronAddress,
+        contract: &TronAddress,
+        function_selector: &str,
+        parameter: &[u8],
+    ) -> Result<api::ConstantCall, PortError> {
+        self.trigger_constant_as(&owner.to_hex41(), contract, function_selector, parameter)
+            .await
+    }
+
+    async fn trigger_constant_as(
+        &self,
+        owner_hex41: &str,
+        contract: &TronAddress,
+        function_selector: &str,
+        parameter: &[u8],
+    ) -> Result<api::ConstantCall, PortError> {
         let body = json!({
-            "owner_address": ZERO_OWNER_HEX,
+            "owner_address": owner_hex41,
             "contract_address": contract.to_hex41(),
             "function_selector": function_selector,
             "parameter": hex::encode(parameter),
@@ -1044,7 +1285,19 @@ impl TronClient {
             }),
             Err(e) => Err(e),
         };
-        self.record(index, started, result.as_ref().map(|_| ()));
+        match &result {
+            // The node answered that it cannot take transactions now: its state, not the
+            // transaction's. Recorded as the endpoint's failure so that the next broadcast
+            // goes to another endpoint first.
+            Ok(b) if !b.result && is_node_state_code(b.code.as_deref().unwrap_or("")) => {
+                let e = CallError::transient(format!(
+                    "broadcasthex: the node answered {}",
+                    b.code.as_deref().unwrap_or("")
+                ));
+                self.record(index, started, Err(&e));
+            }
+            _ => self.record(index, started, result.as_ref().map(|_| ())),
+        }
         let answer = result.map_err(|e| {
             let message = format!("broadcasthex: {}", e.message);
             match e.retry {

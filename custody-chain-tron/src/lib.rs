@@ -14,6 +14,9 @@
 //!   txID, signing through the [`Signer`](custody_core::ports::Signer) port, broadcast hex.
 //! - [`fees`]: the TRX a transaction burns, from bandwidth, energy, the account's staked and
 //!   free resources and the chain's prices.
+//! - [`sender`]: [`TronSender`], the [`ChainSender`](custody_core::ports::ChainSender) port:
+//!   price, build (reference block, expiration), assemble, broadcast (the node's answer
+//!   classified), look up by txID, head and balances.
 //! - [`api`]: the node's JSON, with the documentation each field was checked against.
 //!
 //! Nothing here decides what is a deposit: the core does, from the returned data.
@@ -25,6 +28,7 @@ pub mod client;
 pub mod fees;
 pub mod proto;
 pub mod scan;
+pub mod sender;
 pub mod tx;
 
 pub use chain::TronChain;
@@ -33,7 +37,8 @@ pub use client::{
     TronClient, TronSettings, API_KEY_HEADER, MAINNET_GENESIS_BLOCK_ID,
 };
 pub use fees::{estimate, FeeEstimate, FeeInputs};
+pub use sender::{classify_broadcast, SenderSettingsError, TronSender, TronSenderSettings};
 pub use tx::{
-    sign, trc20_transfer, trx_transfer, RefBlock, SignedTransaction, TxError, TxTiming,
-    UnsignedTransaction,
+    attach_signature, sign, trc20_transfer, trx_transfer, RefBlock, SignedTransaction, TxError,
+    TxTiming, UnsignedTransaction,
 };

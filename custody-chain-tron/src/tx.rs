@@ -26,7 +26,7 @@ use custody_core::amount::Amount;
 use custody_core::error::PortError;
 use custody_core::network::Network;
 use custody_core::ports::chain::BlockHeader;
-use custody_core::ports::signer::{HdPath, Signer};
+use custody_core::ports::signer::{HdPath, RecoverableSignature, Signer};
 use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
 use prost::Message;
 use sha2::{Digest, Sha256};
@@ -58,6 +58,10 @@ pub enum TxError {
     PathNetwork(Network),
     #[error("the signature does not recover to the transaction's owner {0}")]
     WrongKey(TronAddress),
+    #[error("the signature is not a valid secp256k1 signature with recovery id 0 or 1")]
+    BadSignature,
+    #[error("not a transaction this adapter builds: {0}")]
+    Unsupported(String),
 }
 
 impl From<TxError> for PortError {
@@ -157,6 +161,76 @@ impl UnsignedTransaction {
     pub fn txid_hex(&self) -> String {
         hex::encode(self.txid)
     }
+
+    /// `raw_data` bytes read back (an [`UnsignedTransaction`] stored as its `raw_data`): one
+    /// `TransferContract` or `TriggerSmartContract`, whose `owner_address` is the account
+    /// that must sign.
+    ///
+    /// The bytes must be exactly what this module writes for the decoded message (the
+    /// canonical protobuf encoding: fields in tag order, no unknown fields, no defaults
+    /// written): a node recomputes the txID from the message it parsed, so any other byte
+    /// string would be known on chain under another hash than the one computed here.
+    pub fn from_raw_data(raw_data: &[u8]) -> Result<Self, TxError> {
+        let unsupported = |why: &str| TxError::Unsupported(why.to_owned());
+        let raw = proto::TransactionRaw::decode(raw_data)
+            .map_err(|e| TxError::Unsupported(format!("raw_data does not decode: {e}")))?;
+        if raw.encode_to_vec() != raw_data {
+            return Err(unsupported(
+                "raw_data is not in canonical protobuf encoding",
+            ));
+        }
+        let [contract] = raw.contract.as_slice() else {
+            return Err(unsupported("raw_data must hold exactly one contract"));
+        };
+        let any = contract
+            .parameter
+            .as_ref()
+            .ok_or_else(|| unsupported("the contract has no parameter"))?;
+        let owner = match (contract.r#type, any.type_url.as_str()) {
+            (proto::CONTRACT_TYPE_TRANSFER, proto::TYPE_URL_TRANSFER) => {
+                proto::TransferContract::decode(any.value.as_slice())
+                    .map_err(|e| TxError::Unsupported(format!("TransferContract: {e}")))?
+                    .owner_address
+            }
+            (
+                proto::CONTRACT_TYPE_TRIGGER_SMART_CONTRACT,
+                proto::TYPE_URL_TRIGGER_SMART_CONTRACT,
+            ) => {
+                proto::TriggerSmartContract::decode(any.value.as_slice())
+                    .map_err(|e| TxError::Unsupported(format!("TriggerSmartContract: {e}")))?
+                    .owner_address
+            }
+            (kind, url) => {
+                return Err(TxError::Unsupported(format!(
+                    "contract type {kind} ({url}) is neither a TRX transfer nor a contract call"
+                )))
+            }
+        };
+        let owner = match owner.as_slice() {
+            [0x41, account @ ..] if account.len() == 20 => {
+                let mut bytes = [0u8; 20];
+                bytes.copy_from_slice(account);
+                TronAddress::from_bytes(bytes)
+            }
+            _ => return Err(unsupported("owner_address is not 0x41 and 20 bytes")),
+        };
+        Ok(UnsignedTransaction::from_raw(owner, &raw))
+    }
+
+    /// `expiration` of the transaction (ms), read from its `raw_data`.
+    pub fn expiration_ms(&self) -> i64 {
+        proto::TransactionRaw::decode(self.raw_data.as_slice()).map_or(0, |r| r.expiration)
+    }
+
+    /// The bandwidth points the node will charge for this transaction once signed with one
+    /// signature (always 65 bytes): [`SignedTransaction::bandwidth_bytes`] before signing.
+    pub fn bandwidth_bytes(&self) -> u64 {
+        SignedTransaction {
+            unsigned: self.clone(),
+            signature: [0u8; 65],
+        }
+        .bandwidth_bytes()
+    }
 }
 
 /// A signed transaction, ready for `wallet/broadcasthex`.
@@ -201,6 +275,17 @@ impl SignedTransaction {
         u64::try_from(self.to_bytes().len())
             .unwrap_or(u64::MAX)
             .saturating_add(BANDWIDTH_RESULT_BYTES)
+    }
+
+    /// The txID of serialized `protocol.Transaction` bytes as [`Self::to_bytes`] writes them
+    /// (`raw_data` then one signature), or `None` when the bytes are not that.
+    pub fn txid_of_bytes(bytes: &[u8]) -> Option<[u8; 32]> {
+        let tx = proto::Transaction::decode(bytes).ok()?;
+        let raw = tx.raw_data.as_ref()?.encode_to_vec();
+        if tx.signature.len() != 1 || tx.encode_to_vec() != bytes {
+            return None;
+        }
+        Some(Sha256::digest(&raw).into())
     }
 }
 
@@ -307,17 +392,28 @@ pub fn sign(
         return Err(TxError::PathNetwork(path.network).into());
     }
     let sig = signer.sign_digest(path, tx.txid())?;
-    let signature = Signature::from_scalars(sig.r, sig.s)
-        .map_err(|_| PortError::permanent("tron", "the signer returned an invalid signature"))?;
-    let recovery = RecoveryId::from_byte(sig.recovery_id)
-        .ok_or_else(|| PortError::permanent("tron", "the signer returned a bad recovery id"))?;
+    Ok(attach_signature(tx, &sig)?)
+}
+
+/// The signed transaction from `tx` and a signature of its txID made elsewhere (the core's
+/// [`Signer`]), checked to recover to the transaction's owner: `r ‖ s ‖ v` with `v` the
+/// recovery id, exactly what [`sign`] writes. No I/O.
+pub fn attach_signature(
+    tx: UnsignedTransaction,
+    sig: &RecoverableSignature,
+) -> Result<SignedTransaction, TxError> {
+    if sig.recovery_id > 1 {
+        return Err(TxError::BadSignature);
+    }
+    let signature = Signature::from_scalars(sig.r, sig.s).map_err(|_| TxError::BadSignature)?;
+    let recovery = RecoveryId::from_byte(sig.recovery_id).ok_or(TxError::BadSignature)?;
     let key = VerifyingKey::recover_from_prehash(tx.txid(), &signature, recovery)
         .map_err(|_| TxError::WrongKey(tx.owner))?;
     let point = key.to_encoded_point(false);
     let mut uncompressed = [0u8; 65];
     uncompressed.copy_from_slice(point.as_bytes());
     if TronAddress::from_uncompressed_public_key(&uncompressed) != tx.owner {
-        return Err(TxError::WrongKey(tx.owner).into());
+        return Err(TxError::WrongKey(tx.owner));
     }
     Ok(SignedTransaction {
         unsigned: tx,
@@ -482,5 +578,87 @@ mod tests {
             ..path(0)
         };
         assert!(sign(tx, &s, &bsc).is_err());
+    }
+
+    #[test]
+    fn raw_data_reads_back_and_signatures_attach_without_a_signer() {
+        let s = signer();
+        let (r, t) = reference();
+        let from = owner(&s, 0);
+        let to = owner(&s, 1);
+        let token = TronAddress::parse("TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t").unwrap();
+        for tx in [
+            trx_transfer(&from, &to, Amount::from_units(1_234_567), r, t).unwrap(),
+            trc20_transfer(&from, &token, &to, Amount::from_units(5), 30_000_000, r, t).unwrap(),
+        ] {
+            let back = UnsignedTransaction::from_raw_data(tx.raw_data()).unwrap();
+            assert_eq!(back, tx);
+            assert_eq!(back.owner(), &from);
+            assert_eq!(back.expiration_ms(), t.expiration_ms);
+
+            let by_signer = sign(tx.clone(), &s, &path(0)).unwrap();
+            let sig = s.sign_digest(&path(0), tx.txid()).unwrap();
+            assert_eq!(attach_signature(back, &sig).unwrap(), by_signer);
+            assert_eq!(tx.bandwidth_bytes(), by_signer.bandwidth_bytes());
+            assert_eq!(
+                SignedTransaction::txid_of_bytes(&by_signer.to_bytes()),
+                Some(*tx.txid())
+            );
+
+            // Another key's signature, a bad recovery id, a malformed scalar: refused.
+            let other = s.sign_digest(&path(1), tx.txid()).unwrap();
+            assert!(matches!(
+                attach_signature(tx.clone(), &other),
+                Err(TxError::WrongKey(_))
+            ));
+            let flipped = RecoverableSignature {
+                recovery_id: 1 - sig.recovery_id,
+                ..sig
+            };
+            assert!(attach_signature(tx.clone(), &flipped).is_err());
+            for recovery_id in [2, 27] {
+                let bad = RecoverableSignature { recovery_id, ..sig };
+                assert_eq!(
+                    attach_signature(tx.clone(), &bad),
+                    Err(TxError::BadSignature)
+                );
+            }
+            let zero = RecoverableSignature { r: [0; 32], ..sig };
+            assert_eq!(
+                attach_signature(tx.clone(), &zero),
+                Err(TxError::BadSignature)
+            );
+        }
+    }
+
+    #[test]
+    fn raw_data_that_is_not_ours_is_refused() {
+        let s = signer();
+        let (r, t) = reference();
+        let tx = trx_transfer(&owner(&s, 0), &owner(&s, 1), Amount::from_units(9), r, t).unwrap();
+        // A default field written explicitly (ref_block_num = 0): same message, other bytes.
+        let mut padded = vec![0x18, 0x00];
+        padded.extend_from_slice(tx.raw_data());
+        assert!(proto::TransactionRaw::decode(padded.as_slice()).is_ok());
+        assert!(matches!(
+            UnsignedTransaction::from_raw_data(&padded),
+            Err(TxError::Unsupported(_))
+        ));
+        // An unknown field (auths = 9) is dropped by the decoder: refused too.
+        let mut unknown = tx.raw_data().to_vec();
+        unknown.extend_from_slice(&[0x4a, 0x00]);
+        assert!(UnsignedTransaction::from_raw_data(&unknown).is_err());
+        assert!(UnsignedTransaction::from_raw_data(b"garbage").is_err());
+        // Two contracts, or none.
+        let mut raw = proto::TransactionRaw::decode(tx.raw_data()).unwrap();
+        raw.contract.push(raw.contract[0].clone());
+        assert!(UnsignedTransaction::from_raw_data(&raw.encode_to_vec()).is_err());
+        raw.contract.clear();
+        assert!(UnsignedTransaction::from_raw_data(&raw.encode_to_vec()).is_err());
+        // A signed transaction with trailing bytes has no txID here.
+        let signed = sign(tx, &s, &path(0)).unwrap();
+        let mut bytes = signed.to_bytes();
+        bytes.push(0);
+        assert_eq!(SignedTransaction::txid_of_bytes(&bytes), None);
     }
 }

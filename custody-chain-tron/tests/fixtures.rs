@@ -283,3 +283,143 @@ fn the_test_server_writes_the_documented_shapes() {
         serde_json::json!({})
     );
 }
+
+/// Transactions the server received signed and executed are written like the scripted ones:
+/// the block's transactions, their infos (real fees and receipts), `gettransactionbyid` and
+/// the pending pool's `gettransactionfrompending` stay within the documented fields.
+#[test]
+fn executed_broadcast_transactions_are_written_in_the_documented_shapes() {
+    use custody_chain_tron::{sign, trc20_transfer, trx_transfer, RefBlock, TxTiming};
+    use custody_core::address::TronAddress;
+    use custody_core::keys::{HdSigner, Mnemonic};
+    use custody_core::network::Network;
+    use custody_core::ports::signer::HdPath;
+
+    let api = TronApi::start_at(66_987_564);
+    let head = api.head();
+    let signer = HdSigner::from_seed(
+        &Mnemonic::parse(
+            "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon \
+             abandon about",
+        )
+        .unwrap()
+        .to_seed(),
+    )
+    .unwrap();
+    let path = HdPath {
+        network: Network::Tron,
+        account: 0,
+        index: 0,
+    };
+    api.set_trx_balance(A0, 100_000_000);
+    api.set_trx_balance(A1, 1);
+    api.set_trc20_balance(USDT, A0, 10);
+    let mut id = [0u8; 32];
+    hex::decode_to_slice(&head.hash, &mut id).unwrap();
+    let reference = RefBlock::from_block(head.number, &id);
+    let timing = TxTiming::new(head.timestamp_ms, 60_000);
+    let (a0, a1) = (
+        TronAddress::parse(A0).unwrap(),
+        TronAddress::parse(A1).unwrap(),
+    );
+    let usdt = TronAddress::parse(USDT).unwrap();
+    let txs = [
+        trx_transfer(&a0, &a1, Amount::from_units(12_345_678), reference, timing).unwrap(),
+        trc20_transfer(
+            &a0,
+            &usdt,
+            &a1,
+            Amount::from_units(7),
+            30_000_000,
+            reference,
+            timing,
+        )
+        .unwrap(),
+        trc20_transfer(
+            &a0,
+            &usdt,
+            &a1,
+            Amount::from_units(99),
+            30_000_000,
+            reference,
+            timing,
+        )
+        .unwrap(),
+    ];
+    for tx in txs {
+        let signed = sign(tx, &signer, &path).unwrap();
+        let answer = post(
+            api.url(),
+            "/wallet/broadcasthex",
+            &format!("{{\"transaction\": \"{}\"}}", signed.broadcast_hex()),
+        );
+        assert_eq!(answer["result"], serde_json::json!(true), "{answer}");
+        assert_eq!(answer["txid"], serde_json::json!(signed.txid_hex()));
+        keys_within(
+            &answer,
+            &serde_json::from_str(&fixture("broadcasthex.json")).unwrap(),
+            "broadcast",
+        );
+        let pending = post(
+            api.url(),
+            "/wallet/gettransactionfrompending",
+            &format!("{{\"value\": \"{}\"}}", signed.txid_hex()),
+        );
+        assert_eq!(pending["txID"], serde_json::json!(signed.txid_hex()));
+        assert!(pending.get("ret").is_none());
+    }
+    let block = api.produce_block();
+    assert_eq!(block.txids.len(), 3);
+    let num = format!("{{\"num\": {}}}", block.number);
+    let ours = post(api.url(), "/wallet/getblockbynum", &num);
+    let doc: Value = serde_json::from_str(&fixture("getblockbynum.json")).unwrap();
+    let our_txs = ours["transactions"].as_array().unwrap();
+    for (o, d) in our_txs.iter().zip(doc["transactions"].as_array().unwrap()) {
+        keys_within(o, d, "transaction");
+        // The real raw_data: its SHA-256 is the txID.
+        let raw = hex::decode(o["raw_data_hex"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            hex::encode(Sha256::digest(raw)),
+            o["txID"].as_str().unwrap()
+        );
+        let by_id = post(
+            api.url(),
+            "/wallet/gettransactionbyid",
+            &format!("{{\"value\": \"{}\"}}", o["txID"].as_str().unwrap()),
+        );
+        assert_eq!(&by_id, o);
+    }
+    assert_eq!(
+        our_txs[2]["ret"][0]["contractRet"],
+        serde_json::json!("REVERT")
+    );
+    let infos = post(api.url(), "/wallet/gettransactioninfobyblocknum", &num);
+    let doc: Value = serde_json::from_str(&fixture("gettransactioninfobyblocknum.json")).unwrap();
+    for (o, d) in infos
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(doc.as_array().unwrap())
+    {
+        keys_within(o, d, "info");
+    }
+    // The infos parse, and the scanner reads the block: one TRX and two USDT transfers, the
+    // reverted one failed.
+    let parsed: Vec<api::TransactionInfo> = serde_json::from_value(infos).unwrap();
+    assert!(parsed.iter().all(|i| i.fee > 0));
+    let block: api::Block = serde_json::from_value(ours).unwrap();
+    let scanned = scan::scan(&block, &parsed, &catalog()).unwrap();
+    let outcomes: Vec<_> = scanned
+        .transfers
+        .iter()
+        .map(|t| (t.asset_code.as_str(), t.amount.units(), t.succeeded))
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            ("TRX", 12_345_678, true),
+            ("USDT", 7, true),
+            ("USDT", 99, false)
+        ]
+    );
+}

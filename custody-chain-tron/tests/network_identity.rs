@@ -97,6 +97,7 @@ async fn an_endpoint_of_another_network_is_never_used_and_reads_fail_over() {
     ours.set_trx_balance(A0, 42);
     assert_eq!(c.balance(A0, &trx).await.unwrap().units.units(), 42);
     // A signed transaction goes to the verified endpoint, never to the other network's.
+    ours.set_trx_balance(A0, 10_000_000);
     let tx = signed_transfer(&c).await;
     assert!(c.broadcast(&tx).await.unwrap().accepted);
     assert_eq!(ours.broadcasts().len(), 1);

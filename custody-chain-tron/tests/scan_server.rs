@@ -294,6 +294,8 @@ async fn a_signed_transaction_is_broadcast_once_and_a_duplicate_is_refused() {
         index: 0,
     };
     let signed = sign(tx, &signer, &path).unwrap();
+    // The server checks the sender can pay (5 TRX, plus 1.1 TRX to create A1's account).
+    api.set_trx_balance(A0, 10_000_000);
     let outcome = c.broadcast(&signed).await.unwrap();
     assert!(outcome.accepted);
     assert_eq!(outcome.code, "SUCCESS");

@@ -5,9 +5,41 @@
 //! `visible` false (hex `41…` addresses): the shapes follow the samples kept in
 //! `tests/fixtures/tron/`, taken from the TRON developer documentation. Served paths:
 //! `wallet/getnowblock`, `wallet/getblockbynum`, `wallet/gettransactioninfobyblocknum`,
-//! `wallet/gettransactioninfobyid`, `walletsolidity/getnowblock`, `wallet/getaccount`,
-//! `wallet/getaccountresource`, `wallet/triggerconstantcontract` (`balanceOf(address)`),
-//! `wallet/broadcasthex`, `wallet/getchainparameters`; anything else is a 404.
+//! `wallet/gettransactioninfobyid`, `wallet/gettransactionbyid` (transactions in blocks only,
+//! as java-tron), `wallet/gettransactionfrompending`, `walletsolidity/getnowblock`,
+//! `wallet/getaccount`, `wallet/getaccountresource`, `wallet/triggerconstantcontract`
+//! (`balanceOf(address)`, and `transfer(address,uint256)` run as its `owner_address`: the
+//! energy it would use, or a revert), `wallet/broadcasthex`, `wallet/getchainparameters`;
+//! anything else is a 404.
+//!
+//! **Sending.** `wallet/broadcasthex` decodes the protobuf `Transaction` and checks it as
+//! java-tron does, in its order: a txID already in the pool or in a block →
+//! `DUP_TRANSACTION_ERROR`; a reference block (`ref_block_bytes`, `ref_block_hash`) that is not
+//! on the current chain → `TAPOS_ERROR`; an expiration at or before the head block's time (or
+//! more than 24 h after it) → `TRANSACTION_EXPIRATION_ERROR`; a signature that does not
+//! recover (secp256k1 over the txID, `v` 0/1 or 27/28) to the contract's owner → `SIGERROR`;
+//! an unknown owner, a zero amount, a TRX balance short of amount plus account creation fee →
+//! `CONTRACT_VALIDATE_ERROR`; not enough TRX for the bandwidth → `BANDWITH_ERROR`. It executes
+//! TRX transfers and TRC20 `transfer(address,uint256)` calls only (`OTHER_ERROR` otherwise).
+//! An accepted transaction goes into a pool, and the next block made (by [`TronApi::append`],
+//! [`TronApi::produce_block`], ...) includes the pool's transactions, executed in arrival
+//! order on the server's state: TRX moves (a recipient without an account gets one), TRC20
+//! balances move and the `Transfer` event is logged, so the deposit scanner sees them; a
+//! TRC20 transfer above the sender's token balance is included as `REVERT` with its fee, one
+//! whose energy burn exceeds `fee_limit` as `OUT_OF_ENERGY` with the whole `fee_limit`
+//! burned. Fees follow java-tron's rules with the chain parameters: bandwidth (signed size +
+//! 64) from staked, then free bandwidth (`wallet/getaccountresource`, whose `*Used` figures
+//! grow), else burned at `getTransactionFee`; a new account costs `getCreateAccountFee`
+//! instead of the bandwidth plus `getCreateNewAccountFeeInSystemContract`; energy
+//! ([`TRC20_TRANSFER_ENERGY`], [`TRC20_TRANSFER_ENERGY_NEW_HOLDER`], [`TRC20_REVERT_ENERGY`])
+//! from staked energy, the rest burned at `getEnergyFee`. A pooled transaction that expires,
+//! loses its reference block or is no longer valid is dropped ([`TronApi::evicted`]). A
+//! reorganization does not undo what executed transactions did to the state, and the
+//! transactions of dropped blocks do not return to the pool. Tests
+//! can pause inclusion ([`TronApi::set_inclusion_paused`]), lose the answers of a path after
+//! acting on the request ([`TronApi::lose_answers`]), make broadcasts answer a node-state code
+//! such as `SERVER_BUSY` ([`TronApi::refuse_broadcasts`]), and read balances, resources and the
+//! pool back.
 //!
 //! Block 0, the genesis block, is always served (as a node prints it: no `number` and no
 //! `timestamp`); its `blockID` names the test network, [`TEST_GENESIS_BLOCK_ID`] unless the
@@ -15,15 +47,17 @@
 //! server must be configured with that id (`[tron] genesis_block_id`), as it would be for a
 //! testnet. Blocks between 0 and the first block are absent (`{}`).
 //!
-//! The chain is scripted from the test: append blocks holding TRX transfers, TRC20 transfers
-//! (successful, `REVERT`, `OUT_OF_ENERGY`, any contract), replace blocks (a reorganization:
+//! The chain is also scripted from the test: append blocks holding TRX transfers, TRC20
+//! transfers (successful, `REVERT`, `OUT_OF_ENERGY`, any contract; these move no balances),
+//! replace blocks (a reorganization:
 //! the block and every later one get new ids), set balances and resources, make the server
 //! stop answering ([`Mode`]), pad the answers of a path with whitespace (an answer too large
 //! for a client's limit, same JSON), and read back the requests it got (headers included) and
 //! the transactions broadcast to it.
 //!
 //! Addresses are given in base58 (`T…`) or `41…` hex. The server shares no code with the
-//! adapter: it decodes base58check with the `bs58` crate and writes everything else itself.
+//! adapter: it decodes base58check with the `bs58` crate, protobuf with its own reader,
+//! recovers signatures with `k256` and `tiny-keccak`, and writes everything else itself.
 //!
 //! The server runs on its own thread and tokio runtime, so both blocking tests (the e2e tests
 //! of the `custody` binary) and async tests can use it; it stops when dropped.
@@ -73,6 +107,23 @@ pub const TEST_GENESIS_BLOCK_ID: &str =
     "0000000000000000d541732b444a39550a6c85ff9673524384211bb9f373c16c";
 /// A super representative's address, written as the witness of every block.
 const WITNESS_HEX: &str = "41b2f713d57dbcec679d93a8849fa0cd0e4db594ba";
+/// Energy of a TRC20 `transfer` to an address that holds the token (a USDT transfer's, the
+/// dynamic-energy penalty included).
+pub const TRC20_TRANSFER_ENERGY: i64 = 64_285;
+/// Energy of a TRC20 `transfer` to an address whose balance is 0: a new storage slot, about
+/// twice as much.
+pub const TRC20_TRANSFER_ENERGY_NEW_HOLDER: i64 = 129_285;
+/// Energy of a TRC20 `transfer` that reverts (the sender holds less than the amount).
+pub const TRC20_REVERT_ENERGY: i64 = 8_890;
+
+fn transfer_energy(recipient_holds: bool) -> i64 {
+    if recipient_holds {
+        TRC20_TRANSFER_ENERGY
+    } else {
+        TRC20_TRANSFER_ENERGY_NEW_HOLDER
+    }
+}
+
 /// Requests kept for [`TronApi::requests`] (the oldest are dropped).
 const REQUESTS_KEPT_MAX: usize = 10_000;
 
@@ -144,6 +195,41 @@ pub struct TxSpec {
     kind: TxKind,
     /// `ret[0].contractRet` and, for contract calls, `receipt.result`.
     result: String,
+    /// A transaction the server received signed (`wallet/broadcasthex`): `raw` is its real
+    /// `raw_data`, and these its other fields.
+    signed: Option<Signed>,
+    /// What executing it cost (broadcast transactions, once in a block).
+    receipt: Option<Receipt>,
+}
+
+/// The fields of a broadcast transaction the JSON shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Signed {
+    signature: Vec<u8>,
+    ref_block_bytes: [u8; 2],
+    ref_block_hash: [u8; 8],
+    expiration: i64,
+    timestamp: i64,
+    fee_limit: i64,
+    /// Bandwidth points it costs: its serialized size plus 64 (java-tron
+    /// `BandwidthProcessor`: `MAX_RESULT_SIZE_IN_TX` per contract).
+    bandwidth: i64,
+}
+
+/// What a broadcast transaction cost when the server executed it, in sun, energy and bandwidth
+/// points (`TransactionInfo.receipt` and `fee`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Receipt {
+    /// Everything burned: `net_fee + energy_fee + account creation`.
+    fee: i64,
+    /// Bandwidth taken from the account's staked or free bandwidth (nothing burned for it).
+    net_usage: i64,
+    /// TRX burned for bandwidth, or `getCreateAccountFee` when the transfer created an account.
+    net_fee: i64,
+    /// Energy taken from the account's staked energy.
+    energy_usage: i64,
+    energy_fee: i64,
+    energy_usage_total: i64,
 }
 
 impl TxSpec {
@@ -156,6 +242,15 @@ impl TxSpec {
             raw,
             kind,
             result: "SUCCESS".into(),
+            signed: None,
+            receipt: None,
+        }
+    }
+
+    /// The parties of the transaction as `41…` hex: (owner, recipient).
+    fn parties(&self) -> (&str, &str) {
+        match &self.kind {
+            TxKind::Trx { from, to, .. } | TxKind::Trc20 { from, to, .. } => (from, to),
         }
     }
 
@@ -221,26 +316,114 @@ impl TxSpec {
                 Some(30_000_000),
             ),
         };
-        let mut raw_data = json!({
-            "contract": [contract],
-            "ref_block_bytes": &ref_block[12..16],
-            "ref_block_hash": &ref_block[16..32],
-            "expiration": timestamp + 60_000,
-            "timestamp": timestamp - 1_500,
-        });
-        if let Some(f) = fee_limit {
-            raw_data["fee_limit"] = json!(f);
+        let (mut raw_data, signature) = match &self.signed {
+            Some(signed) => {
+                let mut raw_data = json!({
+                    "contract": [contract],
+                    "ref_block_bytes": hex::encode(signed.ref_block_bytes),
+                    "ref_block_hash": hex::encode(signed.ref_block_hash),
+                    "expiration": signed.expiration,
+                    "timestamp": signed.timestamp,
+                });
+                if signed.fee_limit != 0 {
+                    raw_data["fee_limit"] = json!(signed.fee_limit);
+                }
+                (raw_data, hex::encode(&signed.signature))
+            }
+            None => {
+                let mut raw_data = json!({
+                    "contract": [contract],
+                    "ref_block_bytes": &ref_block[12..16],
+                    "ref_block_hash": &ref_block[16..32],
+                    "expiration": timestamp + 60_000,
+                    "timestamp": timestamp - 1_500,
+                });
+                if let Some(f) = fee_limit {
+                    raw_data["fee_limit"] = json!(f);
+                }
+                (raw_data, format!("{}{}00", self.txid, self.txid))
+            }
+        };
+        if raw_data.get("timestamp") == Some(&json!(0)) {
+            raw_data
+                .as_object_mut()
+                .expect("an object")
+                .remove("timestamp");
         }
         json!({
             "ret": [{"contractRet": self.result}],
-            "signature": [format!("{}{}00", self.txid, self.txid)],
+            "signature": [signature],
             "txID": self.txid,
             "raw_data": raw_data,
             "raw_data_hex": hex::encode(&self.raw),
         })
     }
 
+    /// The transaction as `wallet/gettransactionfrompending` prints it: no `ret` yet.
+    fn pending_json(&self) -> Value {
+        let mut tx = self.transaction_json(0, &"0".repeat(64));
+        tx.as_object_mut().expect("an object").remove("ret");
+        tx
+    }
+
+    /// The info of a broadcast transaction the server executed: the receipt's real figures,
+    /// proto3 JSON (zeros left out).
+    fn executed_info_json(&self, receipt: &Receipt, number: u64, timestamp: i64) -> Value {
+        let mut r = serde_json::Map::new();
+        for (key, value) in [
+            ("energy_usage", receipt.energy_usage),
+            ("energy_fee", receipt.energy_fee),
+            ("energy_usage_total", receipt.energy_usage_total),
+            ("net_usage", receipt.net_usage),
+            ("net_fee", receipt.net_fee),
+        ] {
+            if value != 0 {
+                r.insert(key.into(), json!(value));
+            }
+        }
+        let mut info = json!({
+            "id": self.txid,
+            "blockNumber": number,
+            "blockTimeStamp": timestamp,
+            "contractResult": [""],
+        });
+        if receipt.fee != 0 {
+            info["fee"] = json!(receipt.fee);
+        }
+        if let TxKind::Trc20 {
+            token,
+            from,
+            to,
+            amount,
+        } = &self.kind
+        {
+            r.insert("result".into(), json!(self.result));
+            info["contract_address"] = json!(token);
+            if self.succeeded() {
+                info["contractResult"] = json!([word_u128(1)]);
+                info["log"] = json!([{
+                    "address": &token[2..],
+                    "topics": [TRANSFER_TOPIC, word_address(from), word_address(to)],
+                    "data": word_u128(*amount)
+                }]);
+            } else {
+                info["result"] = json!("FAILED");
+                let message = if self.result == "REVERT" {
+                    "REVERT opcode executed".to_owned()
+                } else {
+                    format!("Not enough energy for '{}' operation executing", "SSTORE")
+                };
+                info["resMessage"] = json!(hex::encode(message));
+            }
+        }
+        info["receipt"] = Value::Object(r);
+        info
+    }
+
     fn info_json(&self, number: u64, timestamp: i64) -> Value {
+        if let Some(receipt) = &self.receipt {
+            return self.executed_info_json(receipt, number, timestamp);
+        }
         match &self.kind {
             TxKind::Trx { .. } => json!({
                 "id": self.txid,
@@ -391,6 +574,53 @@ struct State {
     /// Whitespace bytes appended to every answer of a path.
     padding: HashMap<String, usize>,
     pending_replace: Option<PendingReplace>,
+    /// Broadcast transactions the server accepted and no block holds yet, in arrival order.
+    pool: Vec<TxSpec>,
+    /// Blocks are made without the pool's transactions.
+    inclusion_paused: bool,
+    /// Requests of a path whose answer is lost: the server acts on the request, then closes
+    /// the connection without answering.
+    lost_answers: HashMap<String, usize>,
+    /// Pool transactions dropped without a block, and why.
+    evicted: Vec<(String, String)>,
+    /// Every broadcast is answered with this code (a node in this state) before any check.
+    broadcast_refusal: Option<String>,
+}
+
+/// A refusal of `wallet/broadcasthex`: `api.Return.response_code` and message.
+type Refusal = (&'static str, String);
+
+/// How a broadcast transaction pays for its bandwidth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NetSource {
+    Staked,
+    Free,
+    Burned,
+}
+
+/// What executing a transaction now would do.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    receipt: Receipt,
+    net_source: NetSource,
+    /// TRX moved from the owner to the recipient.
+    trx_amount: i64,
+    /// TRC20 units moved from the owner to the recipient (a successful transfer only).
+    token_amount: u128,
+    /// `SUCCESS`, `REVERT`, `OUT_OF_ENERGY`.
+    result: &'static str,
+}
+
+/// The `api.Return` JSON of a refused broadcast (`message` as UTF-8 text, as
+/// `BroadcastHexServlet` writes it).
+fn refusal(code: &str, message: &str, txid: &str) -> Value {
+    json!({
+        "result": false,
+        "code": code,
+        "message": message,
+        "transaction": "{}",
+        "txid": txid
+    })
 }
 
 /// A [`TronApi::replace_after`] waiting for its request.
@@ -416,6 +646,11 @@ impl State {
         })
     }
 
+    /// The pooled (accepted, not yet in a block) transaction `txid`.
+    fn find_pooled(&self, txid: &str) -> Option<&TxSpec> {
+        self.pool.iter().find(|t| t.txid.eq_ignore_ascii_case(txid))
+    }
+
     /// The stored transaction `txid` and the number and timestamp of its block.
     fn find_tx(&self, txid: &str) -> Option<(&TxSpec, u64, i64)> {
         self.blocks.iter().find_map(|b| {
@@ -425,6 +660,280 @@ impl State {
                 .find(|t| t.txid.eq_ignore_ascii_case(txid))
                 .map(|t| (t, b.info.number, b.info.timestamp_ms))
         })
+    }
+
+    fn chain_parameter(&self, key: &str) -> i64 {
+        self.chain_parameters
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or(0, |(_, v)| *v)
+    }
+
+    /// A number of the `wallet/getaccountresource` answer set for `address` (0 when absent).
+    fn resource(&self, address: &str, key: &str) -> i64 {
+        self.resources
+            .get(address)
+            .and_then(|r| r.get(key))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    }
+
+    fn add_resource_use(&mut self, address: &str, key: &str, used: i64) {
+        if used == 0 {
+            return;
+        }
+        let entry = self
+            .resources
+            .entry(address.to_owned())
+            .or_insert_with(|| json!({}));
+        let now = entry.get(key).and_then(Value::as_i64).unwrap_or(0);
+        entry[key] = json!(now + used);
+    }
+
+    fn head_time(&self) -> i64 {
+        self.blocks.last().expect("a block").info.timestamp_ms
+    }
+
+    /// Whether `ref_block_bytes`/`ref_block_hash` name a block of the current chain (java-tron
+    /// `Manager.validateTapos`: bytes 6..8 of the number, bytes 8..16 of the id).
+    fn tapos_ok(&self, bytes: [u8; 2], hash: [u8; 8]) -> bool {
+        let genesis = (0u64, self.genesis_block_id.as_str());
+        self.blocks
+            .iter()
+            .map(|b| (b.info.number, b.info.hash.as_str()))
+            .chain(std::iter::once(genesis))
+            .any(|(number, id)| {
+                number.to_be_bytes()[6..8] == bytes && id[16..32] == hex::encode(hash)
+            })
+    }
+
+    /// The checks of java-tron `Manager.validateTapos` and `validateCommon` against the head.
+    fn check_reference_and_expiration(&self, signed: &Signed) -> Result<(), Refusal> {
+        if !self.tapos_ok(signed.ref_block_bytes, signed.ref_block_hash) {
+            return Err(("TAPOS_ERROR", "Tapos check error".into()));
+        }
+        let head = self.head_time();
+        if signed.expiration <= head || signed.expiration > head + 86_400_000 {
+            return Err(("TRANSACTION_EXPIRATION_ERROR", "transaction expired".into()));
+        }
+        Ok(())
+    }
+
+    /// Bandwidth of `owner` for `bytes` points: staked, then free, else burned.
+    fn bandwidth(&self, owner: &str, bytes: i64) -> (NetSource, i64) {
+        let staked = self.resource(owner, "NetLimit") - self.resource(owner, "NetUsed");
+        let free = self.resource(owner, "freeNetLimit") - self.resource(owner, "freeNetUsed");
+        if staked >= bytes {
+            (NetSource::Staked, 0)
+        } else if free >= bytes {
+            (NetSource::Free, 0)
+        } else {
+            (
+                NetSource::Burned,
+                bytes * self.chain_parameter("getTransactionFee"),
+            )
+        }
+    }
+
+    /// What `tx` would do now, or why the node refuses it (contract validation, bandwidth).
+    /// The rules of java-tron's `TransferActuator`, `BandwidthProcessor` and `VMActuator`, for
+    /// the two kinds of transactions the server executes.
+    fn plan(&self, tx: &TxSpec) -> Result<Plan, Refusal> {
+        let signed = tx.signed.as_ref().expect("a broadcast transaction");
+        let bytes = signed.bandwidth;
+        let (owner, to) = tx.parties();
+        let Some(&balance) = self.trx_balances.get(owner) else {
+            return Err((
+                "CONTRACT_VALIDATE_ERROR",
+                format!("contract validate error : Validate TransferContract error, no OwnerAccount {owner}."),
+            ));
+        };
+        match &tx.kind {
+            TxKind::Trx { amount, .. } => {
+                if *amount <= 0 {
+                    return Err((
+                        "CONTRACT_VALIDATE_ERROR",
+                        "contract validate error : Amount must be greater than 0.".into(),
+                    ));
+                }
+                if owner == to {
+                    return Err((
+                        "CONTRACT_VALIDATE_ERROR",
+                        "contract validate error : Cannot transfer TRX to yourself.".into(),
+                    ));
+                }
+                let creates = !self.trx_balances.contains_key(to);
+                let system_fee = if creates {
+                    self.chain_parameter("getCreateNewAccountFeeInSystemContract")
+                } else {
+                    0
+                };
+                if balance < amount.saturating_add(system_fee) {
+                    return Err((
+                        "CONTRACT_VALIDATE_ERROR",
+                        "contract validate error : Validate TransferContract error, balance is not sufficient.".into(),
+                    ));
+                }
+                let (net_source, net_fee) = if creates {
+                    let staked = self.resource(owner, "NetLimit") - self.resource(owner, "NetUsed");
+                    if staked >= bytes {
+                        (NetSource::Staked, 0)
+                    } else {
+                        (
+                            NetSource::Burned,
+                            self.chain_parameter("getCreateAccountFee"),
+                        )
+                    }
+                } else {
+                    self.bandwidth(owner, bytes)
+                };
+                let fee = net_fee + system_fee;
+                if balance < amount.saturating_add(fee) {
+                    return Err(("BANDWITH_ERROR", "AccountResourceInsufficient error".into()));
+                }
+                Ok(Plan {
+                    receipt: Receipt {
+                        fee,
+                        net_usage: if net_source == NetSource::Burned {
+                            0
+                        } else {
+                            bytes
+                        },
+                        net_fee,
+                        ..Receipt::default()
+                    },
+                    net_source,
+                    trx_amount: *amount,
+                    token_amount: 0,
+                    result: "SUCCESS",
+                })
+            }
+            TxKind::Trc20 { token, amount, .. } => {
+                let max = self.chain_parameter("getMaxFeeLimit");
+                if signed.fee_limit < 0 || signed.fee_limit > max {
+                    return Err((
+                        "CONTRACT_VALIDATE_ERROR",
+                        format!("contract validate error : feeLimit must be >= 0 and <= {max}"),
+                    ));
+                }
+                let (net_source, net_fee) = self.bandwidth(owner, bytes);
+                if balance < net_fee {
+                    return Err(("BANDWITH_ERROR", "AccountResourceInsufficient error".into()));
+                }
+                let held = |holder: &str| {
+                    self.token_balances
+                        .get(&(token.clone(), holder.to_owned()))
+                        .copied()
+                        .unwrap_or(0)
+                };
+                let (mut result, energy) = if held(owner) >= *amount {
+                    ("SUCCESS", transfer_energy(held(to) > 0))
+                } else {
+                    ("REVERT", TRC20_REVERT_ENERGY)
+                };
+                let staked = (self.resource(owner, "EnergyLimit")
+                    - self.resource(owner, "EnergyUsed"))
+                .max(0);
+                let from_stake = energy.min(staked);
+                let price = self.chain_parameter("getEnergyFee");
+                let mut energy_fee = (energy - from_stake) * price;
+                // The burn is bounded by fee_limit and by what the account holds after paying
+                // for bandwidth: beyond that the call runs out of energy and burns it all.
+                let can_burn = signed.fee_limit.min(balance - net_fee);
+                let mut energy_total = energy;
+                if energy_fee > can_burn {
+                    result = "OUT_OF_ENERGY";
+                    energy_fee = can_burn;
+                    energy_total = from_stake + if price > 0 { can_burn / price } else { 0 };
+                }
+                Ok(Plan {
+                    receipt: Receipt {
+                        fee: net_fee + energy_fee,
+                        net_usage: if net_source == NetSource::Burned {
+                            0
+                        } else {
+                            bytes
+                        },
+                        net_fee,
+                        energy_usage: from_stake,
+                        energy_fee,
+                        energy_usage_total: energy_total,
+                    },
+                    net_source,
+                    trx_amount: 0,
+                    token_amount: if result == "SUCCESS" { *amount } else { 0 },
+                    result,
+                })
+            }
+        }
+    }
+
+    /// Executes `tx` on the balances and resources: the transaction as it goes into a block.
+    fn apply(&mut self, mut tx: TxSpec, plan: Plan) -> TxSpec {
+        let (owner, to) = {
+            let (o, t) = tx.parties();
+            (o.to_owned(), t.to_owned())
+        };
+        let receipt = plan.receipt;
+        *self.trx_balances.get_mut(&owner).expect("the owner exists") -=
+            plan.trx_amount + receipt.fee;
+        if let TxKind::Trx { .. } = tx.kind {
+            *self.trx_balances.entry(to.clone()).or_insert(0) += plan.trx_amount;
+        }
+        if let TxKind::Trc20 { token, .. } = &tx.kind {
+            if plan.token_amount > 0 {
+                let token = token.clone();
+                *self
+                    .token_balances
+                    .entry((token.clone(), owner.clone()))
+                    .or_insert(0) -= plan.token_amount;
+                *self.token_balances.entry((token, to)).or_insert(0) += plan.token_amount;
+            }
+        }
+        let used_key = match plan.net_source {
+            NetSource::Staked => Some("NetUsed"),
+            NetSource::Free => Some("freeNetUsed"),
+            NetSource::Burned => None,
+        };
+        if let Some(key) = used_key {
+            self.add_resource_use(&owner, key, receipt.net_usage);
+        }
+        self.add_resource_use(&owner, "EnergyUsed", receipt.energy_usage);
+        tx.result = plan.result.to_owned();
+        tx.receipt = Some(receipt);
+        tx
+    }
+
+    /// The pool's transactions that go into a block on top of the current head, executed in
+    /// arrival order; the others that can no longer be included (expired, reference block
+    /// gone, no longer valid) are dropped.
+    fn take_pool(&mut self) -> Vec<TxSpec> {
+        if self.inclusion_paused {
+            return Vec::new();
+        }
+        let mut included = Vec::new();
+        for tx in std::mem::take(&mut self.pool) {
+            let signed = tx.signed.clone().expect("a broadcast transaction");
+            let checked = self
+                .check_reference_and_expiration(&signed)
+                .and_then(|()| self.plan(&tx));
+            match checked {
+                Ok(plan) => included.push(self.apply(tx, plan)),
+                Err((code, message)) => self.evicted.push((tx.txid, format!("{code}: {message}"))),
+            }
+        }
+        included
+    }
+
+    /// Drops the pool's transactions the new head made void (expired, reference block gone).
+    fn evict_void(&mut self) {
+        for tx in std::mem::take(&mut self.pool) {
+            let signed = tx.signed.clone().expect("a broadcast transaction");
+            match self.check_reference_and_expiration(&signed) {
+                Ok(()) => self.pool.push(tx),
+                Err((code, message)) => self.evicted.push((tx.txid, format!("{code}: {message}"))),
+            }
+        }
     }
 
     fn make_block(&self, number: u64, parent_hash: &str, spec: BlockSpec) -> StoredBlock {
@@ -494,9 +1003,14 @@ impl State {
                 ),
             ),
         };
+        let mut spec = spec;
+        if !self.blocks.is_empty() {
+            spec.txs.extend(self.take_pool());
+        }
         let block = self.make_block(number, &parent, spec);
         let info = block.info.clone();
         self.blocks.push(block);
+        self.evict_void();
         info
     }
 
@@ -597,6 +1111,11 @@ impl TronApi {
             broadcasts: Vec::new(),
             padding: HashMap::new(),
             pending_replace: None,
+            pool: Vec::new(),
+            inclusion_paused: false,
+            lost_answers: HashMap::new(),
+            evicted: Vec::new(),
+            broadcast_refusal: None,
         };
         state.push(BlockSpec::new());
         let state = Arc::new(Mutex::new(state));
@@ -784,6 +1303,64 @@ impl TronApi {
     pub fn broadcasts(&self) -> Vec<String> {
         self.state().broadcasts.clone()
     }
+
+    /// Produces the next block: the pool's transactions go into it (unless inclusion is
+    /// paused), executed in arrival order. Same as `append(BlockSpec::new())`.
+    pub fn produce_block(&self) -> BlockInfo {
+        self.append(BlockSpec::new())
+    }
+
+    /// While paused, blocks are made without the pool's transactions; the pool keeps them
+    /// until they expire (a node that never gets the transaction to a block producer).
+    pub fn set_inclusion_paused(&self, paused: bool) {
+        self.state().inclusion_paused = paused;
+    }
+
+    /// The next `count` requests for `path` (e.g. `/wallet/broadcasthex`) are acted on, then
+    /// their answer is lost: the connection is closed without one.
+    pub fn lose_answers(&self, path: &str, count: usize) {
+        self.state().lost_answers.insert(path.to_owned(), count);
+    }
+
+    /// Every broadcast is refused with `code` (`SERVER_BUSY`, `BLOCK_UNSOLIDIFIED`, ...: the
+    /// node's state), before the transaction is looked at; `None` ends it.
+    pub fn refuse_broadcasts(&self, code: Option<&str>) {
+        self.state().broadcast_refusal = code.map(str::to_owned);
+    }
+
+    /// The txIDs of the accepted broadcast transactions no block holds yet, in arrival order.
+    pub fn pool(&self) -> Vec<String> {
+        self.state().pool.iter().map(|t| t.txid.clone()).collect()
+    }
+
+    /// The broadcast transactions dropped from the pool without a block, with the reason.
+    pub fn evicted(&self) -> Vec<(String, String)> {
+        self.state().evicted.clone()
+    }
+
+    /// The TRX balance of `address` in sun, `None` for an account the chain does not know.
+    pub fn trx_balance(&self, address: &str) -> Option<i64> {
+        self.state().trx_balances.get(&hex41(address)).copied()
+    }
+
+    /// `balanceOf(holder)` on `token`.
+    pub fn trc20_balance(&self, token: &str, holder: &str) -> u128 {
+        self.state()
+            .token_balances
+            .get(&(hex41(token), hex41(holder)))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The `wallet/getaccountresource` answer for `address` as it stands (`{}` when unknown):
+    /// broadcast transactions add to its `freeNetUsed`, `NetUsed` and `EnergyUsed`.
+    pub fn account_resource(&self, address: &str) -> Value {
+        self.state()
+            .resources
+            .get(&hex41(address))
+            .cloned()
+            .unwrap_or_else(|| json!({}))
+    }
 }
 
 impl Drop for TronApi {
@@ -890,6 +1467,20 @@ async fn handle(
         }
     };
     let response = route(&state, &path, &body);
+    let lost = {
+        let mut s = lock(&state);
+        match s.lost_answers.get_mut(&path) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    };
+    if lost {
+        // Acted on; the answer never leaves.
+        return Err(std::io::Error::other("the test node lost its answer"));
+    }
     let padding = lock(&state).padding.get(&path).copied();
     match padding {
         Some(bytes) if response.status() == StatusCode::OK => {
@@ -931,6 +1522,26 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
             let txid = body["value"].as_str().unwrap_or_default();
             match s.find_tx(txid) {
                 Some((tx, number, timestamp)) => value_response(&tx.info_json(number, timestamp)),
+                None => value_response(&json!({})),
+            }
+        }
+        "/wallet/gettransactionbyid" => {
+            let txid = body["value"].as_str().unwrap_or_default();
+            match s.find_tx(txid) {
+                Some((tx, number, timestamp)) => {
+                    let parent = s
+                        .block(number)
+                        .map(|b| b.info.parent_hash.clone())
+                        .unwrap_or_default();
+                    value_response(&tx.transaction_json(timestamp, &parent))
+                }
+                None => value_response(&json!({})),
+            }
+        }
+        "/wallet/gettransactionfrompending" => {
+            let txid = body["value"].as_str().unwrap_or_default();
+            match s.find_pooled(txid) {
+                Some(tx) => value_response(&tx.pending_json()),
                 None => value_response(&json!({})),
             }
         }
@@ -994,10 +1605,67 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
     }
 }
 
+/// `transfer(to, amount)` run as `owner` without a transaction: what the node predicts.
+fn simulated_transfer(s: &State, body: &Value, contract: &str, parameter: &str) -> Value {
+    let owner = hex41(body["owner_address"].as_str().unwrap_or_default());
+    let to = format!("41{}", &parameter[24..64]);
+    let amount = u128::from_str_radix(&parameter[96..128], 16).unwrap_or(u128::MAX);
+    let high_zero = parameter[64..96].bytes().all(|b| b == b'0');
+    let held = |holder: &str| {
+        s.token_balances
+            .get(&(contract.to_owned(), holder.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let transaction = |ret: Value| {
+        json!({
+            "ret": [ret],
+            "visible": false,
+            "txID": hex::encode(Sha256::digest(format!("{owner}{parameter}").as_bytes())),
+            "raw_data": {
+                "contract": [{
+                    "parameter": {
+                        "value": {
+                            "data": format!("a9059cbb{parameter}"),
+                            "owner_address": owner,
+                            "contract_address": contract
+                        },
+                        "type_url": "type.googleapis.com/protocol.TriggerSmartContract"
+                    },
+                    "type": "TriggerSmartContract"
+                }]
+            }
+        })
+    };
+    if high_zero && held(&owner) >= amount {
+        json!({
+            "result": {"result": true},
+            "energy_used": transfer_energy(held(&to) > 0),
+            "constant_result": [word_u128(1)],
+            "transaction": transaction(json!({}))
+        })
+    } else {
+        // java-tron `Wallet.triggerConstantContract`: the call ran and reverted; the API call
+        // itself succeeded.
+        json!({
+            "result": {"result": true, "message": hex::encode("REVERT opcode executed")},
+            "energy_used": TRC20_REVERT_ENERGY,
+            "constant_result": [""],
+            "transaction": transaction(json!({"ret": "FAILED"}))
+        })
+    }
+}
+
 fn constant_call(s: &State, body: &Value) -> Response<Full<Bytes>> {
     let contract = hex41(body["contract_address"].as_str().unwrap_or_default());
     let selector = body["function_selector"].as_str().unwrap_or_default();
     let parameter = body["parameter"].as_str().unwrap_or_default();
+    if selector == "transfer(address,uint256)"
+        && parameter.len() == 128
+        && parameter.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return value_response(&simulated_transfer(s, body, &contract, parameter));
+    }
     if selector != "balanceOf(address)" || parameter.len() != 64 {
         return value_response(&json!({
             "result": {
@@ -1052,51 +1720,229 @@ fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
     None
 }
 
-/// The `raw_data` bytes (field 1) of a serialized `protocol.Transaction`.
-fn raw_data_of(tx: &[u8]) -> Option<&[u8]> {
-    let mut at = 0;
-    while at < tx.len() {
-        let key = varint(tx, &mut at)?;
-        match key & 7 {
-            0 => {
-                varint(tx, &mut at)?;
-            }
-            2 => {
-                let len = usize::try_from(varint(tx, &mut at)?).ok()?;
-                let bytes = tx.get(at..at.checked_add(len)?)?;
-                at += len;
-                if key >> 3 == 1 {
-                    return Some(bytes);
-                }
-            }
-            _ => return None,
-        }
-    }
-    None
+/// A protobuf field value: varint (wire type 0) or length-delimited (wire type 2), the only
+/// two the messages read here use.
+#[derive(Debug, Clone, Copy)]
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
 }
 
+/// The fields of a protobuf message, in order; `None` when it does not parse.
+fn fields(bytes: &[u8]) -> Option<Vec<(u64, Field<'_>)>> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at < bytes.len() {
+        let key = varint(bytes, &mut at)?;
+        let value = match key & 7 {
+            0 => Field::Varint(varint(bytes, &mut at)?),
+            2 => {
+                let len = usize::try_from(varint(bytes, &mut at)?).ok()?;
+                let value = bytes.get(at..at.checked_add(len)?)?;
+                at += len;
+                Field::Bytes(value)
+            }
+            _ => return None,
+        };
+        out.push((key >> 3, value));
+    }
+    Some(out)
+}
+
+fn bytes_field<'a>(fields: &[(u64, Field<'a>)], number: u64) -> Option<&'a [u8]> {
+    fields.iter().rev().find_map(|(n, f)| match f {
+        Field::Bytes(b) if *n == number => Some(*b),
+        _ => None,
+    })
+}
+
+/// An int64 field (two's complement in a varint); 0 when absent.
+fn int_field(fields: &[(u64, Field<'_>)], number: u64) -> i64 {
+    fields
+        .iter()
+        .rev()
+        .find_map(|(n, f)| match f {
+            Field::Varint(v) if *n == number => Some(i64::from_ne_bytes(v.to_ne_bytes())),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+/// A `41…` address field as hex.
+fn address_field(fields: &[(u64, Field<'_>)], number: u64) -> Option<String> {
+    let bytes = bytes_field(fields, number)?;
+    (bytes.len() == 21 && bytes[0] == 0x41).then(|| hex::encode(bytes))
+}
+
+/// A decoded `protocol.Transaction` the server can execute, or why not (`OTHER_ERROR`: the
+/// server only knows TRX transfers and TRC20 `transfer` calls).
+fn decode_transaction(tx: &[u8]) -> Result<TxSpec, Refusal> {
+    let other = |why: &str| ("OTHER_ERROR", format!("other error : {why}"));
+    let top = fields(tx).ok_or_else(|| other("the transaction does not parse"))?;
+    let raw = bytes_field(&top, 1).ok_or_else(|| other("no raw_data"))?;
+    let signatures: Vec<&[u8]> = top
+        .iter()
+        .filter_map(|(n, f)| match f {
+            Field::Bytes(b) if *n == 2 => Some(*b),
+            _ => None,
+        })
+        .collect();
+    let raw_fields = fields(raw).ok_or_else(|| other("raw_data does not parse"))?;
+    let contracts: Vec<&[u8]> = raw_fields
+        .iter()
+        .filter_map(|(n, f)| match f {
+            Field::Bytes(b) if *n == 11 => Some(*b),
+            _ => None,
+        })
+        .collect();
+    let [contract] = contracts.as_slice() else {
+        return Err(other(
+            "the test server executes transactions of one contract",
+        ));
+    };
+    let contract = fields(contract).ok_or_else(|| other("contract does not parse"))?;
+    let kind = int_field(&contract, 1);
+    let any = fields(bytes_field(&contract, 2).ok_or_else(|| other("no parameter"))?)
+        .ok_or_else(|| other("parameter does not parse"))?;
+    let type_url = String::from_utf8_lossy(bytes_field(&any, 1).unwrap_or_default()).into_owned();
+    let value = fields(bytes_field(&any, 2).unwrap_or_default())
+        .ok_or_else(|| other("contract value does not parse"))?;
+    let owner = address_field(&value, 1).ok_or_else(|| other("no owner_address"))?;
+    let kind = match (kind, type_url.as_str()) {
+        (1, "type.googleapis.com/protocol.TransferContract") => TxKind::Trx {
+            from: owner,
+            to: address_field(&value, 2).ok_or_else(|| other("no to_address"))?,
+            amount: int_field(&value, 3),
+        },
+        (31, "type.googleapis.com/protocol.TriggerSmartContract") => {
+            let data = bytes_field(&value, 4).unwrap_or_default();
+            if int_field(&value, 3) != 0
+                || data.len() != 68
+                || data[..4] != [0xa9, 0x05, 0x9c, 0xbb]
+            {
+                return Err(other(
+                    "the test server executes TRC20 transfer(address,uint256) calls only",
+                ));
+            }
+            let word = |i: usize| hex::encode(&data[4 + 32 * i..4 + 32 * (i + 1)]);
+            let (to, amount) = (word(0), word(1));
+            if !to[..24].bytes().all(|b| b == b'0') || !amount[..32].bytes().all(|b| b == b'0') {
+                return Err(other("transfer arguments out of range"));
+            }
+            TxKind::Trc20 {
+                token: address_field(&value, 2).ok_or_else(|| other("no contract_address"))?,
+                from: owner,
+                to: format!("41{}", &to[24..]),
+                amount: u128::from_str_radix(&amount[32..], 16).expect("hex"),
+            }
+        }
+        (kind, url) => return Err(other(&format!("contract type {kind} ({url})"))),
+    };
+    let [signature] = signatures.as_slice() else {
+        return Err((
+            "SIGERROR",
+            format!("Validate signature error: {} signatures", signatures.len()),
+        ));
+    };
+    if signature.len() != 65 {
+        return Err((
+            "SIGERROR",
+            format!(
+                "Validate signature error: Signature size is {}",
+                signature.len()
+            ),
+        ));
+    }
+    let fixed = |number: u64, len: usize| {
+        bytes_field(&raw_fields, number)
+            .filter(|b| b.len() == len)
+            .ok_or_else(|| other("bad ref_block_bytes or ref_block_hash"))
+    };
+    let mut ref_block_bytes = [0u8; 2];
+    ref_block_bytes.copy_from_slice(fixed(1, 2)?);
+    let mut ref_block_hash = [0u8; 8];
+    ref_block_hash.copy_from_slice(fixed(4, 8)?);
+    Ok(TxSpec {
+        txid: hex::encode(Sha256::digest(raw)),
+        raw: raw.to_vec(),
+        kind,
+        result: "SUCCESS".into(),
+        signed: Some(Signed {
+            signature: signature.to_vec(),
+            ref_block_bytes,
+            ref_block_hash,
+            expiration: int_field(&raw_fields, 8),
+            timestamp: int_field(&raw_fields, 14),
+            fee_limit: int_field(&raw_fields, 18),
+            bandwidth: i64::try_from(tx.len()).expect("small") + 64,
+        }),
+        receipt: None,
+    })
+}
+
+/// The `41…` hex address of the key that made `signature` (`r ‖ s ‖ v`, `v` the recovery id
+/// or 27 + it, as java-tron accepts) over `txid`.
+fn signer_of(txid: &[u8], signature: &[u8]) -> Option<String> {
+    use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
+    use tiny_keccak::{Hasher, Keccak};
+    let v = signature[64];
+    let v = if v >= 27 { v - 27 } else { v };
+    let sig = Signature::from_slice(&signature[..64]).ok()?;
+    let key = VerifyingKey::recover_from_prehash(txid, &sig, RecoveryId::from_byte(v)?).ok()?;
+    let point = key.to_encoded_point(false);
+    let mut hash = [0u8; 32];
+    let mut keccak = Keccak::v256();
+    keccak.update(&point.as_bytes()[1..]);
+    keccak.finalize(&mut hash);
+    Some(format!("41{}", hex::encode(&hash[12..])))
+}
+
+/// `wallet/broadcasthex`, checked in the order of java-tron `Wallet.broadcastTransaction` and
+/// `Manager.processTransaction`: duplicate, TaPoS, expiration, signature, then the contract
+/// (owner, balance) and bandwidth. An accepted transaction goes into the pool.
 fn broadcast(state: &Mutex<State>, body: &Value) -> Response<Full<Bytes>> {
     let hex_tx = body["transaction"].as_str().unwrap_or_default();
-    let Some(raw) = hex::decode(hex_tx)
-        .ok()
-        .and_then(|tx| raw_data_of(&tx).map(<[u8]>::to_vec))
-    else {
+    let Some(tx_bytes) = hex::decode(hex_tx).ok().filter(|b| fields(b).is_some()) else {
         return node_error(
             "class org.tron.core.exception.BadItemException : the transaction does not parse",
         );
     };
-    let txid = hex::encode(Sha256::digest(&raw));
     let mut s = lock(state);
-    let duplicate = s.broadcasts.iter().any(|b| b == hex_tx);
     s.broadcasts.push(hex_tx.to_owned());
-    if duplicate {
-        return value_response(&json!({
-            "result": false,
-            "code": "DUP_TRANSACTION_ERROR",
-            "message": hex::encode("dup transaction"),
-            "txid": txid
-        }));
+    let txid = raw_data_txid(&tx_bytes);
+    if let Some(code) = s.broadcast_refusal.clone() {
+        let message = match code.as_str() {
+            "SERVER_BUSY" => "Server busy.",
+            "BLOCK_UNSOLIDIFIED" => "Block unsolidified.",
+            "NO_CONNECTION" => "No connection.",
+            _ => "refused by the test server",
+        };
+        return value_response(&refusal(&code, message, &txid));
     }
+    let tx = match decode_transaction(&tx_bytes) {
+        Ok(tx) => tx,
+        Err((code, message)) => return value_response(&refusal(code, &message, &txid)),
+    };
+    if s.find_pooled(&txid).is_some() || s.find_tx(&txid).is_some() {
+        return value_response(&refusal("DUP_TRANSACTION_ERROR", "dup transaction", &txid));
+    }
+    let signed = tx.signed.clone().expect("decoded signed");
+    if let Err((code, message)) = s.check_reference_and_expiration(&signed) {
+        return value_response(&refusal(code, &message, &txid));
+    }
+    let owner = tx.parties().0.to_owned();
+    let digest = hex::decode(&txid).expect("hex");
+    if signer_of(&digest, &signed.signature).as_deref() != Some(owner.as_str()) {
+        return value_response(&refusal(
+            "SIGERROR",
+            &format!("validate signature error : the signature does not recover to {owner}"),
+            &txid,
+        ));
+    }
+    if let Err((code, message)) = s.plan(&tx) {
+        return value_response(&refusal(code, &message, &txid));
+    }
+    s.pool.push(tx);
     value_response(&json!({
         "result": true,
         "code": "SUCCESS",
@@ -1104,4 +1950,11 @@ fn broadcast(state: &Mutex<State>, body: &Value) -> Response<Full<Bytes>> {
         "transaction": "{}",
         "txid": txid
     }))
+}
+
+/// The txID of serialized transaction bytes (SHA-256 of field 1), or "" when there is none.
+fn raw_data_txid(tx: &[u8]) -> String {
+    fields(tx)
+        .and_then(|f| bytes_field(&f, 1).map(|raw| hex::encode(Sha256::digest(raw))))
+        .unwrap_or_default()
 }
