@@ -5,6 +5,7 @@ mod commands;
 mod config;
 mod datadir;
 mod ledger_cmd;
+mod treasury;
 mod webhooks;
 
 use std::path::PathBuf;
@@ -41,6 +42,15 @@ enum Command {
     /// Operator actions on the ledger.
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// The hot wallets.
+    #[command(subcommand)]
+    Treasury(TreasuryCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TreasuryCommand {
+    /// Each network's hot wallet address, on-chain balances and next nonce.
+    Show,
 }
 
 #[derive(Debug, Subcommand)]
@@ -155,6 +165,7 @@ fn main() -> ExitCode {
         Command::Webhooks(command) => webhooks::run(&dir, &command),
         Command::Ledger(LedgerCommand::Adjust(args)) => ledger_cmd::adjust(&dir, &args),
         Command::Ledger(LedgerCommand::Reconcile) => ledger_cmd::reconcile(&dir),
+        Command::Treasury(TreasuryCommand::Show) => treasury::show(&dir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

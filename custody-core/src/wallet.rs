@@ -150,6 +150,15 @@ pub fn hot_wallet_path(network: Network) -> HdPath {
     }
 }
 
+/// The address of `network`'s hot wallet, derived from the master seed like every other
+/// address (decisions §11).
+pub fn hot_wallet_address(signer: &dyn Signer, network: Network) -> CoreResult<String> {
+    let (pubkey, chain_code) = signer.external_chain_public_key(network, HOT_WALLET_ACCOUNT)?;
+    let (address, _) = derive_address(network, &pubkey, &chain_code, 0)
+        .map_err(|e| PortError::permanent("signer", e.to_string()))?;
+    Ok(address)
+}
+
 /// Returns the wallet of (tenant, user, network), creating it if needed, inside the caller's
 /// transaction: the allocation, the wallet row and the `wallet.created` event commit together.
 pub fn create_wallet(
