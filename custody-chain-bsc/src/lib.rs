@@ -73,8 +73,10 @@ pub mod codec;
 pub mod rpc;
 
 mod chain;
+pub mod sender;
 mod settings;
 
 pub use chain::BscChain;
 pub use rpc::{Answers, CallFailure, RpcClient, RpcError, RpcHealth, RpcSettings, UrlError};
+pub use sender::{BscSender, BscSenderSettings};
 pub use settings::{BscConfigError, BscSettings};

@@ -45,7 +45,7 @@ pub enum AddressError {
 }
 
 /// keccak-256 of `data`.
-fn keccak256(data: &[u8]) -> [u8; 32] {
+pub fn keccak256(data: &[u8]) -> [u8; 32] {
     let mut hasher = Keccak::v256();
     hasher.update(data);
     let mut out = [0u8; 32];

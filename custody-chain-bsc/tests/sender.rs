@@ -1,0 +1,280 @@
+//! `BscSender` against a real EVM node (anvil, chain id 56): transactions built here, signed by
+//! the core's `HdSigner` with anvil's own mnemonic, assembled, broadcast and looked up.
+
+use std::sync::Arc;
+
+use custody_chain_bsc::{BscChain, BscSender, BscSenderSettings, BscSettings};
+use custody_core::address::BscAddress;
+use custody_core::amount::Amount;
+use custody_core::asset::{Asset, AssetKind};
+use custody_core::keys::{HdSigner, Mnemonic};
+use custody_core::ports::sender::{
+    BroadcastOutcome, BuildRequest, ChainSender, FeeBid, Payment, SignedTx, TxLookup,
+};
+use custody_core::ports::signer::HdPath;
+use custody_core::ports::Signer;
+use custody_core::Network;
+use custody_e2e::anvil::Anvil;
+
+const ANVIL_MNEMONIC: &str = "test test test test test test test test test test test junk";
+const RECIPIENT: &str = "0x00000000000000000000000000000000000000C0";
+const GWEI: u128 = 1_000_000_000;
+
+fn eip55(a: &str) -> String {
+    BscAddress::parse(&a.to_lowercase()).unwrap().to_string()
+}
+
+struct Fixture {
+    anvil: Anvil,
+    sender: BscSender,
+    signer: HdSigner,
+    from: String,
+}
+
+fn fixture() -> Option<Fixture> {
+    let anvil = Anvil::start()?;
+    let chain = BscChain::new(BscSettings {
+        urls: vec![anvil.url()],
+        chain_id: 56,
+        assets: vec![Asset {
+            network: Network::Bsc,
+            code: "BNB".into(),
+            kind: AssetKind::Native,
+            decimals: 18,
+            contract: None,
+        }],
+        ..BscSettings::default()
+    })
+    .unwrap();
+    let signer = HdSigner::from_seed(&Mnemonic::parse(ANVIL_MNEMONIC).unwrap().to_seed()).unwrap();
+    let from = eip55(anvil.account(0));
+    Some(Fixture {
+        sender: BscSender::new(Arc::new(chain), BscSenderSettings::default()),
+        anvil,
+        signer,
+        from,
+    })
+}
+
+const PATH: HdPath = HdPath {
+    network: Network::Bsc,
+    account: 0,
+    index: 0,
+};
+
+impl Fixture {
+    async fn signed(&self, payment: Payment, nonce: u64, bid: FeeBid) -> SignedTx {
+        let unsigned = self
+            .sender
+            .build(&BuildRequest {
+                from: self.from.clone(),
+                payment,
+                nonce: Some(nonce),
+                bid,
+            })
+            .await
+            .unwrap();
+        let sig = self.signer.sign_digest(&PATH, &unsigned.digest).unwrap();
+        self.sender.assemble(&unsigned, &sig).unwrap()
+    }
+
+    /// Looks `hash` up until it is in a block (anvil's automine mines just after answering).
+    async fn included(&self, hash: &str) -> TxLookup {
+        for _ in 0..50 {
+            let found = self.sender.lookup(hash).await.unwrap();
+            if matches!(found, TxLookup::Included(_)) {
+                return found;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+        }
+        self.sender.lookup(hash).await.unwrap()
+    }
+
+    async fn nonce(&self) -> u64 {
+        self.sender
+            .confirmed_nonce(&self.from)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+}
+
+fn native(units: u128) -> Payment {
+    Payment::Native {
+        to: RECIPIENT.into(),
+        amount: Amount::from_units(units),
+    }
+}
+
+fn gas(limit: u64, price: u128) -> FeeBid {
+    FeeBid::Gas {
+        gas_limit: limit,
+        gas_price_wei: price,
+    }
+}
+
+#[tokio::test]
+async fn a_bnb_payment_goes_through_with_the_nodes_hash() {
+    let Some(f) = fixture() else { return };
+    let estimate = f.sender.price(&f.from, &native(1)).await.unwrap();
+    let FeeBid::Gas {
+        gas_limit,
+        gas_price_wei,
+    } = estimate.bid
+    else {
+        panic!("gas")
+    };
+    assert_eq!(gas_limit, 21_000);
+    assert_eq!(estimate.max_native.units(), 21_000 * gas_price_wei);
+    let signed = f
+        .signed(native(3 * GWEI), f.nonce().await, estimate.bid)
+        .await;
+    assert_eq!(
+        f.sender.broadcast(&signed).await,
+        BroadcastOutcome::Accepted
+    );
+    let looked = f.included(&signed.hash).await;
+    let TxLookup::Included(i) = looked else {
+        panic!("automine includes it: {looked:?}")
+    };
+    assert!(i.succeeded);
+    assert_eq!(i.fee_native.units(), 21_000 * gas_price_wei);
+    let receipt = f.anvil.mined(&format!("0x{}", signed.hash));
+    assert_eq!(receipt["transactionHash"], format!("0x{}", signed.hash));
+    assert_eq!(f.anvil.balance(RECIPIENT), 3 * GWEI);
+    // The same bytes again, now mined: the nonce is used (the engine then looks it up).
+    assert_eq!(
+        f.sender.broadcast(&signed).await,
+        BroadcastOutcome::NonceUsed
+    );
+    let (head, time) = f.sender.head().await.unwrap();
+    assert!(head >= i.block_number && time > 0);
+}
+
+#[tokio::test]
+async fn token_payments_are_priced_by_the_node_and_a_revert_is_included_failed() {
+    let Some(f) = fixture() else { return };
+    let owner = f.anvil.account(0).to_owned();
+    let token = f.anvil.deploy_token(&owner, "Test", "TST");
+    f.anvil.mint(&token, &owner, &owner, 1_000);
+    let pay = |units| Payment::Token {
+        contract: eip55(&token),
+        to: RECIPIENT.into(),
+        amount: Amount::from_units(units),
+    };
+    let estimate = f.sender.price(&f.from, &pay(400)).await.unwrap();
+    let FeeBid::Gas { gas_limit, .. } = estimate.bid else {
+        panic!("gas")
+    };
+    assert!(gas_limit > 21_000 && estimate.max_native > estimate.expected_native);
+    let signed = f.signed(pay(400), f.nonce().await, estimate.bid).await;
+    assert_eq!(
+        f.sender.broadcast(&signed).await,
+        BroadcastOutcome::Accepted
+    );
+    assert!(matches!(
+        f.included(&signed.hash).await,
+        TxLookup::Included(i) if i.succeeded
+    ));
+    assert_eq!(f.anvil.token_balance(&token, RECIPIENT), 400);
+    let (_, held) = f
+        .sender
+        .balances(RECIPIENT, Some(&eip55(&token)))
+        .await
+        .unwrap();
+    assert_eq!(held, Some(Amount::from_units(400)));
+
+    // More than the sender holds: the node cannot estimate it; sent anyway, it reverts.
+    assert!(f.sender.price(&f.from, &pay(10_000)).await.is_err());
+    let reverting = f
+        .signed(pay(10_000), f.nonce().await, gas(80_000, 2 * GWEI))
+        .await;
+    assert_eq!(
+        f.sender.broadcast(&reverting).await,
+        BroadcastOutcome::Accepted
+    );
+    let TxLookup::Included(i) = f.included(&reverting.hash).await else {
+        panic!("included")
+    };
+    assert!(!i.succeeded, "a reverted transfer is included, failed");
+    assert!(i.fee_native.units() > 0, "and still pays its gas");
+}
+
+#[tokio::test]
+async fn pending_replacements_and_one_inclusion_per_nonce() {
+    let Some(f) = fixture() else { return };
+    f.anvil.set_automine(false);
+    let nonce = f.nonce().await;
+    let first = f.signed(native(1), nonce, gas(21_000, 10 * GWEI)).await;
+    assert_eq!(f.sender.broadcast(&first).await, BroadcastOutcome::Accepted);
+    assert_eq!(
+        f.sender.broadcast(&first).await,
+        BroadcastOutcome::Accepted,
+        "already known"
+    );
+    assert_eq!(
+        f.sender.lookup(&first.hash).await.unwrap(),
+        TxLookup::Pending
+    );
+    // Another payment of the same nonce at the same price: a node keeps the first.
+    let cheap = f.signed(native(2), nonce, gas(21_000, 10 * GWEI)).await;
+    assert_eq!(
+        f.sender.broadcast(&cheap).await,
+        BroadcastOutcome::Underpriced
+    );
+    let better = f.signed(native(1), nonce, gas(21_000, 12 * GWEI)).await;
+    assert_eq!(
+        f.sender.broadcast(&better).await,
+        BroadcastOutcome::Accepted
+    );
+    f.anvil.mine(1);
+    let looks = [
+        f.sender.lookup(&first.hash).await.unwrap(),
+        f.included(&better.hash).await,
+    ];
+    assert_eq!(looks[0], TxLookup::Unknown, "replaced, never mined");
+    assert!(matches!(&looks[1], TxLookup::Included(i) if i.succeeded));
+    assert_eq!(f.anvil.balance(RECIPIENT), 1, "paid once");
+    assert_eq!(
+        f.sender.lookup(&"ab".repeat(32)).await.unwrap(),
+        TxLookup::Unknown
+    );
+}
+
+#[tokio::test]
+async fn a_node_that_never_answers_is_unknown_never_a_refusal() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    // Accept and hold connections without answering.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let chain = BscChain::new(BscSettings {
+        urls: vec![url],
+        chain_id: 56,
+        request_timeout_ms: 300,
+        assets: vec![Asset {
+            network: Network::Bsc,
+            code: "BNB".into(),
+            kind: AssetKind::Native,
+            decimals: 18,
+            contract: None,
+        }],
+        ..BscSettings::default()
+    })
+    .unwrap();
+    let sender = BscSender::new(Arc::new(chain), BscSenderSettings::default());
+    let outcome = sender
+        .broadcast(&SignedTx {
+            hash: "00".repeat(32),
+            raw: vec![0xc0],
+        })
+        .await;
+    assert!(
+        matches!(outcome, BroadcastOutcome::Unknown(_)),
+        "{outcome:?}"
+    );
+}
