@@ -285,6 +285,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     let config = dir.load_config()?;
     let catalog = config.catalog()?;
     let swap_pairs = config.swap_pairs(&catalog)?;
+    let fee_policies = config.fee_policies(&catalog)?;
     let (store, unlocked) = open_store(dir, &config)?;
     if unlocked.insecure {
         warn_insecure();
@@ -334,6 +335,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 })
                 .collect(),
             swap_pairs,
+            fee_policies,
             limits,
             limiter: custody_core::auth::RateLimiter::new(),
             second_factors: custody_http::SecondFactorChecks::default(),

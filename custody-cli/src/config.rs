@@ -20,6 +20,47 @@ pub struct Config {
     pub swaps: SwapsConfig,
     #[serde(default)]
     pub webhooks: crate::webhooks::WebhooksConfig,
+    /// Withdrawal fee policies per (network, asset) (decisions §11); a catalog asset without
+    /// one gets [`default_fee_policy`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fee_policies: Vec<FeePolicyConfig>,
+}
+
+/// One `[[fee_policies]]` entry. Amounts are `*_units` strings like the API's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeePolicyConfig {
+    pub network: Network,
+    pub asset: String,
+    pub min_amount_units: String,
+    pub max_amount_units: String,
+    #[serde(default)]
+    pub markup_bps: u32,
+    #[serde(default = "zero_units")]
+    pub service_fee_units: String,
+    #[serde(default)]
+    pub service_fee_bps: u32,
+    #[serde(default)]
+    pub spread_bps: u32,
+}
+
+fn zero_units() -> String {
+    "0".into()
+}
+
+/// The policy of an asset the file does not name: at least 1/10,000 of a whole token, at most
+/// 1,000,000 tokens, 10 % markup on the network cost, 0.5 % spread on converted costs, no
+/// service fee. Operators set their own in `[[fee_policies]]`.
+pub fn default_fee_policy(decimals: u8) -> custody_core::withdrawal::FeePolicy {
+    let pow = |e: u32| custody_core::Amount::from_units(10u128.saturating_pow(e));
+    custody_core::withdrawal::FeePolicy {
+        min_amount_units: pow(u32::from(decimals).saturating_sub(4)),
+        max_amount_units: pow(u32::from(decimals) + 6),
+        markup_bps: 1_000,
+        service_fee_units: custody_core::Amount::ZERO,
+        service_fee_bps: 0,
+        spread_bps: 50,
+    }
 }
 
 /// `[server]`. The connection limits are explained in docs/operations.md; keys added after the
@@ -228,6 +269,7 @@ impl Config {
             tron: chain(Network::Tron, 3_000),
             swaps: SwapsConfig::default(),
             webhooks: crate::webhooks::WebhooksConfig::default(),
+            fee_policies: Vec::new(),
         }
     }
 
@@ -313,6 +355,62 @@ impl Config {
             }
         }
         AssetCatalog::new(assets).map_err(|e| e.to_string())
+    }
+
+    /// The fee policy of every catalog asset: the file's, else the default. Refuses a policy
+    /// for an asset outside the catalog, two for one asset, a minimum above the maximum, and
+    /// basis points over 100 % (markup: 1,000 %).
+    pub fn fee_policies(
+        &self,
+        catalog: &AssetCatalog,
+    ) -> Result<Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>, String> {
+        let units = |p: &FeePolicyConfig, key: &str, v: &str| {
+            custody_core::Amount::parse_units(v).map_err(|e| {
+                format!(
+                    "[[fee_policies]] {} {}: {key} = {v:?}: {e}",
+                    p.network, p.asset
+                )
+            })
+        };
+        let mut configured = std::collections::BTreeMap::new();
+        for p in &self.fee_policies {
+            let name = format!("[[fee_policies]] {} {}", p.network, p.asset);
+            if catalog.get(p.network, &p.asset).is_none() {
+                return Err(format!("{name}: not an asset of the catalog"));
+            }
+            let policy = custody_core::withdrawal::FeePolicy {
+                min_amount_units: units(p, "min_amount_units", &p.min_amount_units)?,
+                max_amount_units: units(p, "max_amount_units", &p.max_amount_units)?,
+                markup_bps: p.markup_bps,
+                service_fee_units: units(p, "service_fee_units", &p.service_fee_units)?,
+                service_fee_bps: p.service_fee_bps,
+                spread_bps: p.spread_bps,
+            };
+            if policy.min_amount_units > policy.max_amount_units {
+                return Err(format!(
+                    "{name}: min_amount_units is above max_amount_units"
+                ));
+            }
+            if p.service_fee_bps > 10_000 || p.spread_bps > 10_000 || p.markup_bps > 100_000 {
+                return Err(format!(
+                    "{name}: service_fee_bps and spread_bps are at most 10000, markup_bps 100000"
+                ));
+            }
+            let id = custody_core::AssetId::new(p.network, p.asset.clone());
+            if configured.insert(id, policy).is_some() {
+                return Err(format!("{name}: named twice"));
+            }
+        }
+        Ok(catalog
+            .all()
+            .iter()
+            .map(|a| {
+                let policy = configured
+                    .remove(&a.id())
+                    .unwrap_or_else(|| default_fee_policy(a.decimals));
+                (a.id(), policy)
+            })
+            .collect())
     }
 
     /// Swap pairs, checked against the BSC catalog.

@@ -72,6 +72,8 @@ pub struct AppState {
     pub catalog: AssetCatalog,
     pub networks: Vec<NetworkSettings>,
     pub swap_pairs: Vec<SwapPair>,
+    /// The withdrawal fee policy of every catalog asset (decisions §11).
+    pub fee_policies: Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>,
     pub limits: HttpLimits,
     pub limiter: RateLimiter,
     /// Bounds the PIN verifications running at once (`second_factor`).

@@ -355,3 +355,54 @@ fn both_factors_are_checked_before_either_is_answered() {
     assert_eq!((r.status, r.code().as_str()), (401, "INVALID_PIN"));
     assert_eq!(control_updates(&client), 1);
 }
+
+#[test]
+fn fee_policies_are_listed_for_every_asset_with_the_configured_ones() {
+    let mut c = Custody::init();
+    let path = c.data_dir().join("custody.toml");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(
+        "\n[[fee_policies]]\nnetwork = \"BSC\"\nasset = \"USDT\"\nmin_amount_units = \"5\"\n\
+         max_amount_units = \"900\"\nmarkup_bps = 2500\nservice_fee_units = \"3\"\n\
+         service_fee_bps = 10\nspread_bps = 75\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let admin = c.credential("ops", &["--admin"]);
+    c.start();
+    let rows = c.client(&admin).get("/v1/admin/fee-policies").json();
+    let rows = rows["data"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 5, "one per catalog asset");
+    let row = |n: &str, a: &str| {
+        rows.iter()
+            .find(|r| r["network"] == n && r["asset"] == a)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        row("BSC", "USDT"),
+        json!({
+            "network": "BSC", "asset": "USDT", "min_amount_units": "5",
+            "max_amount_units": "900", "markup_bps": 2500, "service_fee_units": "3",
+            "service_fee_bps": 10, "spread_bps": 75,
+        })
+    );
+    // The default of a 6-decimal asset: 0.0001 to 1,000,000 tokens.
+    let trx = row("TRON", "TRX");
+    assert_eq!(trx["min_amount_units"], "100");
+    assert_eq!(trx["max_amount_units"], "1000000000000");
+    assert_eq!(c.stop(), Some(0));
+
+    // A policy for an asset outside the catalog stops `serve` with a clear message.
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(
+        "\n[[fee_policies]]\nnetwork = \"TRON\"\nasset = \"DOGE\"\nmin_amount_units = \"1\"\n\
+         max_amount_units = \"2\"\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let (ok, _, err) = c.cli(&["serve", "--listen", "127.0.0.1:0"]);
+    assert!(!ok);
+    assert!(
+        err.contains("[[fee_policies]] TRON DOGE: not an asset of the catalog"),
+        "{err}"
+    );
+}

@@ -54,6 +54,25 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
             rows.truncate(limit);
             Ok(super::list(&rows, has_more))
         }
+        "fee-policies" => {
+            let data: Vec<_> = state
+                .fee_policies
+                .iter()
+                .map(|(asset, p)| {
+                    json!({
+                        "network": asset.network,
+                        "asset": asset.code,
+                        "min_amount_units": p.min_amount_units,
+                        "max_amount_units": p.max_amount_units,
+                        "markup_bps": p.markup_bps,
+                        "service_fee_units": p.service_fee_units,
+                        "service_fee_bps": p.service_fee_bps,
+                        "spread_bps": p.spread_bps,
+                    })
+                })
+                .collect();
+            Ok(super::list(&data, false))
+        }
         "rpcs" => {
             let data: Vec<_> = state
                 .chains
