@@ -6,10 +6,12 @@
 //! transaction itself is an outgoing transaction of the engine (`crate::outgoing`).
 
 pub mod costs;
+pub mod settle;
 
 use serde::Serialize;
 
 pub use costs::{mul_div_ceil, withdrawal_costs, Costs, FeePolicy, Rate, BPS};
+pub use settle::{settlement, Settlement};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
