@@ -62,6 +62,11 @@ fn chain() {
 }
 
 #[test]
+fn withdrawals() {
+    block_on(conformance::withdrawal_suite(make));
+}
+
+#[test]
 fn outgoing() {
     block_on(conformance::outgoing_suite(make));
 }

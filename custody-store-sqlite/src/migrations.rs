@@ -38,6 +38,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_outgoing",
         include_str!("../migrations/0008_outgoing.sql"),
     ),
+    (
+        "0009_withdrawals",
+        include_str!("../migrations/0009_withdrawals.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -81,6 +81,11 @@ async fn chain() {
 }
 
 #[tokio::test]
+async fn withdrawals() {
+    conformance::withdrawal_suite(make).await;
+}
+
+#[tokio::test]
 async fn outgoing() {
     conformance::outgoing_suite(make).await;
 }

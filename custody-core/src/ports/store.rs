@@ -23,6 +23,7 @@ pub trait ReadTx:
     + crate::deposit::DepositReads
     + crate::chain::ChainReads
     + crate::outgoing::OutgoingReads
+    + crate::withdrawal::WithdrawalReads
     + crate::admin::AlertReads
     + crate::admin::ControlReads
 {
@@ -38,6 +39,7 @@ impl<T> ReadTx for T where
         + crate::deposit::DepositReads
         + crate::chain::ChainReads
         + crate::outgoing::OutgoingReads
+        + crate::withdrawal::WithdrawalReads
         + crate::admin::AlertReads
         + crate::admin::ControlReads
 {
@@ -59,6 +61,7 @@ pub trait WriteTx:
     + crate::deposit::DepositRepo
     + crate::chain::ChainRepo
     + crate::outgoing::OutgoingRepo
+    + crate::withdrawal::WithdrawalRepo
     + crate::admin::AlertRepo
     + crate::admin::ControlRepo
 {
@@ -77,6 +80,7 @@ impl<T> WriteTx for T where
         + crate::deposit::DepositRepo
         + crate::chain::ChainRepo
         + crate::outgoing::OutgoingRepo
+        + crate::withdrawal::WithdrawalRepo
         + crate::admin::AlertRepo
         + crate::admin::ControlRepo
 {

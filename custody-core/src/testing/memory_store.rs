@@ -145,6 +145,8 @@ struct State {
     /// Outgoing transactions with their lease.
     outgoing: Vec<(OutgoingTx, Option<Timestamp>)>,
     nonces_next: BTreeMap<(Network, String), u64>,
+    quotes: Vec<crate::withdrawal::Quote>,
+    withdrawals: Vec<crate::withdrawal::Withdrawal>,
 }
 
 impl State {
@@ -1174,6 +1176,95 @@ impl OutgoingReads for Tx {
             .collect();
         open.sort_by_key(|t| (t.created_at, t.id));
         Ok(open)
+    }
+}
+
+// ---- withdrawals ----
+
+impl crate::withdrawal::WithdrawalRepo for Tx {
+    fn insert_quote(&mut self, q: &crate::withdrawal::Quote) -> Result<(), PortError> {
+        if self.state.quotes.iter().any(|x| x.id == q.id) {
+            return Err(constraint(format!("quote {} exists", q.id)));
+        }
+        self.state.quotes.push(q.clone());
+        Ok(())
+    }
+
+    fn use_quote(&mut self, id: Uuid, at: Timestamp) -> Result<bool, PortError> {
+        let found = self
+            .state
+            .quotes
+            .iter_mut()
+            .find(|q| q.id == id && q.used_at.is_none());
+        Ok(found.map(|q| q.used_at = Some(at)).is_some())
+    }
+
+    fn insert_withdrawal(&mut self, w: &crate::withdrawal::Withdrawal) -> Result<(), PortError> {
+        let all = &self.state.withdrawals;
+        if all.iter().any(|x| x.id == w.id) {
+            return Err(constraint(format!("withdrawal {} exists", w.id)));
+        }
+        if all.iter().any(|x| x.quote_id == w.quote_id) {
+            return Err(constraint("withdrawals.quote_id is unique"));
+        }
+        if !self.state.quotes.iter().any(|q| q.id == w.quote_id) {
+            return Err(constraint("withdrawals.quote_id references a quote"));
+        }
+        self.state.withdrawals.push(w.clone());
+        Ok(())
+    }
+
+    fn update_withdrawal(&mut self, w: &crate::withdrawal::Withdrawal) -> Result<(), PortError> {
+        let Some(stored) = self.state.withdrawals.iter_mut().find(|x| x.id == w.id) else {
+            return Err(PortError::permanent(
+                "store",
+                format!("withdrawal {} does not exist", w.id),
+            ));
+        };
+        stored.status = w.status;
+        stored.tx_hash = w.tx_hash.clone();
+        stored.block_number = w.block_number;
+        stored.confirmations = w.confirmations;
+        stored.actual_network_cost_units = w.actual_network_cost_units;
+        stored.failure_reason = w.failure_reason.clone();
+        stored.history = w.history.clone();
+        stored.updated_at = w.updated_at;
+        Ok(())
+    }
+}
+
+impl crate::withdrawal::WithdrawalReads for Tx {
+    fn quote(
+        &mut self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<Option<crate::withdrawal::Quote>, PortError> {
+        Ok(self
+            .state
+            .quotes
+            .iter()
+            .find(|q| q.id == id && q.tenant == tenant)
+            .cloned())
+    }
+
+    fn withdrawal(
+        &mut self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<Option<crate::withdrawal::Withdrawal>, PortError> {
+        Ok(self
+            .state
+            .withdrawals
+            .iter()
+            .find(|w| w.id == id && w.tenant == tenant)
+            .cloned())
+    }
+
+    fn withdrawal_by_id(
+        &mut self,
+        id: Uuid,
+    ) -> Result<Option<crate::withdrawal::Withdrawal>, PortError> {
+        Ok(self.state.withdrawals.iter().find(|w| w.id == id).cloned())
     }
 }
 

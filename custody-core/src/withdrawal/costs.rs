@@ -29,7 +29,7 @@ pub struct FeePolicy {
 /// The price of the native coin in units of the withdrawn asset: `asset_units` for
 /// `native_units` (a DEX quote on BSC, a configured rate on TRON). For the native coin itself,
 /// [`Rate::NATIVE`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Rate {
     pub asset_units: Amount,
     pub native_units: Amount,
@@ -47,7 +47,7 @@ impl Rate {
 }
 
 /// The itemized costs of decisions §3, all in units of the debited asset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Costs {
     pub network_cost_units: Amount,
     pub markup_units: Amount,

@@ -6,11 +6,18 @@
 //! transaction itself is an outgoing transaction of the engine (`crate::outgoing`).
 
 pub mod costs;
+mod flow;
+mod record;
 pub mod settle;
 
 use serde::Serialize;
 
 pub use costs::{mul_div_ceil, withdrawal_costs, Costs, FeePolicy, Rate, BPS};
+pub use flow::{create_quote, execute, on_outgoing, ExecuteIds, HotWallet, QuoteRequest};
+pub use record::{
+    Quote, QuoteView, Withdrawal, WithdrawalReads, WithdrawalRepo, WithdrawalStep, WithdrawalView,
+    QUOTE_LIFETIME_MS,
+};
 pub use settle::{settlement, Settlement};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -57,7 +64,10 @@ impl WithdrawalStatus {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod state_tests {
     use super::*;
 
     #[test]

@@ -10,6 +10,7 @@ mod outbox;
 mod outgoing;
 mod wallets;
 mod webhooks;
+mod withdrawals;
 
 use custody_core::error::PortError;
 use custody_core::time::Timestamp;

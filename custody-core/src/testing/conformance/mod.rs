@@ -25,6 +25,7 @@ mod outgoing;
 mod transactions;
 mod wallet;
 mod webhook;
+mod withdrawal;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -50,6 +51,7 @@ pub use outgoing::outgoing_suite;
 pub use transactions::transactions_suite;
 pub use wallet::wallet_suite;
 pub use webhook::webhook_suite;
+pub use withdrawal::withdrawal_suite;
 
 /// Every suite, in the order of the list above.
 pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
@@ -63,6 +65,7 @@ pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
     deposit_suite(&make).await;
     chain_suite(&make).await;
     outgoing_suite(&make).await;
+    withdrawal_suite(&make).await;
 }
 
 /// Announces a case, then runs it: on a failure, the last name printed is the failing case.
