@@ -42,6 +42,8 @@ pub struct Broadcaster {
     pub lease: Duration,
     /// Transactions handled per round.
     pub batch: usize,
+    /// The network's native coin (what gas is paid in), for the records the engine pays.
+    pub native: custody_core::AssetId,
 }
 
 /// The control that stops new payments of `purpose`.
@@ -303,8 +305,20 @@ impl Broadcaster {
         self.save(out).await
     }
 
+    /// Records `out` and, in the same transaction, what its move means for the record it pays
+    /// (a withdrawal broadcasted, confirmed or failed).
     async fn save(&self, out: OutgoingTx) -> CoreResult<()> {
-        write(self.store.as_ref(), move |tx| Ok(tx.update_outgoing(&out)?)).await
+        let (entropy, native, depth, now) = (
+            Arc::clone(&self.entropy),
+            self.native.clone(),
+            self.policy.confirmations,
+            self.clock.now(),
+        );
+        write(self.store.as_ref(), move |tx| {
+            tx.update_outgoing(&out)?;
+            custody_core::withdrawal::on_outgoing(tx, entropy.as_ref(), &out, &native, depth, now)
+        })
+        .await
     }
 }
 

@@ -227,6 +227,7 @@ impl Fixture {
             poll_interval: Duration::from_millis(10),
             lease: Duration::from_secs(30),
             batch: 16,
+            native: custody_core::AssetId::new(Network::Bsc, "BNB".to_owned()),
         };
         Fixture {
             _dir: dir,
@@ -240,32 +241,83 @@ impl Fixture {
         *self.clock.0.lock().unwrap() += ms;
     }
 
+    /// A funded user's BNB withdrawal, executed: its outgoing transaction's id.
     async fn create(&self) -> Uuid {
-        let id = Uuid::new_v4();
+        use custody_core::ledger::{self, ReferenceType, TxMeta, UserAccount};
+        use custody_core::withdrawal::{
+            self, ExecuteIds, FeePolicy, HotWallet, QuoteRequest, Rate,
+        };
         let now = self.clock.now();
-        let out = OutgoingTx::new(
-            id,
-            Network::Bsc,
-            Purpose::Withdrawal,
+        let tenant = custody_core::TenantId::parse("acme").unwrap();
+        let asset = custody_core::AssetCatalog::mainnet()
+            .get(Network::Bsc, "BNB")
+            .unwrap()
+            .clone();
+        let (quote_id, ids) = (
             Uuid::new_v4(),
-            "0x00000000000000000000000000000000000000aa".into(),
-            hot_wallet_path(Network::Bsc),
-            Payment::Native {
-                to: "0x00000000000000000000000000000000000000bb".into(),
-                amount: Amount::from_units(5),
+            ExecuteIds {
+                withdrawal: Uuid::new_v4(),
+                outgoing: Uuid::new_v4(),
+                hold_tx: Uuid::new_v4(),
+                created_event: Uuid::new_v4(),
+                balance_event: Uuid::new_v4(),
             },
-            None,
-            now,
         );
         write(self.b.store.as_ref(), move |tx| {
-            let nonce = tx.allocate_nonce(Network::Bsc, &out.from, 0)?;
-            let mut out = out.clone();
-            out.nonce = Some(nonce);
-            Ok(tx.insert_outgoing(&out)?)
+            let user = UserAccount::new(
+                "acme".to_owned(),
+                "alice".to_owned(),
+                custody_core::AssetId::new(Network::Bsc, "BNB".to_owned()),
+            );
+            let meta = TxMeta {
+                id: Uuid::new_v4(),
+                reference_type: ReferenceType::Deposit,
+                reference_id: Uuid::new_v4(),
+                created_at: now,
+            };
+            ledger::credit_deposit(tx, &meta, &user, Amount::from_units(1_000_000))?;
+            let request = QuoteRequest {
+                tenant: tenant.clone(),
+                external_user_id: "alice".into(),
+                asset: asset.clone(),
+                destination: custody_core::chain::ChainAddress::parse(
+                    Network::Bsc,
+                    "0x00000000000000000000000000000000000000bb",
+                )
+                .expect("an address"),
+                amount: Amount::from_units(5),
+                policy: FeePolicy {
+                    min_amount_units: Amount::from_units(1),
+                    max_amount_units: Amount::from_units(1_000),
+                    markup_bps: 0,
+                    service_fee_units: Amount::ZERO,
+                    service_fee_bps: 0,
+                    spread_bps: 0,
+                },
+                network_native: Amount::from_units(100),
+                rate: Rate::NATIVE,
+            };
+            withdrawal::create_quote(tx, quote_id, &request, now)?;
+            let hot = HotWallet {
+                address: "0x00000000000000000000000000000000000000aa".into(),
+                path: hot_wallet_path(Network::Bsc),
+            };
+            withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, Some(0), now)
         })
         .await
         .unwrap();
-        id
+        ids.outgoing
+    }
+
+    /// The withdrawal the outgoing transaction pays.
+    async fn withdrawal(&self, id: Uuid) -> custody_core::withdrawal::Withdrawal {
+        let out = self.get(id).await;
+        read(self.b.store.as_ref(), move |tx| {
+            Ok(tx.withdrawal_by_id(out.reference_id)?)
+        })
+        .await
+        .unwrap()
+        .unwrap()
     }
 
     async fn get(&self, id: Uuid) -> OutgoingTx {
@@ -316,6 +368,17 @@ async fn a_payment_is_signed_stored_sent_included_and_final_once() {
             OutStatus::Included,
             OutStatus::Final
         ]
+    );
+    // The withdrawal it pays moved with it, in the same transactions.
+    let w = f.withdrawal(id).await;
+    assert_eq!(
+        w.status,
+        custody_core::withdrawal::WithdrawalStatus::Confirmed
+    );
+    assert_eq!(w.tx_hash.as_deref(), Some(done.attempts[0].hash.as_str()));
+    assert_eq!(
+        w.actual_network_cost_units,
+        Some(Amount::from_units(21_000_000_000_000))
     );
 }
 
