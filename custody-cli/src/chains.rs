@@ -12,7 +12,7 @@ use custody_cli::runtime::Background;
 use custody_core::deposit::holdings::HoldingsReport;
 use custody_core::deposit::{PipelineSettings, WatchSet};
 use custody_core::ports::store::read;
-use custody_core::ports::{ChainSource, Clock, Entropy, Store};
+use custody_core::ports::{ChainSender, ChainSource, Clock, Entropy, Signer, Store};
 use custody_core::{AssetCatalog, Network};
 use custody_http::ScanStatus;
 
@@ -23,6 +23,8 @@ pub struct Chains {
     pub sources: BTreeMap<Network, Arc<dyn ChainSource>>,
     pub status: BTreeMap<Network, Arc<Mutex<ScanStatus>>>,
     pub holdings: BTreeMap<Network, Arc<Mutex<HoldingsReport>>>,
+    /// Sending, over the same endpoints (and health) as the scanners.
+    pub senders: BTreeMap<Network, Arc<dyn ChainSender>>,
 }
 
 /// Builds an adapter for each network with at least one URL. A network without one still
@@ -32,6 +34,7 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         sources: BTreeMap::new(),
         status: BTreeMap::new(),
         holdings: BTreeMap::new(),
+        senders: BTreeMap::new(),
     };
     for network in Network::ALL {
         chains
@@ -50,6 +53,13 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
             })
             .map_err(|e| format!("[bsc]: {e}"))?,
         );
+        chains.senders.insert(
+            Network::Bsc,
+            Arc::new(custody_chain_bsc::BscSender::new(
+                Arc::clone(&bsc),
+                custody_chain_bsc::BscSenderSettings::default(),
+            )),
+        );
         chains.sources.insert(Network::Bsc, bsc);
     }
     if !config.tron.urls.is_empty() {
@@ -59,6 +69,12 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         settings.genesis_block_id = Some(config.tron.tron_genesis_block_id());
         let tron =
             Arc::new(TronChain::new(&settings, catalog).map_err(|e| format!("[tron]: {e}"))?);
+        let sender = custody_chain_tron::TronSender::new(
+            tron.client().clone(),
+            custody_chain_tron::TronSenderSettings::default(),
+        )
+        .map_err(|e| format!("[tron]: {e}"))?;
+        chains.senders.insert(Network::Tron, Arc::new(sender));
         chains.sources.insert(Network::Tron, tron);
     }
     Ok(chains)
@@ -123,5 +139,40 @@ pub fn start_scanners(
             };
             background.spawn("holdings", move |stop| check.run(stop));
         }
+    }
+}
+
+/// What every broadcaster shares: the store, the signer, the clock and the entropy.
+pub type EnginePorts = (Arc<dyn Store>, Arc<dyn Signer>, Arc<dyn Clock>, Arc<dyn Entropy>);
+
+/// One broadcaster per network that can send: the outgoing-transaction engine's loop.
+pub fn start_broadcasters(
+    background: &mut Background,
+    chains: &Chains,
+    config: &Config,
+    catalog: &AssetCatalog,
+    ports: EnginePorts,
+) {
+    let (store, signer, clock, entropy) = ports;
+    for (&network, sender) in &chains.senders {
+        let Some(native) = catalog.native(network) else {
+            tracing::error!(%network, "no native coin in the catalog: nothing is sent on it");
+            continue;
+        };
+        let c = config.chain(network);
+        let b = custody_cli::runtime::broadcaster::Broadcaster {
+            network,
+            sender: Arc::clone(sender),
+            signer: Arc::clone(&signer),
+            store: Arc::clone(&store),
+            clock: Arc::clone(&clock),
+            entropy: Arc::clone(&entropy),
+            policy: custody_core::outgoing::EnginePolicy::defaults(network, c.confirmations),
+            poll_interval: Duration::from_millis(c.poll_interval_ms.max(10)),
+            lease: Duration::from_secs(60),
+            batch: 32,
+            native: native.id(),
+        };
+        background.spawn("broadcaster", move |stop| b.run(stop));
     }
 }

@@ -286,6 +286,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     let catalog = config.catalog()?;
     let swap_pairs = config.swap_pairs(&catalog)?;
     let fee_policies = config.fee_policies(&catalog)?;
+    let native_rates = config.native_rates(&catalog)?;
     let (store, unlocked) = open_store(dir, &config)?;
     if unlocked.insecure {
         warn_insecure();
@@ -315,11 +316,23 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         let store = guarded;
         let chains = crate::chains::build(&config, &catalog)?;
         let watch = crate::chains::load_watch_set(store.as_ref()).await?;
+        let mut hot_wallets = std::collections::BTreeMap::new();
+        for network in custody_core::Network::ALL {
+            let address = custody_core::wallet::hot_wallet_address(signer.as_ref(), network)
+                .map_err(|e| format!("cannot derive the {network} hot wallet: {e}"))?;
+            hot_wallets.insert(
+                network,
+                custody_core::withdrawal::HotWallet {
+                    address,
+                    path: custody_core::wallet::hot_wallet_path(network),
+                },
+            );
+        }
         let state = Arc::new(AppState {
             store: Arc::clone(&store),
             clock: Arc::clone(&clock),
             entropy: Arc::new(OsEntropy),
-            signer,
+            signer: Arc::clone(&signer),
             vault: Arc::clone(&vault),
             chains: chains.sources.clone(),
             scan_status: chains.status.clone(),
@@ -336,6 +349,9 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 .collect(),
             swap_pairs,
             fee_policies,
+            native_rates,
+            senders: chains.senders.clone(),
+            hot_wallets: hot_wallets.clone(),
             limits,
             limiter: custody_core::auth::RateLimiter::new(),
             second_factors: custody_http::SecondFactorChecks::default(),
@@ -364,6 +380,18 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             Arc::clone(&clock),
             Arc::new(OsEntropy),
             watch,
+        );
+        crate::chains::start_broadcasters(
+            &mut background,
+            &chains,
+            &config,
+            &catalog,
+            (
+                Arc::clone(&store),
+                Arc::clone(&signer),
+                Arc::clone(&clock),
+                Arc::new(OsEntropy),
+            ),
         );
         let pruner = Pruner {
             store: Arc::clone(&store),

@@ -24,6 +24,22 @@ pub struct Config {
     /// one gets [`default_fee_policy`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fee_policies: Vec<FeePolicyConfig>,
+    /// The price of the native coin in a token, for the network cost of token withdrawals
+    /// (decisions §11: TRON at a configured rate). A token without one cannot be withdrawn
+    /// (quotes answer 503 CHAIN_UNAVAILABLE).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub native_rates: Vec<NativeRateConfig>,
+}
+
+/// One `[[native_rates]]` entry: `asset_units` of `asset` are worth `native_units` of the
+/// network's native coin (smallest units both).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NativeRateConfig {
+    pub network: Network,
+    pub asset: String,
+    pub asset_units: String,
+    pub native_units: String,
 }
 
 /// One `[[fee_policies]]` entry. Amounts are `*_units` strings like the API's.
@@ -270,6 +286,7 @@ impl Config {
             swaps: SwapsConfig::default(),
             webhooks: crate::webhooks::WebhooksConfig::default(),
             fee_policies: Vec::new(),
+            native_rates: Vec::new(),
         }
     }
 
@@ -411,6 +428,40 @@ impl Config {
                 (a.id(), policy)
             })
             .collect())
+    }
+
+    /// The configured native-coin prices, checked: a token of the catalog, positive figures.
+    pub fn native_rates(
+        &self,
+        catalog: &AssetCatalog,
+    ) -> Result<
+        std::collections::BTreeMap<custody_core::AssetId, custody_core::withdrawal::Rate>,
+        String,
+    > {
+        let mut rates = std::collections::BTreeMap::new();
+        for r in &self.native_rates {
+            let name = format!("[[native_rates]] {} {}", r.network, r.asset);
+            let asset = catalog
+                .get(r.network, &r.asset)
+                .ok_or_else(|| format!("{name}: not an asset of the catalog"))?;
+            if asset.contract.is_none() {
+                return Err(format!("{name}: the native coin needs no rate"));
+            }
+            let parse = |v: &str, key: &str| {
+                custody_core::Amount::parse_units(v)
+                    .ok()
+                    .filter(|a| !a.is_zero())
+                    .ok_or_else(|| format!("{name}: {key} = {v:?} must be a positive integer"))
+            };
+            let rate = custody_core::withdrawal::Rate {
+                asset_units: parse(&r.asset_units, "asset_units")?,
+                native_units: parse(&r.native_units, "native_units")?,
+            };
+            if rates.insert(asset.id(), rate).is_some() {
+                return Err(format!("{name}: named twice"));
+            }
+        }
+        Ok(rates)
     }
 
     /// Swap pairs, checked against the BSC catalog.

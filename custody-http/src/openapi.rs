@@ -33,6 +33,10 @@ fn success_schema(route: &Route) -> Value {
         RouteId::CreateInternalTransfer => {
             json!({ "$ref": "#/components/schemas/InternalTransferResult" })
         }
+        RouteId::QuoteWithdrawal => json!({ "$ref": "#/components/schemas/WithdrawalQuote" }),
+        RouteId::CreateWithdrawal | RouteId::GetWithdrawal => {
+            json!({ "$ref": "#/components/schemas/Withdrawal" })
+        }
         RouteId::ListDeposits => list_of("#/components/schemas/Deposit"),
         RouteId::GetDeposit => json!({ "$ref": "#/components/schemas/Deposit" }),
         RouteId::AdminDashboard => json!({ "type": "object" }),
@@ -51,6 +55,10 @@ fn request_schema(route: &Route) -> Option<Value> {
         RouteId::AdminUpdateControl => {
             Some(json!({ "$ref": "#/components/schemas/ControlUpdate" }))
         }
+        RouteId::QuoteWithdrawal => {
+            Some(json!({ "$ref": "#/components/schemas/WithdrawalQuoteRequest" }))
+        }
+        RouteId::CreateWithdrawal => Some(json!({ "$ref": "#/components/schemas/ExecuteQuote" })),
         _ => None,
     }
 }
@@ -113,7 +121,10 @@ fn parameters(route: &Route) -> Vec<Value> {
 
 /// Routes that check `X-Service-Pin` / `X-Service-OTP` (crate::second_factor).
 fn takes_second_factors(route: &Route) -> bool {
-    route.id == RouteId::AdminUpdateControl
+    matches!(
+        route.id,
+        RouteId::AdminUpdateControl | RouteId::CreateWithdrawal
+    )
 }
 
 fn operation(route: &Route) -> Value {
@@ -323,6 +334,81 @@ fn component_schemas() -> Value {
             }
         }),
     );
+    let costs = json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["network_cost_units", "markup_units", "service_fee_units", "spread_units", "total_debited_units"],
+        "properties": {
+            "network_cost_units": { "$ref": "#/components/schemas/Units" },
+            "markup_units": { "$ref": "#/components/schemas/Units" },
+            "service_fee_units": { "$ref": "#/components/schemas/Units" },
+            "spread_units": { "$ref": "#/components/schemas/Units" },
+            "total_debited_units": { "$ref": "#/components/schemas/Units" }
+        }
+    });
+    schemas.insert("WithdrawalQuoteRequest".into(), json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["external_user_id", "network", "asset", "destination_address", "amount_units"],
+        "properties": {
+            "external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
+            "network": { "$ref": "#/components/schemas/NetworkName" },
+            "asset": { "type": "string" },
+            "destination_address": { "type": "string" },
+            "amount_units": { "$ref": "#/components/schemas/Units" }
+        }
+    }));
+    schemas.insert(
+        "ExecuteQuote".into(),
+        json!({
+            "type": "object", "additionalProperties": false, "required": ["quote_id"],
+            "properties": { "quote_id": { "type": "string", "format": "uuid" } }
+        }),
+    );
+    schemas.insert("WithdrawalQuote".into(), json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["id", "kind", "external_user_id", "network", "asset", "destination_address", "amount_units", "costs", "expires_at", "created_at"],
+        "properties": {
+            "id": { "type": "string", "format": "uuid" },
+            "kind": { "type": "string", "enum": ["withdrawal"] },
+            "external_user_id": { "type": "string" },
+            "network": { "$ref": "#/components/schemas/NetworkName" },
+            "asset": { "type": "string" },
+            "destination_address": { "type": "string" },
+            "amount_units": { "$ref": "#/components/schemas/Units" },
+            "costs": costs.clone(),
+            "expires_at": { "type": "string", "format": "date-time" },
+            "created_at": { "type": "string", "format": "date-time" }
+        }
+    }));
+    schemas.insert("Withdrawal".into(), json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["id", "quote_id", "external_user_id", "network", "asset", "destination_address", "amount_units", "costs", "status", "tx_hash", "block_number", "confirmations", "actual_network_cost_units", "failure_reason", "history", "created_at", "updated_at"],
+        "properties": {
+            "id": { "type": "string", "format": "uuid" },
+            "quote_id": { "type": "string", "format": "uuid" },
+            "external_user_id": { "type": "string" },
+            "network": { "$ref": "#/components/schemas/NetworkName" },
+            "asset": { "type": "string" },
+            "destination_address": { "type": "string" },
+            "amount_units": { "$ref": "#/components/schemas/Units" },
+            "costs": costs,
+            "status": { "type": "string", "enum": ["reserved", "broadcasted", "confirmed", "failed"] },
+            "tx_hash": { "type": ["string", "null"] },
+            "block_number": { "type": ["integer", "null"] },
+            "confirmations": { "type": "integer", "minimum": 0 },
+            "actual_network_cost_units": { "oneOf": [{ "$ref": "#/components/schemas/Units" }, { "type": "null" }] },
+            "failure_reason": { "type": ["string", "null"] },
+            "history": { "type": "array", "items": {
+                "type": "object", "additionalProperties": false, "required": ["status", "tx_hash", "at"],
+                "properties": {
+                    "status": { "type": "string" },
+                    "tx_hash": { "type": ["string", "null"] },
+                    "at": { "type": "string", "format": "date-time" }
+                }
+            }},
+            "created_at": { "type": "string", "format": "date-time" },
+            "updated_at": { "type": "string", "format": "date-time" }
+        }
+    }));
     schemas.insert("InternalTransfer".into(), json!({
                     "type": "object", "additionalProperties": false,
                     "required": ["sender_external_user_id", "recipient_external_user_id", "asset", "network", "amount_units"],

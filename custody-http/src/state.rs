@@ -72,6 +72,13 @@ pub struct AppState {
     pub catalog: AssetCatalog,
     pub networks: Vec<NetworkSettings>,
     pub swap_pairs: Vec<SwapPair>,
+    /// Sending, per network with endpoints (withdrawals are priced and paid through it).
+    pub senders: BTreeMap<Network, Arc<dyn custody_core::ports::ChainSender>>,
+    /// Each network's hot wallet (decisions §11).
+    pub hot_wallets: BTreeMap<Network, custody_core::withdrawal::HotWallet>,
+    /// Configured prices of the native coin in a token (`[[native_rates]]`), for the network
+    /// cost of token withdrawals.
+    pub native_rates: BTreeMap<custody_core::AssetId, custody_core::withdrawal::Rate>,
     /// The withdrawal fee policy of every catalog asset (decisions §11).
     pub fee_policies: Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>,
     pub limits: HttpLimits,

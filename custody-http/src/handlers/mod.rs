@@ -6,6 +6,7 @@ mod catalog;
 mod deposits;
 mod transfers;
 mod wallets;
+mod withdrawals;
 
 use custody_core::error::CoreResult;
 
@@ -37,6 +38,9 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::GetWalletBalances => wallets::balances(state, call).await,
         RouteId::ListWalletTransactions => wallets::transactions(state, call).await,
         RouteId::CreateInternalTransfer => transfers::create(state, call).await,
+        RouteId::QuoteWithdrawal => withdrawals::quote(state, call).await,
+        RouteId::CreateWithdrawal => withdrawals::create(state, call).await,
+        RouteId::GetWithdrawal => withdrawals::get(state, call).await,
         RouteId::ListDeposits => deposits::list(state, call).await,
         RouteId::GetDeposit => deposits::get(state, call).await,
         RouteId::AdminDashboard => admin::dashboard(state).await,

@@ -1,0 +1,149 @@
+//! BNB withdrawals end to end: `custody serve` quoting from a real EVM node (anvil), holding
+//! the total, paying from the hot wallet through the outgoing-transaction engine, and
+//! following the transaction to its confirmation depth.
+
+use custody_e2e::anvil::Anvil;
+use custody_e2e::receiver::set_config;
+use custody_e2e::Custody;
+use serde_json::{json, Value};
+
+const ETH: u128 = 1_000_000_000_000_000_000;
+const DESTINATION: &str = "0x00000000000000000000000000000000000000D5";
+
+#[test]
+fn a_bnb_withdrawal_is_quoted_reserved_sent_and_confirmed_once() {
+    let Some(anvil) = Anvil::start() else { return };
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_BSC_RPC_URLS", anvil.url().as_str())],
+    );
+    set_config(&custody.data_dir(), "bsc", "poll_interval_ms", "100");
+    set_config(
+        &custody.data_dir(),
+        "bsc",
+        "start_block",
+        &anvil.block_number().to_string(),
+    );
+    let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    // Fund the hot wallet on chain and the user on the ledger.
+    let shown = custody.cli_ok(&["treasury", "show"]);
+    let hot = shown["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["network"] == "BSC")
+        .unwrap()["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let funder = anvil.account(0).to_owned();
+    anvil.send_value(&funder, &hot, 5 * ETH);
+    custody.start();
+    let client = custody.client(&cred);
+    client.wallet("alice", "BSC");
+    custody.adjust("acme", "alice", "BSC", "BNB", true, &(2 * ETH).to_string());
+
+    // Refusals of the quote.
+    let bad = |dest: &str, code: &str| {
+        let r = client.post(
+            "/v1/withdrawals/quote",
+            &json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                     "destination_address": dest, "amount_units": "1000" }),
+            None,
+        );
+        assert_eq!((r.status, r.code()), (422, code.to_owned()), "{dest}");
+    };
+    bad(
+        "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy",
+        "CROSS_CHAIN_NOT_SUPPORTED",
+    );
+    bad("0x12345", "INVALID_ADDRESS");
+    bad(
+        "0x00000000000000000000000000000000000000d5D5",
+        "INVALID_ADDRESS",
+    );
+
+    let quote = client.post(
+        "/v1/withdrawals/quote",
+        &json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                 "destination_address": DESTINATION, "amount_units": (ETH / 10).to_string() }),
+        None,
+    );
+    assert_eq!(quote.status, 201, "{:?}", quote.json());
+    let q = quote.json();
+    assert_eq!(q["amount_units"], (ETH / 10).to_string());
+    let total: u128 = q["costs"]["total_debited_units"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let parts: u128 = [
+        "network_cost_units",
+        "markup_units",
+        "service_fee_units",
+        "spread_units",
+    ]
+    .iter()
+    .map(|k| q["costs"][k].as_str().unwrap().parse::<u128>().unwrap())
+    .sum();
+    assert_eq!(total, ETH / 10 + parts);
+    assert!(parts > 0, "the network cost is priced from the node");
+
+    let body = json!({ "quote_id": q["id"] });
+    let created = client.post("/v1/withdrawals", &body, Some("withdraw-0001"));
+    assert_eq!(created.status, 201, "{:?}", created.json());
+    let w = created.json();
+    assert_eq!(w["status"], "reserved");
+    assert_eq!(
+        client.available(&client.wallet("alice", "BSC"), "BNB"),
+        2 * ETH - total
+    );
+    // The same key replays; the quote cannot be used again.
+    let replay = client.post("/v1/withdrawals", &body, Some("withdraw-0001"));
+    assert_eq!(replay.status, 201);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.json(), w);
+    let again = client.post("/v1/withdrawals", &body, Some("withdraw-0002"));
+    assert_eq!(
+        (again.status, again.code()),
+        (409, "QUOTE_ALREADY_USED".to_owned())
+    );
+
+    let id = w["id"].as_str().unwrap().to_owned();
+    let sent = custody.wait_for(30, "broadcasted", || {
+        let v = client.get(&format!("/v1/withdrawals/{id}")).json();
+        (v["status"] == "broadcasted").then_some(v)
+    });
+    let hash = sent["tx_hash"].as_str().unwrap().to_owned();
+    assert!(hash.starts_with("0x") && hash.len() == 66, "{hash}");
+    anvil.mine(16);
+    let done: Value = custody.wait_for(60, "confirmed", || {
+        let v = client.get(&format!("/v1/withdrawals/{id}")).json();
+        (v["status"] == "confirmed").then_some(v)
+    });
+    assert_eq!(anvil.balance(DESTINATION), ETH / 10, "paid exactly once");
+    let receipt = anvil.mined(&hash);
+    assert_eq!(receipt["status"], "0x1");
+    let steps: Vec<_> = done["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(steps, ["reserved", "broadcasted", "confirmed"]);
+    assert!(
+        done["actual_network_cost_units"]
+            .as_str()
+            .unwrap()
+            .parse::<u128>()
+            .unwrap()
+            > 0
+    );
+    let wallet = client.wallet("alice", "BSC");
+    let balance = client.ledger_balance(wallet["id"].as_str().unwrap(), "BNB");
+    assert_eq!(balance["available_units"], (2 * ETH - total).to_string());
+    assert_eq!(balance["reserved_units"], "0");
+    let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
+    assert!(ok, "{out}");
+    custody.stop();
+}
