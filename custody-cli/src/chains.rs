@@ -143,7 +143,12 @@ pub fn start_scanners(
 }
 
 /// What every broadcaster shares: the store, the signer, the clock and the entropy.
-pub type EnginePorts = (Arc<dyn Store>, Arc<dyn Signer>, Arc<dyn Clock>, Arc<dyn Entropy>);
+pub type EnginePorts = (
+    Arc<dyn Store>,
+    Arc<dyn Signer>,
+    Arc<dyn Clock>,
+    Arc<dyn Entropy>,
+);
 
 /// One broadcaster per network that can send: the outgoing-transaction engine's loop.
 pub fn start_broadcasters(
