@@ -93,9 +93,32 @@ impl Broadcaster {
         let handled = due.len();
         for out in due {
             let id = out.id;
-            if let Err(e) = self.step(out).await {
+            match self.step(out).await {
+                Ok(()) => {}
+                Err(CoreError::Invariant(reason)) => {
+                    // The engine's own consistency broke outside a store job: latch like the
+                    // store guard does, so nothing moves until an operator has looked.
+                    tracing::error!(network = %network, outgoing = %id, %reason, "outgoing invariant violated");
+                    let ids = custody_core::invariants::LatchIds {
+                        audit: new_uuid(self.entropy.as_ref()),
+                        alert: new_uuid(self.entropy.as_ref()),
+                    };
+                    let (why, at) = (
+                        format!("outgoing transaction {id}: {reason}"),
+                        self.clock.now(),
+                    );
+                    if let Err(e) = write(self.store.as_ref(), move |tx| {
+                        custody_core::invariants::latch(tx, ids, &why, at)
+                    })
+                    .await
+                    {
+                        tracing::error!(error = %e, "cannot latch kill_switch.global");
+                    }
+                }
                 // The lease runs out and the transaction is looked at again.
-                tracing::warn!(network = %network, outgoing = %id, error = %e, "outgoing step failed");
+                Err(e) => {
+                    tracing::warn!(network = %network, outgoing = %id, error = %e, "outgoing step failed")
+                }
             }
         }
         Ok(handled)
@@ -117,7 +140,14 @@ impl Broadcaster {
                 let bid = self.sender.price(&out.from, &out.payment).await?.bid;
                 self.sign_store_send(out, bid).await
             }
-            Decision::Replace { bid } => self.sign_store_send(out, bid).await,
+            Decision::Replace { bid } => {
+                // A replacement is a new signature: not while the switches are on. The bytes
+                // already out there are sent again instead.
+                if !self.may_sign_new(&out).await? {
+                    return self.send_latest(out).await;
+                }
+                self.sign_store_send(out, bid).await
+            }
             Decision::Rebuild => {
                 if !self.may_sign_new(&out).await? {
                     return self.check_later(out, now).await;
@@ -128,7 +158,15 @@ impl Broadcaster {
                     .ok_or_else(|| CoreError::Invariant("rebuild without an attempt".into()))?;
                 self.sign_store_send(out, bid).await
             }
-            Decision::Broadcast => self.send_latest(out).await,
+            Decision::Broadcast => {
+                // Money that never left (signed, then refused or interrupted) leaves only if it
+                // still may: a switch turned on since, or a debt of the user, stops it here.
+                let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
+                if never_sent && !self.may_sign_new(&out).await? {
+                    return self.check_later(out, now).await;
+                }
+                self.send_latest(out).await
+            }
             Decision::Included { hash, inclusion } => {
                 out.included = Some(Included::new(&hash, &inclusion));
                 let detail = format!("{hash} in block {}", inclusion.block_number);
@@ -180,15 +218,31 @@ impl Broadcaster {
         })
     }
 
+    /// Whether new money may leave for `out`: no kill switch of its purpose, no maintenance of
+    /// its network, and (for a withdrawal) no reorganization debt of its user in its asset.
     async fn may_sign_new(&self, out: &OutgoingTx) -> CoreResult<bool> {
         let keys = [
             purpose_switch(out.purpose).to_owned(),
             format!("maintenance.{}", out.network),
         ];
+        let (purpose, reference) = (out.purpose, out.reference_id);
         let blocked = read(self.store.as_ref(), move |tx| {
             for key in &keys {
                 if restricted(tx, key)? {
                     return Ok(true);
+                }
+            }
+            if purpose == Purpose::Withdrawal {
+                if let Some(w) = tx.withdrawal_by_id(reference)? {
+                    let owed = tx.owed_after_reorg_units(
+                        &w.tenant,
+                        &w.external_user_id,
+                        w.network,
+                        &w.asset,
+                    )?;
+                    if !owed.is_zero() {
+                        return Ok(true);
+                    }
                 }
             }
             Ok(false)

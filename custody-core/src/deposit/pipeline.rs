@@ -117,8 +117,8 @@ pub fn apply_block(
                         kind: "deposit_identity_mismatch".into(),
                         severity: "critical".into(),
                         message: format!(
-                            "{network} transfer 0x{}#{:?} reappeared with other content than deposit {}; not applied",
-                            t.tx_hash, t.log_index, d.id
+                            "{network} transfer {}#{:?} reappeared with other content than deposit {}; not applied",
+                            crate::chain::display_hash(network, &t.tx_hash.to_hex()), t.log_index, d.id
                         ),
                         reference_type: Some("deposit".into()),
                         reference_id: Some(d.id),

@@ -538,3 +538,154 @@ async fn nothing_new_is_signed_while_a_kill_switch_is_on() {
         "sent once the switches are off"
     );
 }
+
+/// Stores a signed attempt that never went out (refused by the node, or a crash before the
+/// send), as the engine would have.
+async fn stored_unsent(f: &Fixture, id: Uuid) -> String {
+    let out = f.get(id).await;
+    let bid = FeeBid::Gas {
+        gas_limit: 21_000,
+        gas_price_wei: 1_000_000_000,
+    };
+    let request = BuildRequest {
+        from: out.from.clone(),
+        payment: out.payment.clone(),
+        nonce: out.nonce,
+        bid,
+    };
+    let unsigned = f.chain.build(&request).await.unwrap();
+    let sig =
+        f.b.signer
+            .sign_digest(&out.from_path, &unsigned.digest)
+            .unwrap();
+    let signed = f.chain.assemble(&unsigned, &sig).unwrap();
+    let mut stored = out.clone();
+    stored
+        .add_attempt(
+            Attempt {
+                hash: signed.hash.clone(),
+                raw: signed.raw,
+                bid: bid.into(),
+                expires_at_ms: None,
+                signed_at: f.clock.now(),
+                sent_at: None,
+                last_answer: Some("rejected: insufficient funds for gas * price + value".into()),
+            },
+            f.clock.now(),
+        )
+        .unwrap();
+    write(f.b.store.as_ref(), move |tx| {
+        Ok(tx.update_outgoing(&stored)?)
+    })
+    .await
+    .unwrap();
+    signed.hash
+}
+
+#[tokio::test]
+async fn money_that_never_left_stays_while_a_switch_is_on() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    let hash = stored_unsent(&f, id).await;
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        set_control(
+            tx,
+            Uuid::new_v4(),
+            "ops",
+            "kill_switch.global",
+            true,
+            "latched",
+            now,
+        )
+    })
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+    }
+    assert!(
+        f.chain.broadcasts.lock().unwrap().is_empty(),
+        "stored bytes that never left do not leave under the switch"
+    );
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        set_control(
+            tx,
+            Uuid::new_v4(),
+            "ops",
+            "kill_switch.global",
+            false,
+            "looked",
+            now,
+        )
+    })
+    .await
+    .unwrap();
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(
+        *f.chain.broadcasts.lock().unwrap(),
+        [hash],
+        "the same bytes, once allowed"
+    );
+}
+
+#[tokio::test]
+async fn a_reorg_debt_of_the_user_stops_a_withdrawal_that_has_not_left() {
+    use custody_core::deposit::{Deposit, DepositStatus};
+    let f = Fixture::new();
+    let id = f.create().await;
+    // Alice owes BNB after a reorganization (a reversed deposit with a shortfall).
+    let signer = Arc::clone(&f.b.signer);
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        let tenant = custody_core::TenantId::parse("acme").unwrap();
+        let w = custody_core::wallet::create_wallet(
+            tx,
+            signer.as_ref(),
+            [Uuid::new_v4(), Uuid::new_v4()],
+            &tenant,
+            "alice",
+            Network::Bsc,
+            now,
+        )?
+        .wallet;
+        tx.insert_deposit(&Deposit {
+            id: Uuid::new_v4(),
+            tenant,
+            network: Network::Bsc,
+            asset: "BNB".into(),
+            external_user_id: "alice".into(),
+            wallet_id: w.id,
+            address: w.address.clone(),
+            tx_hash: "ee".repeat(32),
+            log_index: None,
+            from_address: "0x0000000000000000000000000000000000000001".into(),
+            amount: Amount::from_units(80),
+            block_number: None,
+            block_hash: None,
+            confirmations: 0,
+            required_confirmations: 15,
+            status: DepositStatus::Reversed,
+            history: Vec::new(),
+            credit_tx_id: None,
+            shortfall: Amount::from_units(50),
+            created_at: now,
+            updated_at: now,
+        })?;
+        Ok(())
+    })
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+    }
+    assert!(
+        f.get(id).await.attempts.is_empty(),
+        "nothing signed for a user who owes"
+    );
+    assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+}
