@@ -50,6 +50,23 @@ pub fn execute(
     {
         return Err(Refusal::not_found("wallet of this user on this network").into());
     }
+    if req.direction == crate::ledger::Direction::Debit {
+        // A debit would not settle a reorganization debt (the re-mined transfer settles the
+        // receivable), so the user would pay twice: refused while anything is owed.
+        let owed =
+            tx.owed_after_reorg_units(&req.tenant, &req.external_user_id, req.network, &req.asset)?;
+        if !owed.is_zero() {
+            return Err(Refusal::validation(
+                "amount_units",
+                format!(
+                    "this user owes {owed} units of {} after a deposit left the chain; a debit \
+                     adjustment would not settle that debt and is refused",
+                    req.asset
+                ),
+            )
+            .into());
+        }
+    }
     let account = UserAccount::new(
         req.tenant.clone(),
         req.external_user_id.clone(),

@@ -102,6 +102,32 @@ async fn a_spent_deposit_reversed_by_a_reorg_is_owed_then_settled_by_its_return(
         other => panic!("a user owing a reorg shortfall sent funds: {other:?}"),
     }
 
+    // A debit adjustment would not settle the debt (the re-mined transfer does): refused.
+    let debit = |direction| {
+        let req = custody_core::adjustment::AdjustmentRequest {
+            tenant: custody_core::TenantId::parse("t").unwrap(),
+            external_user_id: "alice".into(),
+            network: Network::Bsc,
+            asset: "USDT".into(),
+            direction,
+            amount: custody_core::Amount::from_units(5),
+            reason: "settling by hand".into(),
+            actor: "cli:ops".into(),
+        };
+        let ids = custody_core::adjustment::AdjustmentIds {
+            audit: uuid::Uuid::new_v4(),
+            ledger_tx: uuid::Uuid::new_v4(),
+            event: uuid::Uuid::new_v4(),
+        };
+        write(store.as_ref(), move |tx| {
+            custody_core::adjustment::execute(tx, ids, &req, NOW).map(|_| ())
+        })
+    };
+    match debit(custody_core::ledger::Direction::Debit).await {
+        Err(CoreError::Refused(r)) => assert!(format!("{r:?}").contains("owes 50"), "{r:?}"),
+        other => panic!("a debit adjustment of a user who owes went through: {other:?}"),
+    }
+
     // The transfer is mined again on the new branch: the debt is settled first, alice gets
     // back the 30 that were taken, and she may send again.
     apply(

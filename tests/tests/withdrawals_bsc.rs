@@ -147,3 +147,69 @@ fn a_bnb_withdrawal_is_quoted_reserved_sent_and_confirmed_once() {
     assert!(ok, "{out}");
     custody.stop();
 }
+
+/// RFC 6238 code, written here independently of the server.
+fn totp(secret_b32: &str, t: i64) -> String {
+    use hmac::{Hmac, Mac};
+    let key = data_encoding::BASE32_NOPAD
+        .decode(secret_b32.as_bytes())
+        .unwrap();
+    let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(&key).unwrap();
+    mac.update(&(t / 30).to_be_bytes());
+    let h = mac.finalize().into_bytes();
+    let o = usize::from(h[19] & 0xf);
+    let n = (u32::from(h[o] & 0x7f) << 24)
+        | (u32::from(h[o + 1]) << 16)
+        | (u32::from(h[o + 2]) << 8)
+        | u32::from(h[o + 3]);
+    format!("{:06}", n % 1_000_000)
+}
+
+#[test]
+fn a_retried_withdrawal_replays_without_reusing_its_one_time_code() {
+    let Some(anvil) = Anvil::start() else { return };
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_BSC_RPC_URLS", anvil.url().as_str())],
+    );
+    let cred = custody.credential(
+        "acme",
+        &["--rate-limit", "100000", "--pin", "2468", "--totp"],
+    );
+    custody.start();
+    let client = custody.client(&cred);
+    client.wallet("alice", "BSC");
+    custody.adjust("acme", "alice", "BSC", "BNB", true, &ETH.to_string());
+    let quote = client.post(
+        "/v1/withdrawals/quote",
+        &json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                 "destination_address": DESTINATION, "amount_units": (ETH / 100).to_string() }),
+        None,
+    );
+    assert_eq!(quote.status, 201, "{:?}", quote.json());
+    let q = quote.json();
+    let code = totp(
+        cred.json["totp_secret"].as_str().unwrap(),
+        custody_e2e::now_s(),
+    );
+    let send = |otp: Option<&str>| {
+        let bytes = serde_json::to_vec(&json!({ "quote_id": q["id"] })).unwrap();
+        let mut s = client.signed("POST", "/v1/withdrawals", &bytes, Some("withdraw-totp-1"));
+        s.extra_headers
+            .push(("X-Service-Pin".into(), "2468".into()));
+        if let Some(o) = otp {
+            s.extra_headers.push(("X-Service-OTP".into(), o.into()));
+        }
+        client.send(&s)
+    };
+    // Without the code: refused, nothing executed, the key stays free.
+    assert_eq!(send(None).code(), "OTP_REQUIRED");
+    let first = send(Some(&code));
+    assert_eq!(first.status, 201, "{:?}", first.json());
+    // The answer was lost: the client retries exactly, code and all.
+    let retry = send(Some(&code));
+    assert_eq!(retry.status, 201, "{:?}", retry.json());
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(retry.json(), first.json());
+    custody.stop();
+}

@@ -354,8 +354,8 @@ fn reverse(
         ("critical", format!(
             "deposit {} ({} {} units on {}) left the chain after it was credited, and user {} of \
              tenant {} had already spent {} units of it: what was left was reversed and the rest is \
-             booked as owed (reorg_receivable). The user's outgoing {} operations are refused until \
-             the transfer is mined again (which settles it) or the debt is settled by hand",
+             booked as owed (reorg_receivable). The user's outgoing {} operations (and debit \
+             adjustments) are refused until the transfer is mined again, which settles it",
             d.id, d.asset, d.amount, d.network, d.external_user_id, d.tenant, shortfall, d.asset
         ))
     };

@@ -171,8 +171,27 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
         .and_then(|q| Uuid::parse_str(&q).ok())
         .ok_or_else(|| Refusal::validation("quote_id", "must be a UUID"))?;
     let credential = call.credential();
-    second_factor::check(state, credential, &call.headers).await?;
     let tenant = credential.tenant.clone();
+    // A retry of an executed request replays its stored answer (decisions §6) without asking
+    // for the second factors again: its one-time code was used by the first execution.
+    let key = call
+        .headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let executed = match key {
+        Some(key) => {
+            let (t, now) = (tenant.clone(), state.clock.now());
+            read(state.store.as_ref(), move |tx| {
+                Ok(tx.idempotency_record(&t, &key, now)?.is_some())
+            })
+            .await?
+        }
+        None => false,
+    };
+    if !executed {
+        second_factor::check(state, credential, &call.headers).await?;
+    }
     let t = tenant.clone();
     let quote = read(state.store.as_ref(), move |tx| Ok(tx.quote(&t, quote_id)?))
         .await?
