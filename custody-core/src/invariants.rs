@@ -6,7 +6,7 @@
 //! later) already honours the global switch.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -29,8 +29,10 @@ pub struct LatchIds {
 }
 
 /// Turns `kill_switch.global` on because of `reason`, with its audit record and a critical
-/// alert, inside the caller's transaction. Returns false (writing nothing) when the switch is
-/// on already: the first violation is the one an operator must read.
+/// alert, inside the caller's transaction. Returns false (writing nothing) when an earlier
+/// violation latched it already: the first violation is the one an operator must read. A
+/// switch an operator turned on for another reason is taken over, with its own alert, so that
+/// turning it off for that reason cannot release books nobody has looked at.
 pub fn latch(
     tx: &mut dyn WriteTx,
     ids: LatchIds,
@@ -38,7 +40,11 @@ pub fn latch(
     now: Timestamp,
 ) -> CoreResult<bool> {
     let old = tx.control(GLOBAL_KILL_SWITCH)?;
-    if old.as_ref().is_some_and(|c| c.enabled) {
+    let was_on = old.as_ref().is_some_and(|c| c.enabled);
+    if old
+        .as_ref()
+        .is_some_and(|c| c.enabled && c.updated_by == LATCH_ACTOR)
+    {
         return Ok(false);
     }
     // Bounded: the reason goes to an operator's screen, not a dump.
@@ -56,7 +62,7 @@ pub fn latch(
         actor: LATCH_ACTOR.to_owned(),
         action: "control.update".into(),
         target: GLOBAL_KILL_SWITCH.to_owned(),
-        old_value: Some(serde_json::json!({ "enabled": false })),
+        old_value: Some(serde_json::json!({ "enabled": was_on })),
         new_value: Some(serde_json::json!({ "enabled": true })),
         reason: why.clone(),
         created_at: now,
@@ -79,10 +85,16 @@ pub fn latch(
 /// A store that latches the global kill switch whenever a job ends with a broken invariant,
 /// wrapped around the real store by the composition root, so that every path (HTTP handlers,
 /// scanners, workers) is covered without each remembering to.
+///
+/// The latch is a write of its own (the failed job rolled back). If that write fails too, the
+/// violation is kept in memory and every later write first tries to save it again; until it
+/// is saved, writes are refused with the violation, so a store that hiccups at the wrong
+/// moment cannot let money move past a broken invariant. Reads still run.
 pub struct InvariantGuard {
     inner: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
+    unsaved: Mutex<Option<String>>,
 }
 
 impl InvariantGuard {
@@ -91,24 +103,47 @@ impl InvariantGuard {
             inner,
             clock,
             entropy,
+            unsaved: Mutex::new(None),
         }
     }
 
-    async fn latch_on(&self, reason: Option<String>) {
-        let Some(reason) = reason else {
-            return;
-        };
+    fn unsaved(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        // Only ever holds a plain value: a panic elsewhere cannot leave it half-written.
+        self.unsaved.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Saves the latch; on failure keeps the reason for the next write to retry.
+    async fn latch_on(&self, reason: String) -> bool {
         let ids = LatchIds {
             audit: new_uuid(self.entropy.as_ref()),
             alert: new_uuid(self.entropy.as_ref()),
         };
         let now = self.clock.now();
-        // The failed job rolled back; the latch is a job of its own. If it cannot be written
-        // either, the caller still gets (and logs) the invariant error, and the next job that
-        // breaks it tries again.
-        let _ =
-            crate::ports::store::write(self.inner.as_ref(), move |tx| latch(tx, ids, &reason, now))
-                .await;
+        let saving = reason.clone();
+        let saved =
+            crate::ports::store::write(self.inner.as_ref(), move |tx| latch(tx, ids, &saving, now))
+                .await
+                .is_ok();
+        let mut unsaved = self.unsaved();
+        if saved {
+            if unsaved.as_deref() == Some(reason.as_str()) {
+                *unsaved = None;
+            }
+        } else if unsaved.is_none() {
+            *unsaved = Some(reason);
+        }
+        saved
+    }
+
+    /// A violation not yet saved refuses this write, after trying once more to save it.
+    async fn save_pending(&self) -> CoreResult<()> {
+        let pending = self.unsaved().clone();
+        match pending {
+            Some(reason) if !self.latch_on(reason.clone()).await => Err(CoreError::Invariant(
+                format!("{reason} (kill_switch.global could not be saved yet; writes are refused until it is)"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -122,14 +157,19 @@ fn broken(result: &CoreResult<Box<dyn Any + Send>>) -> Option<String> {
 #[async_trait]
 impl Store for InvariantGuard {
     async fn write(&self, job: WriteJob) -> CoreResult<Box<dyn Any + Send>> {
+        self.save_pending().await?;
         let result = self.inner.write(job).await;
-        self.latch_on(broken(&result)).await;
+        if let Some(reason) = broken(&result) {
+            self.latch_on(reason).await;
+        }
         result
     }
 
     async fn read(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
         let result = self.inner.read(job).await;
-        self.latch_on(broken(&result)).await;
+        if let Some(reason) = broken(&result) {
+            self.latch_on(reason).await;
+        }
         result
     }
 }
