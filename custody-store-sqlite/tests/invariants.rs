@@ -23,24 +23,7 @@ async fn a_broken_invariant_latches_the_global_kill_switch_and_money_stops() {
     let dir = tempfile::tempdir().unwrap();
     let store = InvariantGuard::new(open(&dir), Arc::new(FixedClock), Arc::new(RandomEntropy));
     let addresses = wallets(&store, &["alice", "bob"]).await;
-    // Alice holds 10 USDT and can send.
-    write(&store, |tx| {
-        let meta = TxMeta {
-            id: Uuid::new_v4(),
-            reference_type: ReferenceType::Deposit,
-            reference_id: Uuid::new_v4(),
-            created_at: NOW,
-        };
-        let alice = UserAccount::new("t".to_owned(), "alice".to_owned(), usdt());
-        Ok(ledger::credit_deposit(
-            tx,
-            &meta,
-            &alice,
-            Amount::from_units(10),
-        )?)
-    })
-    .await
-    .unwrap();
+    fund_alice(&store).await;
     transfer(&store, "alice", "bob", 1).await.unwrap();
 
     // A job that finds the books broken: answered as an invariant error, and the switch latches.
@@ -138,6 +121,7 @@ impl Store for Flaky {
     }
 }
 
+/// Alice holds 10 USDT and can send.
 async fn fund_alice(store: &dyn Store) {
     write(store, |tx| {
         let meta = TxMeta {

@@ -54,6 +54,22 @@ pub fn now_s() -> i64 {
     .unwrap()
 }
 
+/// RFC 6238 code at unix time `t`, written here independently of the server.
+pub fn totp(secret_b32: &str, t: i64) -> String {
+    let key = data_encoding::BASE32_NOPAD
+        .decode(secret_b32.as_bytes())
+        .unwrap();
+    let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(&key).unwrap();
+    mac.update(&(t / 30).to_be_bytes());
+    let h = mac.finalize().into_bytes();
+    let o = usize::from(h[19] & 0xf);
+    let n = (u32::from(h[o] & 0x7f) << 24)
+        | (u32::from(h[o + 1]) << 16)
+        | (u32::from(h[o + 2]) << 8)
+        | u32::from(h[o + 3]);
+    format!("{:06}", n % 1_000_000)
+}
+
 /// A fresh data dir with the service initialized in it.
 pub struct Custody {
     pub dir: tempfile::TempDir,

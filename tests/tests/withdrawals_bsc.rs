@@ -4,7 +4,7 @@
 
 use custody_e2e::anvil::Anvil;
 use custody_e2e::receiver::set_config;
-use custody_e2e::Custody;
+use custody_e2e::{totp, Custody};
 use serde_json::{json, Value};
 
 const ETH: u128 = 1_000_000_000_000_000_000;
@@ -146,23 +146,6 @@ fn a_bnb_withdrawal_is_quoted_reserved_sent_and_confirmed_once() {
     let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
     assert!(ok, "{out}");
     custody.stop();
-}
-
-/// RFC 6238 code, written here independently of the server.
-fn totp(secret_b32: &str, t: i64) -> String {
-    use hmac::{Hmac, Mac};
-    let key = data_encoding::BASE32_NOPAD
-        .decode(secret_b32.as_bytes())
-        .unwrap();
-    let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(&key).unwrap();
-    mac.update(&(t / 30).to_be_bytes());
-    let h = mac.finalize().into_bytes();
-    let o = usize::from(h[19] & 0xf);
-    let n = (u32::from(h[o] & 0x7f) << 24)
-        | (u32::from(h[o + 1]) << 16)
-        | (u32::from(h[o + 2]) << 8)
-        | u32::from(h[o + 3]);
-    format!("{:06}", n % 1_000_000)
 }
 
 #[test]

@@ -420,47 +420,11 @@ async fn a_crash_between_storing_and_sending_sends_exactly_the_stored_bytes() {
     let f = Fixture::new();
     let id = f.create().await;
     // What a crash right after the signing job committed leaves: an attempt, never sent.
-    let out = f.get(id).await;
-    let bid = FeeBid::Gas {
-        gas_limit: 21_000,
-        gas_price_wei: 1_000_000_000,
-    };
-    let request = BuildRequest {
-        from: out.from.clone(),
-        payment: out.payment.clone(),
-        nonce: out.nonce,
-        bid,
-    };
-    let unsigned = f.chain.build(&request).await.unwrap();
-    let sig =
-        f.b.signer
-            .sign_digest(&out.from_path, &unsigned.digest)
-            .unwrap();
-    let signed = f.chain.assemble(&unsigned, &sig).unwrap();
-    let mut stored = out.clone();
-    stored
-        .add_attempt(
-            Attempt {
-                hash: signed.hash.clone(),
-                raw: signed.raw.clone(),
-                bid: bid.into(),
-                expires_at_ms: None,
-                signed_at: f.clock.now(),
-                sent_at: None,
-                last_answer: None,
-            },
-            f.clock.now(),
-        )
-        .unwrap();
-    write(f.b.store.as_ref(), move |tx| {
-        Ok(tx.update_outgoing(&stored)?)
-    })
-    .await
-    .unwrap();
+    let hash = stored_unsent(&f, id, None).await;
     f.b.round().await.unwrap();
     let after = f.get(id).await;
     assert_eq!(after.attempts.len(), 1);
-    assert_eq!(*f.chain.broadcasts.lock().unwrap(), [signed.hash]);
+    assert_eq!(*f.chain.broadcasts.lock().unwrap(), [hash]);
     assert_eq!(after.status, OutStatus::Sent);
 }
 
@@ -539,9 +503,11 @@ async fn nothing_new_is_signed_while_a_kill_switch_is_on() {
     );
 }
 
+const REFUSED: &str = "rejected: insufficient funds for gas * price + value";
+
 /// Stores a signed attempt that never went out (refused by the node, or a crash before the
 /// send), as the engine would have.
-async fn stored_unsent(f: &Fixture, id: Uuid) -> String {
+async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> String {
     let out = f.get(id).await;
     let bid = FeeBid::Gas {
         gas_limit: 21_000,
@@ -569,7 +535,7 @@ async fn stored_unsent(f: &Fixture, id: Uuid) -> String {
                 expires_at_ms: None,
                 signed_at: f.clock.now(),
                 sent_at: None,
-                last_answer: Some("rejected: insufficient funds for gas * price + value".into()),
+                last_answer: last_answer.map(str::to_owned),
             },
             f.clock.now(),
         )
@@ -586,7 +552,7 @@ async fn stored_unsent(f: &Fixture, id: Uuid) -> String {
 async fn money_that_never_left_stays_while_a_switch_is_on() {
     let f = Fixture::new();
     let id = f.create().await;
-    let hash = stored_unsent(&f, id).await;
+    let hash = stored_unsent(&f, id, Some(REFUSED)).await;
     let now = f.clock.now();
     write(f.b.store.as_ref(), move |tx| {
         set_control(
