@@ -55,7 +55,7 @@ pub struct BscSenderSettings {
 impl Default for BscSenderSettings {
     fn default() -> Self {
         BscSenderSettings {
-            gas_price_floor_wei: 100_000_000,
+            gas_price_floor_wei: 50_000_000,
             gas_price_cap_wei: 50_000_000_000,
             token_gas_margin_percent: 20,
         }

@@ -57,7 +57,7 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
             Network::Bsc,
             Arc::new(custody_chain_bsc::BscSender::new(
                 Arc::clone(&bsc),
-                custody_chain_bsc::BscSenderSettings::default(),
+                config.bsc.sending.bsc_pricing(),
             )),
         );
         chains.sources.insert(Network::Bsc, bsc);
@@ -172,7 +172,7 @@ pub fn start_broadcasters(
             store: Arc::clone(&store),
             clock: Arc::clone(&clock),
             entropy: Arc::clone(&entropy),
-            policy: custody_core::outgoing::EnginePolicy::defaults(network, c.confirmations),
+            policy: c.sending.engine_policy(network, c.confirmations),
             poll_interval: Duration::from_millis(c.poll_interval_ms.max(10)),
             lease: Duration::from_secs(60),
             batch: 32,

@@ -211,6 +211,143 @@ pub struct ChainConfig {
     /// (funds no deposit explains show on the dashboard). 0 turns the check off.
     #[serde(default = "default_holdings_check_interval_ms")]
     pub holdings_check_interval_ms: u64,
+    /// How the network's broadcaster prices, sends again and replaces outgoing transactions
+    /// (`[bsc.sending]`, `[tron.sending]`).
+    #[serde(default)]
+    pub sending: SendingConfig,
+}
+
+/// `[<network>.sending]`: the outgoing-transaction engine's tuning. Gas keys are BSC's only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendingConfig {
+    /// The same signed bytes are sent again this long after the last send while nothing is
+    /// included.
+    #[serde(default = "default_rebroadcast_after_ms")]
+    pub rebroadcast_after_ms: u64,
+    /// BSC: a transaction not included after this long is replaced under its nonce with a
+    /// higher gas price (a refused one is priced again).
+    #[serde(default = "default_replace_after_ms")]
+    pub replace_after_ms: u64,
+    /// BSC: each replacement bids at least this many percent more (nodes require 10).
+    #[serde(default = "default_bump_percent")]
+    pub bump_percent: u32,
+    /// BSC: the node's `eth_gasPrice` is raised to at least this (the validators' minimum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gas_price_floor_wei: Option<u64>,
+    /// BSC: never bid above this, replacements included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gas_price_cap_wei: Option<u64>,
+    /// BSC: added to the node's gas estimate of a token transfer for its gas limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_gas_margin_percent: Option<u64>,
+}
+
+impl Default for SendingConfig {
+    fn default() -> Self {
+        SendingConfig {
+            rebroadcast_after_ms: default_rebroadcast_after_ms(),
+            replace_after_ms: default_replace_after_ms(),
+            bump_percent: default_bump_percent(),
+            gas_price_floor_wei: None,
+            gas_price_cap_wei: None,
+            token_gas_margin_percent: None,
+        }
+    }
+}
+
+impl SendingConfig {
+    /// BSC's defaults written by `custody init`.
+    fn bsc_default() -> Self {
+        let pricing = custody_chain_bsc::BscSenderSettings::default();
+        SendingConfig {
+            gas_price_floor_wei: u64::try_from(pricing.gas_price_floor_wei).ok(),
+            gas_price_cap_wei: u64::try_from(pricing.gas_price_cap_wei).ok(),
+            token_gas_margin_percent: Some(pricing.token_gas_margin_percent),
+            ..SendingConfig::default()
+        }
+    }
+
+    /// The BSC sender's pricing: the configured keys over the defaults.
+    pub fn bsc_pricing(&self) -> custody_chain_bsc::BscSenderSettings {
+        let d = custody_chain_bsc::BscSenderSettings::default();
+        custody_chain_bsc::BscSenderSettings {
+            gas_price_floor_wei: self
+                .gas_price_floor_wei
+                .map_or(d.gas_price_floor_wei, u128::from),
+            gas_price_cap_wei: self
+                .gas_price_cap_wei
+                .map_or(d.gas_price_cap_wei, u128::from),
+            token_gas_margin_percent: self
+                .token_gas_margin_percent
+                .unwrap_or(d.token_gas_margin_percent),
+        }
+    }
+
+    /// The engine's policy for `network` at `confirmations`.
+    pub fn engine_policy(
+        &self,
+        network: Network,
+        confirmations: u32,
+    ) -> custody_core::outgoing::EnginePolicy {
+        let mut policy = custody_core::outgoing::EnginePolicy::defaults(network, confirmations);
+        policy.rebroadcast_after_ms = i64::try_from(self.rebroadcast_after_ms).unwrap_or(i64::MAX);
+        policy.replace_after_ms = i64::try_from(self.replace_after_ms).unwrap_or(i64::MAX);
+        policy.bump_percent = self.bump_percent;
+        if network == Network::Bsc {
+            policy.gas_price_cap_wei = self.bsc_pricing().gas_price_cap_wei;
+        }
+        policy
+    }
+
+    fn validate(&self, section: &str) -> Result<(), String> {
+        if self.bump_percent < 10 {
+            return Err(format!(
+                "[{section}.sending] bump_percent = {}: must be at least 10 (nodes refuse a \
+                 replacement that bids less than 10 % more)",
+                self.bump_percent
+            ));
+        }
+        if self.rebroadcast_after_ms == 0 || self.replace_after_ms == 0 {
+            return Err(format!(
+                "[{section}.sending] rebroadcast_after_ms and replace_after_ms must be above 0"
+            ));
+        }
+        if section == "tron" {
+            if self.gas_price_floor_wei.is_some()
+                || self.gas_price_cap_wei.is_some()
+                || self.token_gas_margin_percent.is_some()
+            {
+                return Err("[tron.sending] gas_price_floor_wei, gas_price_cap_wei and \
+                     token_gas_margin_percent are BSC settings (TRON bids a fee limit)"
+                    .into());
+            }
+            return Ok(());
+        }
+        let p = self.bsc_pricing();
+        if p.gas_price_floor_wei > p.gas_price_cap_wei {
+            return Err(format!(
+                "[bsc.sending] gas_price_floor_wei = {} is above gas_price_cap_wei = {}",
+                p.gas_price_floor_wei, p.gas_price_cap_wei
+            ));
+        }
+        if p.gas_price_cap_wei == 0 {
+            return Err("[bsc.sending] gas_price_cap_wei must be above 0".into());
+        }
+        Ok(())
+    }
+}
+
+fn default_rebroadcast_after_ms() -> u64 {
+    15_000
+}
+
+fn default_replace_after_ms() -> u64 {
+    60_000
+}
+
+fn default_bump_percent() -> u32 {
+    12
 }
 
 impl ChainConfig {
@@ -264,6 +401,11 @@ impl Config {
             blocks_kept: default_blocks_kept(),
             stuck_alert_after_ms: default_stuck_alert_after_ms(),
             holdings_check_interval_ms: default_holdings_check_interval_ms(),
+            sending: if network == Network::Bsc {
+                SendingConfig::bsc_default()
+            } else {
+                SendingConfig::default()
+            },
             allow_insecure_http: false,
             api_key: None,
             genesis_block_id: (network == Network::Tron)
@@ -296,6 +438,7 @@ impl Config {
     /// block id. Called on every load, so `serve` refuses to start with them.
     pub fn validate(&self) -> Result<(), String> {
         for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
+            chain.sending.validate(section)?;
             if chain.confirmations < 1 {
                 return Err(format!(
                     "[{section}] confirmations = {}: must be at least 1 (with 0 a deposit is \
@@ -524,6 +667,37 @@ mod tests {
         }
         std::fs::write(data.config_path(), text).unwrap();
         data.load_config()
+    }
+
+    #[test]
+    fn sending_settings_are_written_by_init_read_and_checked() {
+        let c = load_edited(&[(
+            "gas_price_cap_wei = 50000000000",
+            "gas_price_cap_wei = 7000000000",
+        )])
+        .unwrap();
+        assert_eq!(c.bsc.sending.bsc_pricing().gas_price_cap_wei, 7_000_000_000);
+        let policy = c.bsc.sending.engine_policy(Network::Bsc, 15);
+        assert_eq!(
+            policy.gas_price_cap_wei, 7_000_000_000,
+            "one cap for price and replacements"
+        );
+        assert_eq!(policy.replace_after_ms, 60_000);
+        let err = load_edited(&[(
+            "gas_price_floor_wei = 50000000",
+            "gas_price_floor_wei = 60000000000",
+        )])
+        .unwrap_err();
+        assert!(err.contains("above gas_price_cap_wei"), "{err}");
+        let err = load_edited(&[(
+            "bump_percent = 12\ngas_price_floor_wei",
+            "bump_percent = 9\ngas_price_floor_wei",
+        )])
+        .unwrap_err();
+        assert!(err.contains("[bsc.sending] bump_percent = 9"), "{err}");
+        let mut c = Config::default_for_init();
+        c.tron.sending.gas_price_cap_wei = Some(1);
+        assert!(c.validate().unwrap_err().contains("[tron.sending]"));
     }
 
     #[test]

@@ -196,3 +196,92 @@ fn a_retried_withdrawal_replays_without_reusing_its_one_time_code() {
     assert_eq!(retry.json(), first.json());
     custody.stop();
 }
+
+#[test]
+fn a_withdrawal_the_hot_wallet_cannot_fund_waits_reserved_with_an_alert_then_goes_out() {
+    let Some(anvil) = Anvil::start() else { return };
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_BSC_RPC_URLS", anvil.url().as_str())],
+    );
+    set_config(&custody.data_dir(), "bsc", "poll_interval_ms", "100");
+    set_config(
+        &custody.data_dir(),
+        "bsc",
+        "start_block",
+        &anvil.block_number().to_string(),
+    );
+    let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    let ops = custody.credential("ops", &["--admin"]);
+    let shown = custody.cli_ok(&["treasury", "show"]);
+    let hot = shown["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["network"] == "BSC")
+        .unwrap()["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    custody.start();
+    let client = custody.client(&cred);
+    let admin = custody.client(&ops);
+    client.wallet("alice", "BSC");
+    custody.adjust("acme", "alice", "BSC", "BNB", true, &ETH.to_string());
+    let q = client
+        .post(
+            "/v1/withdrawals/quote",
+            &json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                     "destination_address": DESTINATION, "amount_units": (ETH / 10).to_string() }),
+            None,
+        )
+        .json();
+    let w = client
+        .post(
+            "/v1/withdrawals",
+            &json!({ "quote_id": q["id"] }),
+            Some("short-0001"),
+        )
+        .json();
+    let id = w["id"].as_str().unwrap().to_owned();
+
+    // The hot wallet holds nothing: an alert, and the withdrawal stays reserved.
+    let alert = custody.wait_for(30, "a hot_wallet_insufficient alert", || {
+        let alerts = admin.get("/v1/admin/alerts?limit=50").json();
+        alerts["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["kind"] == "hot_wallet_insufficient")
+            .cloned()
+    });
+    assert_eq!(alert["reference_id"], id.as_str(), "{alert}");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let waiting = client.get(&format!("/v1/withdrawals/{id}")).json();
+    assert_eq!(waiting["status"], "reserved");
+    assert!(waiting["tx_hash"].is_null());
+    assert_eq!(anvil.balance(DESTINATION), 0);
+
+    // Funded: it goes out by itself and is paid once.
+    let funder = anvil.account(0).to_owned();
+    anvil.send_value(&funder, &hot, ETH);
+    custody.wait_for(60, "broadcasted", || {
+        let v = client.get(&format!("/v1/withdrawals/{id}")).json();
+        (v["status"] == "broadcasted").then_some(())
+    });
+    anvil.mine(16);
+    custody.wait_for(60, "confirmed", || {
+        let v = client.get(&format!("/v1/withdrawals/{id}")).json();
+        (v["status"] == "confirmed").then_some(())
+    });
+    assert_eq!(anvil.balance(DESTINATION), ETH / 10);
+    let alerts = admin.get("/v1/admin/alerts?limit=50").json();
+    let raised = alerts["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "hot_wallet_insufficient")
+        .count();
+    assert_eq!(raised, 1, "one alert for the wait");
+    custody.stop();
+}

@@ -17,13 +17,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use custody_core::admin::{restricted, Alert};
+use custody_core::amount::Amount;
 use custody_core::error::{CoreError, CoreResult};
+use custody_core::outgoing::funds::{shortfall, Holdings};
 use custody_core::outgoing::{
-    decide, Attempt, Decision, EnginePolicy, Included, Observation, OutStatus, OutgoingTx, Purpose,
-    ANSWER_NONCE_USED,
+    decide, repriced, Attempt, Decision, EnginePolicy, Included, Observation, OutStatus,
+    OutgoingTx, Purpose, ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX,
 };
 use custody_core::ports::clock::new_uuid;
-use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid};
+use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid, Payment};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Signer, Store};
 use custody_core::{Network, Timestamp};
@@ -46,6 +48,9 @@ pub struct Broadcaster {
     pub native: custody_core::AssetId,
 }
 
+/// How the history note of a wait for funds begins (one alert per wait).
+const HOT_WALLET_SHORT: &str = "waiting: the hot wallet cannot fund it";
+
 /// The control that stops new payments of `purpose`.
 fn purpose_switch(purpose: Purpose) -> &'static str {
     match purpose {
@@ -59,7 +64,7 @@ fn answer_label(outcome: &BroadcastOutcome) -> String {
         BroadcastOutcome::NonceUsed => ANSWER_NONCE_USED.into(),
         BroadcastOutcome::Underpriced => "underpriced".into(),
         BroadcastOutcome::Expired => "expired".into(),
-        BroadcastOutcome::Rejected(r) => format!("rejected: {r}"),
+        BroadcastOutcome::Rejected(r) => format!("{ANSWER_REJECTED_PREFIX}{r}"),
         BroadcastOutcome::Unknown(r) => format!("unknown: {r}"),
     }
 }
@@ -126,7 +131,13 @@ impl Broadcaster {
 
     /// One engine step for one transaction.
     pub async fn step(&self, mut out: OutgoingTx) -> CoreResult<()> {
-        let observation = if out.attempts.iter().any(|a| a.sent_at.is_some()) {
+        // Every attempt a node was offered is looked up, even one it refused: after a failover
+        // a refusal may follow a delivery to another endpoint.
+        let offered = out
+            .attempts
+            .iter()
+            .any(|a| a.sent_at.is_some() || a.last_answer.is_some());
+        let observation = if offered {
             Some(self.observe(&out).await?)
         } else {
             None
@@ -137,7 +148,27 @@ impl Broadcaster {
                 if !self.may_sign_new(&out).await? {
                     return self.check_later(out, now).await;
                 }
-                let bid = self.sender.price(&out.from, &out.payment).await?.bid;
+                let estimate = self.sender.price(&out.from, &out.payment).await?;
+                if !self.can_fund(&mut out, estimate.max_native, now).await? {
+                    return self.check_later(out, now).await;
+                }
+                self.sign_store_send(out, estimate.bid).await
+            }
+            Decision::Reprice => {
+                if !self.may_sign_new(&out).await? {
+                    return self.send_latest(out).await;
+                }
+                let refused = out
+                    .latest()
+                    .map(|a| a.bid)
+                    .ok_or_else(|| CoreError::Invariant("reprice without an attempt".into()))?;
+                let fresh = self.sender.price(&out.from, &out.payment).await?;
+                let Some(bid) = repriced(refused, fresh.bid, &self.policy) else {
+                    return self.send_latest(out).await;
+                };
+                if !self.can_fund(&mut out, max_fee(bid), now).await? {
+                    return self.check_later(out, now).await;
+                }
                 self.sign_store_send(out, bid).await
             }
             Decision::Replace { bid } => {
@@ -156,6 +187,9 @@ impl Broadcaster {
                     .latest()
                     .map(|a| FeeBid::from(a.bid))
                     .ok_or_else(|| CoreError::Invariant("rebuild without an attempt".into()))?;
+                if !self.can_fund(&mut out, max_fee(bid), now).await? {
+                    return self.check_later(out, now).await;
+                }
                 self.sign_store_send(out, bid).await
             }
             Decision::Broadcast => {
@@ -249,6 +283,60 @@ impl Broadcaster {
         })
         .await?;
         Ok(!blocked)
+    }
+
+    /// Whether the hot wallet holds what `out` needs at a worst fee of `max_fee_native`, beside
+    /// what is already on its way from it (decisions §11). When it does not: a
+    /// `hot_wallet_insufficient` alert (once per wait) and a note in the history; nothing is
+    /// signed, and the payment's record stays as it is until the wallet is funded.
+    async fn can_fund(
+        &self,
+        out: &mut OutgoingTx,
+        max_fee_native: Amount,
+        now: Timestamp,
+    ) -> CoreResult<bool> {
+        let contract = match &out.payment {
+            Payment::Token { contract, .. } => Some(contract.as_str()),
+            Payment::Native { .. } => None,
+        };
+        let (native, token) = self.sender.balances(&out.from, contract).await?;
+        let (network, from) = (out.network, out.from.clone());
+        let in_flight = read(self.store.as_ref(), move |tx| {
+            Ok(tx.outgoing_in_flight(network, &from)?)
+        })
+        .await?;
+        let Some(why) = shortfall(
+            &out.payment,
+            max_fee_native,
+            Holdings { native, token },
+            &in_flight,
+            out.id,
+        ) else {
+            return Ok(true);
+        };
+        if !out.last_note_starts_with(HOT_WALLET_SHORT) {
+            tracing::warn!(network = %self.network, outgoing = %out.id, %why, "hot wallet cannot fund a payment");
+            let (id, reference) = (new_uuid(self.entropy.as_ref()), out.reference_id);
+            let (kind, purpose) = (out.purpose.as_str(), out.purpose);
+            let message = format!(
+                "{} hot wallet {} cannot fund {kind} {reference}: {why}; it is sent once the wallet is funded",
+                self.network, out.from
+            );
+            write(self.store.as_ref(), move |tx| {
+                Ok(tx.raise_alert(&Alert {
+                    id,
+                    kind: "hot_wallet_insufficient".into(),
+                    severity: "warning".into(),
+                    message: message.clone(),
+                    reference_type: Some(purpose.as_str().into()),
+                    reference_id: Some(reference),
+                    created_at: now,
+                })?)
+            })
+            .await?;
+            out.note(format!("{HOT_WALLET_SHORT}: {why}"), now);
+        }
+        Ok(false)
     }
 
     /// Builds and signs a new attempt, stores it, and only then sends it.
@@ -374,6 +462,17 @@ impl Broadcaster {
         })
         .await
     }
+}
+
+/// The most a bid may burn.
+fn max_fee(bid: FeeBid) -> Amount {
+    Amount::from_units(match bid {
+        FeeBid::Gas {
+            gas_limit,
+            gas_price_wei,
+        } => u128::from(gas_limit).saturating_mul(gas_price_wei),
+        FeeBid::FeeLimit { sun } => u128::from(sun),
+    })
 }
 
 #[cfg(test)]

@@ -64,6 +64,10 @@ pub enum Decision {
     Broadcast,
     /// EVM: sign a replacement under the same nonce with this bid.
     Replace { bid: FeeBid },
+    /// EVM: the newest attempt was refused by the node (never taken) for long enough: ask the
+    /// node for a price again and, if it is higher than the refused bid, sign under the same
+    /// nonce at that price ([`repriced`]); else send the same bytes again.
+    Reprice,
     /// TRON: every attempt expired on chain and none is known: build a new one.
     Rebuild,
     /// Attempt `hash` is in a block (new, or in another block than recorded).
@@ -98,12 +102,14 @@ pub fn decide(
     let Some(latest) = tx.latest() else {
         return Decision::FirstAttempt;
     };
-    if latest.sent_at.is_none() {
-        // Stored, never sent (or a crash right after storing): send exactly these bytes.
-        return Decision::Broadcast;
-    }
     let Some(obs) = observation else {
-        return wait;
+        // Stored, never offered to a node (or a crash right after storing): send exactly these
+        // bytes. Once offered, the chain is asked first, whatever the node answered.
+        return if latest.sent_at.is_none() {
+            Decision::Broadcast
+        } else {
+            wait
+        };
     };
 
     let included = tx
@@ -140,6 +146,19 @@ pub fn decide(
     let age = now
         .unix_millis()
         .saturating_sub(latest.signed_at.unix_millis());
+    if latest.sent_at.is_none() {
+        // Refused by the node (or never offered): nothing of it is known to be out there, but
+        // a refusal after a failover may follow a delivery elsewhere, so it was looked up above
+        // like any attempt. On EVM the nonce keeps a re-priced attempt exclusive with it.
+        let refused = latest
+            .last_answer
+            .as_deref()
+            .is_some_and(|a| a.starts_with(ANSWER_REJECTED_PREFIX));
+        if refused && tx.network == Network::Bsc && age >= policy.replace_after_ms {
+            return Decision::Reprice;
+        }
+        return Decision::Broadcast;
+    }
     let since_sent = latest.sent_at.map_or(i64::MAX, |s| {
         now.unix_millis().saturating_sub(s.unix_millis())
     });
@@ -184,6 +203,34 @@ pub fn decide(
 
 /// The stored answer of an EVM "nonce too low".
 pub const ANSWER_NONCE_USED: &str = "nonce_used";
+
+/// How the stored answer of a node's refusal begins (the node's reason follows).
+pub const ANSWER_REJECTED_PREFIX: &str = "rejected: ";
+
+/// The bid of a re-priced EVM attempt: the node's fresh price and gas limit where higher than
+/// the refused bid's, within the cap; `None` when nothing is higher (the same bytes go out
+/// again: a new signature would change nothing the node refused).
+pub fn repriced(refused: Bid, fresh: FeeBid, policy: &EnginePolicy) -> Option<FeeBid> {
+    let (
+        Bid::Gas {
+            gas_limit,
+            gas_price_wei,
+        },
+        FeeBid::Gas {
+            gas_limit: fresh_limit,
+            gas_price_wei: fresh_price,
+        },
+    ) = (refused, fresh)
+    else {
+        return None;
+    };
+    let price = fresh_price.min(policy.gas_price_cap_wei).max(gas_price_wei);
+    let limit = fresh_limit.max(gas_limit);
+    (price > gas_price_wei || limit > gas_limit).then_some(FeeBid::Gas {
+        gas_limit: limit,
+        gas_price_wei: price,
+    })
+}
 
 /// The next EVM bid: at least `bump_percent` more (rounded up), within the cap; `None` when the
 /// cap leaves no room for a replacement a node would accept.
@@ -419,6 +466,76 @@ mod tests {
         assert_eq!(
             decide(&t, Some(&o), &policy(), at(120_000)),
             Decision::Rebuild
+        );
+    }
+
+    #[test]
+    fn a_refused_evm_attempt_is_looked_up_and_repriced_only_after_replace_after() {
+        let mut t = tx(Network::Bsc);
+        let mut a = attempt("a", 0, None, None);
+        a.last_answer = Some(format!("{ANSWER_REJECTED_PREFIX}transaction underpriced"));
+        t.attempts.push(a);
+        t.status = OutStatus::Signed;
+        let unknown = obs(10, 0, vec![TxLookup::Unknown]);
+        assert_eq!(
+            decide(&t, Some(&unknown), &policy(), at(15_000)),
+            Decision::Broadcast
+        );
+        assert_eq!(
+            decide(&t, Some(&unknown), &policy(), at(60_000)),
+            Decision::Reprice
+        );
+        // A refusal from one endpoint after a delivery to another: it may be mined anyway.
+        let mined = obs(10, 0, vec![TxLookup::Included(inclusion(9, true))]);
+        assert!(matches!(
+            decide(&t, Some(&mined), &policy(), at(60_000)),
+            Decision::Included { .. }
+        ));
+        // TRON never re-signs a refused attempt: it waits for the expiration.
+        let mut t = tx(Network::Tron);
+        let mut a = attempt("a", 0, None, Some(60_000));
+        a.last_answer = Some(format!("{ANSWER_REJECTED_PREFIX}balance is not sufficient"));
+        t.attempts.push(a);
+        t.status = OutStatus::Signed;
+        assert_eq!(
+            decide(&t, Some(&unknown), &policy(), at(600_000)),
+            Decision::Broadcast
+        );
+    }
+
+    #[test]
+    fn a_repriced_bid_is_higher_than_the_refused_one_or_none() {
+        let refused = Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 1_000,
+        };
+        let fresh = |price| FeeBid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: price,
+        };
+        assert_eq!(repriced(refused, fresh(999), &policy()), None);
+        assert_eq!(repriced(refused, fresh(1_000), &policy()), None);
+        assert_eq!(
+            repriced(refused, fresh(5_000), &policy()),
+            Some(fresh(5_000))
+        );
+        // Never above the cap.
+        let capped = repriced(refused, fresh(u128::MAX), &policy()).unwrap();
+        assert_eq!(capped, fresh(policy().gas_price_cap_wei));
+        // A higher gas estimate (a token transfer) also makes a new attempt.
+        assert_eq!(
+            repriced(
+                refused,
+                FeeBid::Gas {
+                    gas_limit: 60_000,
+                    gas_price_wei: 10
+                },
+                &policy()
+            ),
+            Some(FeeBid::Gas {
+                gas_limit: 60_000,
+                gas_price_wei: 1_000
+            })
         );
     }
 }

@@ -14,8 +14,12 @@
 //! Every move is appended to `history`; nothing is erased.
 
 mod engine;
+pub mod funds;
 
-pub use engine::{decide, final_status, Decision, EnginePolicy, Observation, ANSWER_NONCE_USED};
+pub use engine::{
+    decide, final_status, repriced, Decision, EnginePolicy, Observation, ANSWER_NONCE_USED,
+    ANSWER_REJECTED_PREFIX,
+};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -289,6 +293,23 @@ impl OutgoingTx {
             detail: detail.into(),
         });
         Ok(())
+    }
+
+    /// Appends a history step without a move (a wait an operator should see, an alert).
+    pub fn note(&mut self, detail: impl Into<String>, now: Timestamp) {
+        self.updated_at = now;
+        self.history.push(OutStep {
+            status: self.status,
+            at: now,
+            detail: detail.into(),
+        });
+    }
+
+    /// Whether the newest history step is a note beginning with `prefix`.
+    pub fn last_note_starts_with(&self, prefix: &str) -> bool {
+        self.history
+            .last()
+            .is_some_and(|s| s.detail.starts_with(prefix))
     }
 
     /// Records a new signed attempt (before it is ever sent).

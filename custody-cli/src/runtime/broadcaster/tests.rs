@@ -44,7 +44,15 @@ struct ScriptedChain {
     head: Mutex<u64>,
     /// Broadcasts whose answer is lost (the bytes still reach the pool).
     lose_answers: AtomicUsize,
+    /// Broadcasts that reach the pool but are answered with a refusal (a failover to an
+    /// endpoint that refused after another took the bytes).
+    refuse_after_pooling: AtomicUsize,
     broadcasts: Mutex<Vec<String>>,
+    /// The hot wallet's native balance (wei).
+    balance: Mutex<u128>,
+    /// What `eth_gasPrice` says; the node refuses anything below `min_price`.
+    node_price: Mutex<u128>,
+    min_price: Mutex<u128>,
 }
 
 impl ScriptedChain {
@@ -103,12 +111,13 @@ impl ChainSender for ScriptedChain {
     }
 
     async fn price(&self, _: &str, _: &Payment) -> Result<FeeEstimate, PortError> {
+        let price = *self.node_price.lock().unwrap();
         Ok(FeeEstimate {
-            expected_native: Amount::from_units(21_000_000_000_000),
-            max_native: Amount::from_units(21_000_000_000_000),
+            expected_native: Amount::from_units(21_000 * price),
+            max_native: Amount::from_units(21_000 * price),
             bid: FeeBid::Gas {
                 gas_limit: 21_000,
-                gas_price_wei: 1_000_000_000,
+                gas_price_wei: price,
             },
         })
     }
@@ -155,10 +164,21 @@ impl ChainSender for ScriptedChain {
 
     async fn broadcast(&self, signed: &SignedTx) -> BroadcastOutcome {
         self.broadcasts.lock().unwrap().push(signed.hash.clone());
+        let (nonce, price) = decode(&signed.raw);
+        if price < *self.min_price.lock().unwrap() {
+            return BroadcastOutcome::Rejected("transaction underpriced".into());
+        }
         self.pool
             .lock()
             .unwrap()
-            .insert(signed.hash.clone(), decode(&signed.raw));
+            .insert(signed.hash.clone(), (nonce, price));
+        if self
+            .refuse_after_pooling
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return BroadcastOutcome::Rejected("insufficient funds for gas * price + value".into());
+        }
         if self
             .lose_answers
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -194,7 +214,7 @@ impl ChainSender for ScriptedChain {
         _: &str,
         _: Option<&str>,
     ) -> Result<(Amount, Option<Amount>), PortError> {
-        Ok((Amount::ZERO, None))
+        Ok((Amount::from_units(*self.balance.lock().unwrap()), None))
     }
 }
 
@@ -215,6 +235,8 @@ impl Fixture {
         let signer =
             Arc::new(HdSigner::from_seed(&Mnemonic::parse(phrase).unwrap().to_seed()).unwrap());
         let chain = Arc::new(ScriptedChain::default());
+        *chain.balance.lock().unwrap() = 10u128.pow(24);
+        *chain.node_price.lock().unwrap() = 1_000_000_000;
         let clock = Arc::new(ManualClock(Mutex::new(T0)));
         let b = Broadcaster {
             network: Network::Bsc,
@@ -654,4 +676,154 @@ async fn a_reorg_debt_of_the_user_stops_a_withdrawal_that_has_not_left() {
         "nothing signed for a user who owes"
     );
     assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+}
+
+async fn alerts_of(f: &Fixture, kind: &str) -> Vec<custody_core::admin::Alert> {
+    let kind = kind.to_owned();
+    read(f.b.store.as_ref(), move |tx| {
+        Ok(tx
+            .list_alerts(100)?
+            .into_iter()
+            .filter(|a| a.kind == kind)
+            .collect())
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_payment_the_hot_wallet_cannot_fund_waits_with_one_alert_then_goes_out() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    // 5 wei plus 21,000 gas at 1 gwei are needed; one wei short.
+    *f.chain.balance.lock().unwrap() = 21_000_000_000_000 + 4;
+    for _ in 0..3 {
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+    }
+    let out = f.get(id).await;
+    assert!(out.attempts.is_empty(), "nothing signed while short");
+    assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+    assert_eq!(out.status, OutStatus::Built);
+    assert_eq!(
+        f.withdrawal(id).await.status,
+        custody_core::withdrawal::WithdrawalStatus::Reserved
+    );
+    let alerts = alerts_of(&f, "hot_wallet_insufficient").await;
+    assert_eq!(alerts.len(), 1, "one alert per wait, not one per round");
+    assert_eq!(alerts[0].reference_id, Some(out.reference_id));
+    assert!(out
+        .history
+        .iter()
+        .any(|s| s.detail.starts_with(HOT_WALLET_SHORT)));
+    // Funded: it goes out on the next look and is paid once.
+    *f.chain.balance.lock().unwrap() = 21_000_000_000_000 + 5;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(id).await.status, OutStatus::Sent);
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 4, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(f.chain.mined_payments(), 1);
+    assert_eq!(alerts_of(&f, "hot_wallet_insufficient").await.len(), 1);
+}
+
+#[tokio::test]
+async fn what_is_already_on_its_way_is_kept_for_when_the_next_payment_is_checked() {
+    let f = Fixture::new();
+    let first = f.create().await;
+    let fee = 21_000_000_000_000;
+    // Enough for one payment (5 wei + fee), not two.
+    *f.chain.balance.lock().unwrap() = 2 * fee + 9;
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(first).await.status, OutStatus::Sent);
+    let second = f.create().await;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert!(
+        f.get(second).await.attempts.is_empty(),
+        "the balance still shows the first payment's coins, which are on their way"
+    );
+    // The first is mined: the chain's balance now shows what is left.
+    f.chain.mine();
+    *f.chain.balance.lock().unwrap() = fee + 4 + 5;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(second).await.attempts.len(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_price_is_asked_again_after_replace_after_and_paid_once() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    // The node's minimum went up after it quoted 1 gwei.
+    *f.chain.min_price.lock().unwrap() = 3_000_000_000;
+    f.b.round().await.unwrap();
+    let refused = f.get(id).await;
+    assert_eq!(refused.status, OutStatus::Signed, "refused: not sent");
+    assert!(refused.attempts[0]
+        .last_answer
+        .as_deref()
+        .unwrap()
+        .starts_with(ANSWER_REJECTED_PREFIX));
+    // Within replace_after the same bytes are offered again; the node's price is still low.
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(id).await.attempts.len(), 1);
+    // The node now prices at its minimum: a new attempt under the same nonce at that price.
+    *f.chain.node_price.lock().unwrap() = 3_000_000_000;
+    f.advance(60_000);
+    f.b.round().await.unwrap();
+    let repriced = f.get(id).await;
+    assert_eq!(repriced.attempts.len(), 2);
+    assert_eq!(repriced.status, OutStatus::Sent);
+    assert_eq!(
+        repriced.attempts[1].bid,
+        custody_core::outgoing::Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 3_000_000_000
+        }
+    );
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 4, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(f.chain.mined_payments(), 1);
+}
+
+#[tokio::test]
+async fn a_refusal_after_a_delivery_elsewhere_is_followed_to_its_inclusion() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    f.chain.refuse_after_pooling.store(1, Ordering::SeqCst);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert_eq!(out.status, OutStatus::Signed);
+    // The bytes were in a pool anyway, and a switch goes on: nothing more is sent, but the
+    // chain is still asked, so the payment that went out is recorded.
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        set_control(
+            tx,
+            Uuid::new_v4(),
+            "ops",
+            "kill_switch.withdrawals",
+            true,
+            "t",
+            now,
+        )
+    })
+    .await
+    .unwrap();
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 4, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(f.chain.mined_payments(), 1);
+    assert_eq!(f.chain.broadcasts.lock().unwrap().len(), 1);
+    assert_eq!(
+        f.withdrawal(id).await.status,
+        custody_core::withdrawal::WithdrawalStatus::Confirmed
+    );
 }
