@@ -28,6 +28,7 @@ pub mod tenant;
 pub mod testing;
 pub mod time;
 pub mod transfer;
+pub mod treasury;
 pub mod vault;
 pub mod wallet;
 pub mod webhook;

@@ -42,6 +42,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0009_withdrawals",
         include_str!("../migrations/0009_withdrawals.sql"),
     ),
+    (
+        "0010_withdrawals_newest_first",
+        include_str!("../migrations/0010_withdrawals_newest_first.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

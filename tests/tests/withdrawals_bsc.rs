@@ -25,6 +25,7 @@ fn a_bnb_withdrawal_is_quoted_reserved_sent_and_confirmed_once() {
         &anvil.block_number().to_string(),
     );
     let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    let ops = custody.credential("ops", &["--admin"]);
     // Fund the hot wallet on chain and the user on the ledger.
     let shown = custody.cli_ok(&["treasury", "show"]);
     let hot = shown["data"]
@@ -110,6 +111,7 @@ fn a_bnb_withdrawal_is_quoted_reserved_sent_and_confirmed_once() {
     );
 
     let id = w["id"].as_str().unwrap().to_owned();
+    let admin = custody.client(&ops);
     let sent = custody.wait_for(30, "broadcasted", || {
         let v = client.get(&format!("/v1/withdrawals/{id}")).json();
         (v["status"] == "broadcasted").then_some(v)
@@ -145,6 +147,55 @@ fn a_bnb_withdrawal_is_quoted_reserved_sent_and_confirmed_once() {
     assert_eq!(balance["reserved_units"], "0");
     let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
     assert!(ok, "{out}");
+
+    // The operator's views: every tenant's withdrawals, and the hot wallet after paying.
+    let listed = admin.get("/v1/admin/withdrawals?limit=10");
+    assert_eq!(listed.status, 200);
+    let listed = listed.json();
+    assert_eq!(listed["has_more"], false);
+    let row = &listed["data"][0];
+    assert_eq!(row["id"], id.as_str());
+    assert_eq!(row["tenant"], "acme");
+    assert_eq!(row["status"], "confirmed");
+    assert_eq!(row["tx_hash"], hash.as_str());
+    assert_eq!(
+        client.get("/v1/admin/withdrawals").status,
+        403,
+        "a partner's credential is not an operator's"
+    );
+    let treasuries = admin.get("/v1/admin/treasuries").json();
+    let bsc = treasuries["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["network"] == "BSC")
+        .unwrap()
+        .clone();
+    assert_eq!(bsc["address"], hot.as_str());
+    assert_eq!(bsc["next_nonce"], 1, "one transaction sent");
+    let bnb = |rows: &Value| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["asset"] == "BNB")
+            .unwrap()
+            .clone()
+    };
+    let paid_fee: u128 = done["actual_network_cost_units"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        bnb(&bsc["balances"])["units"],
+        (5 * ETH - ETH / 10 - paid_fee).to_string(),
+        "read from the node"
+    );
+    assert_eq!(
+        bnb(&bsc["pending_outgoing"])["units"],
+        "0",
+        "nothing on its way"
+    );
     custody.stop();
 }
 

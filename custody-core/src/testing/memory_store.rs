@@ -1266,6 +1266,16 @@ impl crate::withdrawal::WithdrawalReads for Tx {
     ) -> Result<Option<crate::withdrawal::Withdrawal>, PortError> {
         Ok(self.state.withdrawals.iter().find(|w| w.id == id).cloned())
     }
+
+    fn list_withdrawals(
+        &mut self,
+        limit: usize,
+    ) -> Result<Vec<crate::withdrawal::Withdrawal>, PortError> {
+        let mut all = self.state.withdrawals.clone();
+        all.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+        all.truncate(limit);
+        Ok(all)
+    }
 }
 
 // ---- chain position ----

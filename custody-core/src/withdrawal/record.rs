@@ -199,4 +199,6 @@ pub trait WithdrawalReads {
     fn withdrawal(&mut self, tenant: &TenantId, id: Uuid) -> Result<Option<Withdrawal>, PortError>;
     /// A withdrawal by id, of any tenant (the engine's side).
     fn withdrawal_by_id(&mut self, id: Uuid) -> Result<Option<Withdrawal>, PortError>;
+    /// Every tenant's withdrawals, newest first (`created_at`, then id, descending).
+    fn list_withdrawals(&mut self, limit: usize) -> Result<Vec<Withdrawal>, PortError>;
 }

@@ -103,6 +103,35 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
             rows.truncate(limit);
             Ok(super::list(&rows, has_more))
         }
+        "withdrawals" => {
+            // Every tenant's, newest first: the partner's shape with the tenant beside it.
+            let mut rows = read(state.store.as_ref(), move |tx| {
+                Ok(tx.list_withdrawals(limit + 1)?)
+            })
+            .await?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
+            let data: Vec<_> = rows
+                .iter()
+                .map(|w| {
+                    let mut v = serde_json::to_value(w.view()).expect("a withdrawal serializes");
+                    v["tenant"] = json!(w.tenant.as_str());
+                    v
+                })
+                .collect();
+            Ok(super::list(&data, has_more))
+        }
+        "treasuries" => {
+            // One row per network (never more than a page): balances read from the chain now.
+            let rows = custody_core::treasury::rows(
+                &state.hot_wallets,
+                &state.chains,
+                &state.catalog,
+                state.store.as_ref(),
+            )
+            .await?;
+            Ok(super::list(&rows, false))
+        }
         // Allowlisted names whose feature is not built answer like an unknown path.
         _ => Err(Refusal::not_found("admin resource").into()),
     }

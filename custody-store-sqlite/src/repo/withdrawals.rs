@@ -297,4 +297,11 @@ impl WithdrawalReads for SqliteTx<'_> {
             .withdrawals_where("id = ?1", params![id.to_string()])?
             .pop())
     }
+
+    fn list_withdrawals(&mut self, limit: usize) -> Result<Vec<Withdrawal>, PortError> {
+        self.withdrawals_where(
+            "1 ORDER BY created_at DESC, id DESC LIMIT ?1",
+            params![i64::try_from(limit).unwrap_or(i64::MAX)],
+        )
+    }
 }

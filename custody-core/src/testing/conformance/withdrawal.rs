@@ -15,6 +15,7 @@ suite!(
     withdrawal_suite {
         quotes_round_trip_and_are_used_once,
         withdrawals_round_trip_one_per_quote_and_only_their_state_moves,
+        every_tenants_withdrawals_are_listed_newest_first,
     }
 );
 
@@ -146,4 +147,36 @@ async fn withdrawals_round_trip_one_per_quote_and_only_their_state_moves(store: 
     assert_eq!(r(s, |tx| tx.withdrawal_by_id(uid(10))).await, Some(moved));
     let missing = withdrawal(12, &quote(2, "acme"));
     assert_port_error(w(s, move |tx| tx.update_withdrawal(&missing)).await);
+}
+
+async fn every_tenants_withdrawals_are_listed_newest_first(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    // (withdrawal n, tenant, created at): two share a time, ordered by id then.
+    let rows = [
+        (10, "acme", 5),
+        (11, "beta", 9),
+        (12, "acme", 9),
+        (13, "beta", 1),
+    ];
+    for (n, tenant, t) in rows {
+        let q = quote(n + 100, tenant);
+        let mut wd = withdrawal(n, &q);
+        wd.created_at = at(t);
+        w(s, move |tx| {
+            tx.insert_quote(&q)?;
+            tx.insert_withdrawal(&wd)
+        })
+        .await
+        .unwrap();
+    }
+    let ids = |v: Vec<Withdrawal>| v.iter().map(|w| w.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(r(s, |tx| tx.list_withdrawals(10)).await),
+        [uid(12), uid(11), uid(10), uid(13)]
+    );
+    assert_eq!(
+        ids(r(s, |tx| tx.list_withdrawals(2)).await),
+        [uid(12), uid(11)]
+    );
+    assert!(r(s, |tx| tx.list_withdrawals(0)).await.is_empty());
 }
