@@ -1272,7 +1272,7 @@ impl crate::withdrawal::WithdrawalReads for Tx {
         limit: usize,
     ) -> Result<Vec<crate::withdrawal::Withdrawal>, PortError> {
         let mut all = self.state.withdrawals.clone();
-        all.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+        all.sort_by_key(|w| std::cmp::Reverse((w.created_at, w.id)));
         all.truncate(limit);
         Ok(all)
     }
