@@ -174,7 +174,7 @@ pub fn start_broadcasters(
             entropy: Arc::clone(&entropy),
             policy: c.sending.engine_policy(network, c.confirmations),
             poll_interval: Duration::from_millis(c.poll_interval_ms.max(10)),
-            lease: Duration::from_secs(60),
+            lease: Duration::from_millis(c.sending.lease_ms),
             batch: 32,
             native: native.id(),
         };

@@ -232,6 +232,10 @@ pub struct SendingConfig {
     /// BSC: each replacement bids at least this many percent more (nodes require 10).
     #[serde(default = "default_bump_percent")]
     pub bump_percent: u32,
+    /// How long a broadcaster holds a transaction it works on; another instance (or this one
+    /// after a crash) takes it over only once this has run out. Longer than any step takes.
+    #[serde(default = "default_lease_ms")]
+    pub lease_ms: u64,
     /// BSC: the node's `eth_gasPrice` is raised to at least this (the validators' minimum).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gas_price_floor_wei: Option<u64>,
@@ -249,6 +253,7 @@ impl Default for SendingConfig {
             rebroadcast_after_ms: default_rebroadcast_after_ms(),
             replace_after_ms: default_replace_after_ms(),
             bump_percent: default_bump_percent(),
+            lease_ms: default_lease_ms(),
             gas_price_floor_wei: None,
             gas_price_cap_wei: None,
             token_gas_margin_percent: None,
@@ -308,6 +313,12 @@ impl SendingConfig {
                 self.bump_percent
             ));
         }
+        if self.lease_ms < LEASE_MS_MIN {
+            return Err(format!(
+                "[{section}.sending] lease_ms = {}: must be at least {LEASE_MS_MIN}",
+                self.lease_ms
+            ));
+        }
         if self.rebroadcast_after_ms == 0 || self.replace_after_ms == 0 {
             return Err(format!(
                 "[{section}.sending] rebroadcast_after_ms and replace_after_ms must be above 0"
@@ -349,6 +360,13 @@ fn default_replace_after_ms() -> u64 {
 fn default_bump_percent() -> u32 {
     12
 }
+
+fn default_lease_ms() -> u64 {
+    60_000
+}
+
+/// Below this a step (several calls to a slow node) could outlive its lease.
+const LEASE_MS_MIN: u64 = 2_000;
 
 impl ChainConfig {
     /// The genesis block id TRON endpoints are checked against (lowercase): the configured

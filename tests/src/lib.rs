@@ -4,6 +4,7 @@
 
 pub mod anvil;
 pub mod receiver;
+pub mod rpc_proxy;
 pub mod tron_api;
 
 use std::io::{BufRead, BufReader, Read, Write};
