@@ -230,6 +230,13 @@ impl Broadcaster {
                     .map_err(CoreError::Invariant)?;
                 self.save(out).await
             }
+            Decision::Fail { reason } => {
+                tracing::warn!(network = %self.network, outgoing = %out.id, %reason, "outgoing transaction failed before inclusion");
+                out.failure_reason = Some(reason.clone());
+                out.transition(OutStatus::Failed, reason, now)
+                    .map_err(CoreError::Invariant)?;
+                self.save(out).await
+            }
             Decision::Stuck { reason } => self.stuck(out, reason, now).await,
             Decision::Wait { until } => {
                 out.next_check_at = until;

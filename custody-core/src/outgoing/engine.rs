@@ -70,6 +70,10 @@ pub enum Decision {
     Reprice,
     /// TRON: every attempt expired on chain and none is known: build a new one.
     Rebuild,
+    /// TRON: the node refused the newest attempt for a reason waiting cannot cure (not a
+    /// shortage of funds or resources), and every attempt has expired on chain unseen, so none
+    /// can ever be included: the payment ends failed with that reason.
+    Fail { reason: String },
     /// Attempt `hash` is in a block (new, or in another block than recorded).
     Included { hash: String, inclusion: Inclusion },
     /// The recorded inclusion is gone (a reorganization): follow the attempts again.
@@ -157,6 +161,20 @@ pub fn decide(
         if refused && tx.network == Network::Bsc && age >= policy.replace_after_ms {
             return Decision::Reprice;
         }
+        if refused && tx.network == Network::Tron && tron_void(tx, obs) {
+            let reason = latest
+                .last_answer
+                .as_deref()
+                .unwrap_or_default()
+                .trim_start_matches(ANSWER_REJECTED_PREFIX);
+            return if refusal_waits_for_funds(reason) {
+                Decision::Rebuild
+            } else {
+                Decision::Fail {
+                    reason: format!("the node refused the transaction: {reason}"),
+                }
+            };
+        }
         return Decision::Broadcast;
     }
     let since_sent = latest.sent_at.map_or(i64::MAX, |s| {
@@ -188,9 +206,7 @@ pub fn decide(
         }
         Network::Tron => {
             let expired = latest.expires_at_ms.is_some_and(|at| obs.head_time_ms > at);
-            let all_unknown = obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown));
-            if expired && all_unknown {
-                // Every earlier attempt expired before this one did.
+            if tron_void(tx, obs) {
                 return Decision::Rebuild;
             }
             if rebroadcast && !expired {
@@ -199,6 +215,33 @@ pub fn decide(
             wait
         }
     }
+}
+
+/// TRON: the newest attempt expired on chain (the head block is past its expiration) and the
+/// node knows none of the attempts; every earlier one expired before it did, so none of them
+/// can ever be included.
+fn tron_void(tx: &OutgoingTx, obs: &Observation) -> bool {
+    let expired = tx
+        .latest()
+        .and_then(|a| a.expires_at_ms)
+        .is_some_and(|at| obs.head_time_ms > at);
+    expired && obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown))
+}
+
+/// Whether a node's refusal is a shortage the hot wallet's funding cures (the payment waits and
+/// is rebuilt once funded) rather than a transaction that can never be valid.
+pub fn refusal_waits_for_funds(reason: &str) -> bool {
+    let r = reason.to_ascii_lowercase();
+    [
+        "insufficient",
+        "not sufficient",
+        "not enough",
+        "bandwith_error",
+        "bandwidth",
+        "does not exist",
+    ]
+    .iter()
+    .any(|k| r.contains(k))
 }
 
 /// The stored answer of an EVM "nonce too low".
@@ -491,16 +534,43 @@ mod tests {
             decide(&t, Some(&mined), &policy(), at(60_000)),
             Decision::Included { .. }
         ));
-        // TRON never re-signs a refused attempt: it waits for the expiration.
+        // TRON never re-signs a refused attempt before it expired on chain.
         let mut t = tx(Network::Tron);
         let mut a = attempt("a", 0, None, Some(60_000));
-        a.last_answer = Some(format!("{ANSWER_REJECTED_PREFIX}balance is not sufficient"));
+        a.last_answer = Some(format!(
+            "{ANSWER_REJECTED_PREFIX}CONTRACT_VALIDATE_ERROR: balance is not sufficient"
+        ));
         t.attempts.push(a);
         t.status = OutStatus::Signed;
         assert_eq!(
             decide(&t, Some(&unknown), &policy(), at(600_000)),
             Decision::Broadcast
         );
+        // Expired unseen: a shortage waits for funds (a new attempt, checked against them)...
+        let void = obs(30, 61_000, vec![TxLookup::Unknown]);
+        assert_eq!(
+            decide(&t, Some(&void), &policy(), at(600_000)),
+            Decision::Rebuild
+        );
+        // ... but the node still holding it (pending) means no new attempt, whatever it said.
+        let held = obs(30, 61_000, vec![TxLookup::Pending]);
+        assert_eq!(
+            decide(&t, Some(&held), &policy(), at(600_000)),
+            Decision::Broadcast
+        );
+        // A refusal waiting cannot cure ends the payment, once nothing can be included.
+        t.attempts[0].last_answer = Some(format!(
+            "{ANSWER_REJECTED_PREFIX}CONTRACT_VALIDATE_ERROR: Cannot transfer TRX to yourself."
+        ));
+        assert_eq!(
+            decide(&t, Some(&unknown), &policy(), at(600_000)),
+            Decision::Broadcast,
+            "not before its expiration"
+        );
+        assert!(matches!(
+            decide(&t, Some(&void), &policy(), at(600_000)),
+            Decision::Fail { reason } if reason.contains("to yourself")
+        ));
     }
 
     #[test]

@@ -17,8 +17,8 @@ mod engine;
 pub mod funds;
 
 pub use engine::{
-    decide, final_status, repriced, Decision, EnginePolicy, Observation, ANSWER_NONCE_USED,
-    ANSWER_REJECTED_PREFIX,
+    decide, final_status, refusal_waits_for_funds, repriced, Decision, EnginePolicy, Observation,
+    ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX,
 };
 
 use serde::{Deserialize, Serialize};
@@ -105,6 +105,7 @@ impl OutStatus {
                 | (Sent, Signed)
                 | (Sent, Sent)
                 | (Sent, Included)
+                | (Sent, Failed)
                 | (Included, Sent)
                 | (Included, Included)
                 | (Included, Final)
