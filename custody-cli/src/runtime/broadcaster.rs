@@ -51,6 +51,13 @@ pub struct Broadcaster {
 /// How the history note of a wait for funds begins (one alert per wait).
 const HOT_WALLET_SHORT: &str = "waiting: the hot wallet cannot fund it";
 
+/// How the history note of a payment refused for long begins (one alert per attempt).
+const REFUSED_LONG: &str = "waiting: refused by the node";
+
+/// A payment whose attempt the node has refused for this many `replace_after` periods raises
+/// an `outgoing_stuck` alert: re-pricing did not cure it, an operator should look.
+const REFUSED_ALERT_AFTER_REPLACES: i64 = 10;
+
 /// The control that stops new payments of `purpose`.
 fn purpose_switch(purpose: Purpose) -> &'static str {
     match purpose {
@@ -406,7 +413,22 @@ impl Broadcaster {
         if let BroadcastOutcome::Rejected(reason) = &outcome {
             tracing::warn!(network = %self.network, outgoing = %out.id, %reason, "broadcast refused");
             // Nothing was sent; look again later (a hot wallet that gets funded, a node that
-            // recovers). The same bytes go out again then.
+            // recovers). The same bytes go out again then, or a re-priced attempt.
+            let refused_for = now
+                .unix_millis()
+                .saturating_sub(latest.signed_at.unix_millis());
+            let long = self
+                .policy
+                .replace_after_ms
+                .saturating_mul(REFUSED_ALERT_AFTER_REPLACES);
+            if refused_for >= long
+                && !out
+                    .history
+                    .iter()
+                    .any(|s| s.detail.starts_with(REFUSED_LONG))
+            {
+                self.alert_refused(&mut out, reason, now).await?;
+            }
             out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
             return self.save(out).await;
         }
@@ -416,6 +438,35 @@ impl Broadcaster {
         }
         out.next_check_at = now.plus_millis(self.policy.check_every_ms);
         self.save(out).await
+    }
+
+    /// One `outgoing_stuck` alert for an attempt the node keeps refusing; sending goes on.
+    async fn alert_refused(
+        &self,
+        out: &mut OutgoingTx,
+        reason: &str,
+        now: Timestamp,
+    ) -> CoreResult<()> {
+        let latest = out.latest().map(|a| a.hash.clone()).unwrap_or_default();
+        let (id, reference) = (new_uuid(self.entropy.as_ref()), out.id);
+        let message = format!(
+            "{} outgoing transaction {}: the node has refused attempt {latest} since it was signed: {reason}",
+            self.network, out.id
+        );
+        write(self.store.as_ref(), move |tx| {
+            Ok(tx.raise_alert(&Alert {
+                id,
+                kind: "outgoing_stuck".into(),
+                severity: "critical".into(),
+                message: message.clone(),
+                reference_type: Some("outgoing_transaction".into()),
+                reference_id: Some(reference),
+                created_at: now,
+            })?)
+        })
+        .await?;
+        out.note(format!("{REFUSED_LONG} ({latest}): {reason}"), now);
+        Ok(())
     }
 
     async fn stuck(&self, mut out: OutgoingTx, reason: String, now: Timestamp) -> CoreResult<()> {

@@ -827,3 +827,35 @@ async fn a_refusal_after_a_delivery_elsewhere_is_followed_to_its_inclusion() {
         custody_core::withdrawal::WithdrawalStatus::Confirmed
     );
 }
+
+#[tokio::test]
+async fn a_node_that_keeps_refusing_raises_one_stuck_alert_and_sending_goes_on() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    // Refused at any price the node quotes: re-pricing cannot cure it.
+    *f.chain.min_price.lock().unwrap() = u128::MAX;
+    for _ in 0..40 {
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+    }
+    let out = f.get(id).await;
+    assert_eq!(out.status, OutStatus::Signed);
+    let alerts = alerts_of(&f, "outgoing_stuck").await;
+    assert_eq!(alerts.len(), 1, "one alert, not one per round");
+    assert!(
+        alerts[0].message.contains("transaction underpriced"),
+        "{}",
+        alerts[0].message
+    );
+    let sent_before = f.chain.broadcasts.lock().unwrap().len();
+    // The node takes it again: it goes out and is paid once.
+    *f.chain.min_price.lock().unwrap() = 0;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert!(f.chain.broadcasts.lock().unwrap().len() > sent_before);
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 4, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(f.chain.mined_payments(), 1);
+}
