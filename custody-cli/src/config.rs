@@ -708,8 +708,8 @@ mod tests {
         .unwrap_err();
         assert!(err.contains("above gas_price_cap_wei"), "{err}");
         let err = load_edited(&[(
-            "bump_percent = 12\ngas_price_floor_wei",
-            "bump_percent = 9\ngas_price_floor_wei",
+            "bump_percent = 12\nlease_ms = 60000\ngas_price_floor_wei",
+            "bump_percent = 9\nlease_ms = 60000\ngas_price_floor_wei",
         )])
         .unwrap_err();
         assert!(err.contains("[bsc.sending] bump_percent = 9"), "{err}");
