@@ -240,6 +240,12 @@ impl Transfer {
                 to: address("recipient", to)?,
                 amount: *amount,
             },
+            Payment::Swap { .. } | Payment::Approve { .. } => {
+                return Err(PortError::permanent(
+                    "tron",
+                    "swaps and approvals are BSC payments; TRON pays TRX and TRC20 transfers",
+                ))
+            }
         })
     }
 
@@ -613,6 +619,8 @@ impl TronSender {
                 block_hash: block_header.hash,
                 succeeded,
                 fee_native: Amount::from_units(fee),
+                // Only swaps read moves from a receipt, and swaps are BSC's.
+                moves: Vec::new(),
             }));
         }
         match p.transaction_from_pending(hash).await {

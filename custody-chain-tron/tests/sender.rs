@@ -201,6 +201,7 @@ async fn a_trx_payment_is_priced_built_signed_broadcast_and_included() {
             block_hash: block.hash.clone(),
             succeeded: true,
             fee_native: price.expected_native,
+            moves: Vec::new(),
         }
     );
     // Upper case and 0x are read too.
@@ -376,6 +377,7 @@ async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
             block_hash: block.hash.clone(),
             succeeded: false,
             fee_native: Amount::from_units(fee),
+            moves: Vec::new(),
         }
     );
     assert_eq!(api.trc20_balance(USDT, &hot), 1_000);

@@ -23,6 +23,7 @@ pub mod outbox;
 pub mod outgoing;
 pub mod ports;
 pub mod secret;
+pub mod swap;
 pub mod tenant;
 #[cfg(feature = "test-utils")]
 pub mod testing;

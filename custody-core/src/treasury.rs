@@ -46,19 +46,28 @@ pub struct TreasuryRow {
     pub next_nonce: Option<u64>,
 }
 
-/// The asset code a payment moves, by the catalog.
-fn asset_of(catalog: &AssetCatalog, network: Network, payment: &Payment) -> Option<String> {
-    match payment {
-        Payment::Native { .. } => catalog.native(network).map(|a| a.code.clone()),
-        Payment::Token { contract, .. } => catalog
+/// What a payment takes out of the wallet, as (asset code, units) by the catalog ("?" for a
+/// token outside it).
+fn outflows(catalog: &AssetCatalog, network: Network, payment: &Payment) -> Vec<(String, Amount)> {
+    let s = payment.spends();
+    let mut out = Vec::new();
+    if !s.native.is_zero() {
+        if let Some(native) = catalog.native(network) {
+            out.push((native.code.clone(), s.native));
+        }
+    }
+    if let Some((contract, units)) = s.token {
+        let code = catalog
             .of_network(network)
             .find(|a| {
                 a.contract
                     .as_deref()
                     .is_some_and(|c| c.eq_ignore_ascii_case(contract))
             })
-            .map(|a| a.code.clone()),
+            .map_or_else(|| "?".to_owned(), |a| a.code.clone());
+        out.push((code, units));
     }
+    out
 }
 
 /// Sums the payments of unfinished transactions per asset, catalog order.
@@ -69,10 +78,11 @@ pub fn pending_outgoing(
 ) -> Vec<PendingOutgoing> {
     let mut sums: BTreeMap<String, (Amount, u64)> = BTreeMap::new();
     for tx in in_flight.iter().filter(|t| !t.status.is_terminal()) {
-        let code = asset_of(catalog, network, &tx.payment).unwrap_or_else(|| "?".to_owned());
-        let entry = sums.entry(code).or_insert((Amount::ZERO, 0));
-        entry.0 = entry.0.checked_add(tx.payment.amount()).unwrap_or(entry.0);
-        entry.1 += 1;
+        for (code, units) in outflows(catalog, network, &tx.payment) {
+            let entry = sums.entry(code).or_insert((Amount::ZERO, 0));
+            entry.0 = entry.0.checked_add(units).unwrap_or(entry.0);
+            entry.1 += 1;
+        }
     }
     catalog
         .of_network(network)

@@ -25,7 +25,7 @@ use custody_core::outgoing::{
     OutgoingTx, Purpose, ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX,
 };
 use custody_core::ports::clock::new_uuid;
-use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid, Payment};
+use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Signer, Store};
 use custody_core::{Network, Timestamp};
@@ -62,6 +62,8 @@ const REFUSED_ALERT_AFTER_REPLACES: i64 = 10;
 fn purpose_switch(purpose: Purpose) -> &'static str {
     match purpose {
         Purpose::Withdrawal => "kill_switch.withdrawals",
+        // An approval only serves a swap: it stops with swaps.
+        Purpose::Swap | Purpose::Approval => "kill_switch.swaps",
     }
 }
 
@@ -309,10 +311,7 @@ impl Broadcaster {
         max_fee_native: Amount,
         now: Timestamp,
     ) -> CoreResult<bool> {
-        let contract = match &out.payment {
-            Payment::Token { contract, .. } => Some(contract.as_str()),
-            Payment::Native { .. } => None,
-        };
+        let contract = out.payment.spends().token.map(|(c, _)| c);
         let (native, token) = self.sender.balances(&out.from, contract).await?;
         let (network, from) = (out.network, out.from.clone());
         let in_flight = read(self.store.as_ref(), move |tx| {

@@ -364,6 +364,7 @@ mod tests {
             block_hash: format!("{block:064x}"),
             succeeded: ok,
             fee_native: Amount::from_units(21),
+            moves: Vec::new(),
         }
     }
 

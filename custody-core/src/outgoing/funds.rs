@@ -17,12 +17,13 @@ pub struct Holdings {
     pub token: Option<Amount>,
 }
 
-/// What a payment needs from the wallet: (native coin, token).
-fn needs(payment: &Payment, max_fee_native: u128) -> (u128, u128) {
-    match payment {
-        Payment::Native { amount, .. } => (max_fee_native.saturating_add(amount.units()), 0),
-        Payment::Token { amount, .. } => (max_fee_native, amount.units()),
-    }
+/// What a payment needs from the wallet: (native coin, token contract and units).
+fn needs(payment: &Payment, max_fee_native: u128) -> (u128, Option<(&str, u128)>) {
+    let s = payment.spends();
+    (
+        max_fee_native.saturating_add(s.native.units()),
+        s.token.map(|(c, a)| (c, a.units())),
+    )
 }
 
 /// The most an attempt's bid may burn (the TRON fee limit covers energy; bandwidth is small
@@ -56,11 +57,9 @@ pub fn shortfall(
     in_flight: &[OutgoingTx],
     own_id: uuid::Uuid,
 ) -> Option<String> {
-    let (mut native, mut token) = needs(payment, max_fee_native.units());
-    let own_token = match payment {
-        Payment::Token { contract, .. } => Some(contract.as_str()),
-        Payment::Native { .. } => None,
-    };
+    let (mut native, own) = needs(payment, max_fee_native.units());
+    let own_token = own.map(|(c, _)| c);
+    let mut token = own.map_or(0, |(_, units)| units);
     for tx in in_flight.iter().filter(|t| t.id != own_id && on_its_way(t)) {
         let fee = tx
             .attempts
@@ -70,9 +69,10 @@ pub fn shortfall(
             .unwrap_or(0);
         let (n, t) = needs(&tx.payment, fee);
         native = native.saturating_add(n);
-        let same_token = matches!(&tx.payment, Payment::Token { contract, .. } if Some(contract.as_str()) == own_token);
-        if same_token {
-            token = token.saturating_add(t);
+        if let Some((contract, units)) = t {
+            if own_token.is_some_and(|own| own.eq_ignore_ascii_case(contract)) {
+                token = token.saturating_add(units);
+            }
         }
     }
     let mut short = Vec::new();

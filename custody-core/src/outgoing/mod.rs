@@ -27,7 +27,7 @@ use uuid::Uuid;
 use crate::amount::Amount;
 use crate::error::PortError;
 use crate::network::Network;
-use crate::ports::sender::{FeeBid, Inclusion, Payment};
+use crate::ports::sender::{FeeBid, Inclusion, Payment, TokenMove};
 use crate::ports::signer::HdPath;
 use crate::time::Timestamp;
 
@@ -36,17 +36,24 @@ use crate::time::Timestamp;
 #[serde(rename_all = "snake_case")]
 pub enum Purpose {
     Withdrawal,
+    Swap,
+    /// An `approve` of the router, sent ahead of the swap it serves (its reference).
+    Approval,
 }
 
 impl Purpose {
+    pub const ALL: [Purpose; 3] = [Purpose::Withdrawal, Purpose::Swap, Purpose::Approval];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Purpose::Withdrawal => "withdrawal",
+            Purpose::Swap => "swap",
+            Purpose::Approval => "approval",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        (s == "withdrawal").then_some(Purpose::Withdrawal)
+        Purpose::ALL.into_iter().find(|p| p.as_str() == s)
     }
 }
 
@@ -186,6 +193,9 @@ pub struct Included {
     pub block_hash: String,
     pub succeeded: bool,
     pub fee_native: Amount,
+    /// The token movements its receipt logged (what a swap took and gave).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<TokenMove>,
 }
 
 impl Included {
@@ -196,6 +206,7 @@ impl Included {
             block_hash: i.block_hash.clone(),
             succeeded: i.succeeded,
             fee_native: i.fee_native,
+            moves: i.moves.clone(),
         }
     }
 }

@@ -26,18 +26,82 @@ pub enum Payment {
         to: String,
         amount: Amount,
     },
+    /// EVM: a swap on a Uniswap-V2-compatible `router` of exactly `amount_in` of `path[0]` for
+    /// at least `min_out` of the last token of `path`, paid to `to`, void after `deadline_s`
+    /// (unix seconds). `native_in`: the native coin goes in as the call's value
+    /// (`swapExactETHForTokens`, `path[0]` is the wrapped coin); `native_out`: the native coin
+    /// comes out (`swapExactTokensForETH`); neither: `swapExactTokensForTokens`.
+    Swap {
+        router: String,
+        path: Vec<String>,
+        amount_in: Amount,
+        min_out: Amount,
+        native_in: bool,
+        native_out: bool,
+        to: String,
+        deadline_s: u64,
+    },
+    /// EVM: `approve(spender, amount)` of `token` (lets a router take the hot wallet's tokens).
+    Approve {
+        token: String,
+        spender: String,
+        amount: Amount,
+    },
+}
+
+/// What a payment takes out of the paying wallet besides the fee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spends<'a> {
+    /// Of the native coin.
+    pub native: Amount,
+    /// Of one token (its contract).
+    pub token: Option<(&'a str, Amount)>,
 }
 
 impl Payment {
+    /// Who receives it (the spender of an approval).
     pub fn recipient(&self) -> &str {
         match self {
-            Payment::Native { to, .. } | Payment::Token { to, .. } => to,
+            Payment::Native { to, .. } | Payment::Token { to, .. } | Payment::Swap { to, .. } => to,
+            Payment::Approve { spender, .. } => spender,
         }
     }
 
-    pub fn amount(&self) -> Amount {
+    /// What leaves the paying wallet, the fee aside.
+    pub fn spends(&self) -> Spends<'_> {
         match self {
-            Payment::Native { amount, .. } | Payment::Token { amount, .. } => *amount,
+            Payment::Native { amount, .. } => Spends {
+                native: *amount,
+                token: None,
+            },
+            Payment::Token {
+                contract, amount, ..
+            } => Spends {
+                native: Amount::ZERO,
+                token: Some((contract, *amount)),
+            },
+            Payment::Swap {
+                path,
+                amount_in,
+                native_in,
+                ..
+            } => {
+                if *native_in {
+                    Spends {
+                        native: *amount_in,
+                        token: None,
+                    }
+                } else {
+                    Spends {
+                        native: Amount::ZERO,
+                        token: path.first().map(|t| (t.as_str(), *amount_in)),
+                    }
+                }
+            }
+            Payment::Approve { .. } => Spends {
+                native: Amount::ZERO,
+                token: None,
+            },
         }
     }
 }
@@ -138,6 +202,32 @@ pub struct Inclusion {
     pub succeeded: bool,
     /// What it actually cost in native units (gas used × price, TRON fee burned).
     pub fee_native: Amount,
+    /// EVM: the token movements its receipt logged (ERC-20 `Transfer`, and the wrapped
+    /// coin's `Deposit`/`Withdrawal`), in log order: what a swap actually took and gave.
+    pub moves: Vec<TokenMove>,
+}
+
+/// One token movement read from a receipt's logs. Addresses in the network's canonical form.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TokenMove {
+    /// The token contract that logged it.
+    pub contract: String,
+    pub kind: MoveKind,
+    /// `Transfer`: sender; `Deposit` (wrapping): who wrapped; `Withdrawal`: who unwrapped.
+    pub from: String,
+    /// `Transfer`: recipient; wrapping and unwrapping: the same as `from`.
+    pub to: String,
+    pub amount: Amount,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveKind {
+    Transfer,
+    /// WETH9-style `Deposit(dst, wad)`: native coin wrapped.
+    Wrap,
+    /// WETH9-style `Withdrawal(src, wad)`: wrapped coin turned back into the native coin.
+    Unwrap,
 }
 
 /// Sending on one network.

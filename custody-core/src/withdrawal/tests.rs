@@ -201,6 +201,7 @@ fn included(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) + Send + Syn
             block_hash: "cd".repeat(32),
             succeeded,
             fee_native: u(fee),
+            moves: Vec::new(),
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         let end = if succeeded {

@@ -196,6 +196,7 @@ impl ChainSender for ScriptedChain {
                 block_hash: format!("{block:064x}"),
                 succeeded: true,
                 fee_native: Amount::from_units(21_000_000_000_000),
+                moves: Vec::new(),
             }));
         }
         Ok(if self.pool.lock().unwrap().contains_key(hash) {

@@ -85,6 +85,13 @@ async fn transactions_round_trip_and_only_their_state_moves(store: Arc<dyn Store
         block_hash: "bb".into(),
         succeeded: false,
         fee_native: Amount::from_units(u128::MAX - 1),
+        moves: vec![crate::ports::sender::TokenMove {
+            contract: "0x0000000000000000000000000000000000000001".into(),
+            kind: crate::ports::sender::MoveKind::Unwrap,
+            from: "0x0000000000000000000000000000000000000002".into(),
+            to: "0x0000000000000000000000000000000000000002".into(),
+            amount: Amount::from_units(u128::MAX),
+        }],
     });
     moved.failure_reason = Some("reverted".into());
     moved.next_check_at = at(30);
@@ -168,6 +175,7 @@ async fn claims_are_leases_of_due_unfinished_transactions(store: Arc<dyn Store>)
         block_hash: "bb".into(),
         succeeded: true,
         fee_native: Amount::from_units(1),
+        moves: Vec::new(),
     });
     done.transition(OutStatus::Included, "", at(21)).unwrap();
     done.transition(OutStatus::Final, "", at(22)).unwrap();
