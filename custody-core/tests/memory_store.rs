@@ -67,6 +67,11 @@ fn withdrawals() {
 }
 
 #[test]
+fn swaps() {
+    block_on(conformance::swap_suite(make));
+}
+
+#[test]
 fn outgoing() {
     block_on(conformance::outgoing_suite(make));
 }

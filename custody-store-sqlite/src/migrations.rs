@@ -46,6 +46,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0010_withdrawals_newest_first",
         include_str!("../migrations/0010_withdrawals_newest_first.sql"),
     ),
+    ("0011_swaps", include_str!("../migrations/0011_swaps.sql")),
 ];
 
 pub fn latest_version() -> usize {

@@ -86,6 +86,11 @@ async fn withdrawals() {
 }
 
 #[tokio::test]
+async fn swaps() {
+    conformance::swap_suite(make).await;
+}
+
+#[tokio::test]
 async fn outgoing() {
     conformance::outgoing_suite(make).await;
 }

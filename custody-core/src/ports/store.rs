@@ -24,6 +24,7 @@ pub trait ReadTx:
     + crate::chain::ChainReads
     + crate::outgoing::OutgoingReads
     + crate::withdrawal::WithdrawalReads
+    + crate::swap::SwapReads
     + crate::admin::AlertReads
     + crate::admin::ControlReads
 {
@@ -40,6 +41,7 @@ impl<T> ReadTx for T where
         + crate::chain::ChainReads
         + crate::outgoing::OutgoingReads
         + crate::withdrawal::WithdrawalReads
+        + crate::swap::SwapReads
         + crate::admin::AlertReads
         + crate::admin::ControlReads
 {
@@ -62,6 +64,7 @@ pub trait WriteTx:
     + crate::chain::ChainRepo
     + crate::outgoing::OutgoingRepo
     + crate::withdrawal::WithdrawalRepo
+    + crate::swap::SwapRepo
     + crate::admin::AlertRepo
     + crate::admin::ControlRepo
 {
@@ -81,6 +84,7 @@ impl<T> WriteTx for T where
         + crate::chain::ChainRepo
         + crate::outgoing::OutgoingRepo
         + crate::withdrawal::WithdrawalRepo
+        + crate::swap::SwapRepo
         + crate::admin::AlertRepo
         + crate::admin::ControlRepo
 {

@@ -7,8 +7,13 @@
 //! says why). The transaction is an outgoing transaction of the engine (`crate::outgoing`).
 
 pub mod costs;
+mod record;
 
 pub use crate::withdrawal::WithdrawalStatus as SwapStatus;
 pub use costs::{
     min_amount_out, swap_costs, SLIPPAGE_BPS_DEFAULT, SLIPPAGE_BPS_MAX, SLIPPAGE_BPS_MIN,
+};
+pub use record::{
+    Allowance, Swap, SwapQuote, SwapQuoteView, SwapReads, SwapRepo, SwapView,
+    SWAP_QUOTE_LIFETIME_MS,
 };

@@ -147,6 +147,9 @@ struct State {
     nonces_next: BTreeMap<(Network, String), u64>,
     quotes: Vec<crate::withdrawal::Quote>,
     withdrawals: Vec<crate::withdrawal::Withdrawal>,
+    swap_quotes: Vec<crate::swap::SwapQuote>,
+    swaps: Vec<crate::swap::Swap>,
+    allowances: Vec<crate::swap::Allowance>,
 }
 
 impl State {
@@ -1275,6 +1278,149 @@ impl crate::withdrawal::WithdrawalReads for Tx {
         all.sort_by_key(|w| std::cmp::Reverse((w.created_at, w.id)));
         all.truncate(limit);
         Ok(all)
+    }
+}
+
+// ---- swaps ----
+
+fn same_allowance(
+    a: &crate::swap::Allowance,
+    network: Network,
+    owner: &str,
+    token: &str,
+    spender: &str,
+) -> bool {
+    a.network == network
+        && a.owner.eq_ignore_ascii_case(owner)
+        && a.token.eq_ignore_ascii_case(token)
+        && a.spender.eq_ignore_ascii_case(spender)
+}
+
+impl crate::swap::SwapRepo for Tx {
+    fn insert_swap_quote(&mut self, q: &crate::swap::SwapQuote) -> Result<(), PortError> {
+        if self.state.swap_quotes.iter().any(|x| x.id == q.id) {
+            return Err(constraint(format!("swap quote {} exists", q.id)));
+        }
+        self.state.swap_quotes.push(q.clone());
+        Ok(())
+    }
+
+    fn use_swap_quote(&mut self, id: Uuid, at: Timestamp) -> Result<bool, PortError> {
+        let found = self
+            .state
+            .swap_quotes
+            .iter_mut()
+            .find(|q| q.id == id && q.used_at.is_none());
+        Ok(found.map(|q| q.used_at = Some(at)).is_some())
+    }
+
+    fn insert_swap(&mut self, w: &crate::swap::Swap) -> Result<(), PortError> {
+        let all = &self.state.swaps;
+        if all.iter().any(|x| x.id == w.id) {
+            return Err(constraint(format!("swap {} exists", w.id)));
+        }
+        if all.iter().any(|x| x.quote_id == w.quote_id) {
+            return Err(constraint("swaps.quote_id is unique"));
+        }
+        if !self.state.swap_quotes.iter().any(|q| q.id == w.quote_id) {
+            return Err(constraint("swaps.quote_id references a swap quote"));
+        }
+        self.state.swaps.push(w.clone());
+        Ok(())
+    }
+
+    fn update_swap(&mut self, w: &crate::swap::Swap) -> Result<(), PortError> {
+        let Some(stored) = self.state.swaps.iter_mut().find(|x| x.id == w.id) else {
+            return Err(PortError::permanent(
+                "store",
+                format!("swap {} does not exist", w.id),
+            ));
+        };
+        stored.status = w.status;
+        stored.tx_hash = w.tx_hash.clone();
+        stored.block_number = w.block_number;
+        stored.actual_amount_in = w.actual_amount_in;
+        stored.actual_amount_out = w.actual_amount_out;
+        stored.actual_network_cost_units = w.actual_network_cost_units;
+        stored.failure_reason = w.failure_reason.clone();
+        stored.history = w.history.clone();
+        stored.updated_at = w.updated_at;
+        Ok(())
+    }
+
+    fn put_allowance(&mut self, a: &crate::swap::Allowance) -> Result<(), PortError> {
+        self.state
+            .allowances
+            .retain(|x| !same_allowance(x, a.network, &a.owner, &a.token, &a.spender));
+        self.state.allowances.push(a.clone());
+        Ok(())
+    }
+
+    fn drop_allowance(
+        &mut self,
+        network: Network,
+        owner: &str,
+        token: &str,
+        spender: &str,
+    ) -> Result<(), PortError> {
+        self.state
+            .allowances
+            .retain(|x| !same_allowance(x, network, owner, token, spender));
+        Ok(())
+    }
+}
+
+impl crate::swap::SwapReads for Tx {
+    fn swap_quote(
+        &mut self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<Option<crate::swap::SwapQuote>, PortError> {
+        Ok(self
+            .state
+            .swap_quotes
+            .iter()
+            .find(|q| q.id == id && q.tenant == tenant)
+            .cloned())
+    }
+
+    fn swap(
+        &mut self,
+        tenant: &TenantId,
+        id: Uuid,
+    ) -> Result<Option<crate::swap::Swap>, PortError> {
+        Ok(self
+            .state
+            .swaps
+            .iter()
+            .find(|w| w.id == id && w.tenant == tenant)
+            .cloned())
+    }
+
+    fn swap_by_id(&mut self, id: Uuid) -> Result<Option<crate::swap::Swap>, PortError> {
+        Ok(self.state.swaps.iter().find(|w| w.id == id).cloned())
+    }
+
+    fn list_swaps(&mut self, limit: usize) -> Result<Vec<crate::swap::Swap>, PortError> {
+        let mut all = self.state.swaps.clone();
+        all.sort_by_key(|w| std::cmp::Reverse((w.created_at, w.id)));
+        all.truncate(limit);
+        Ok(all)
+    }
+
+    fn allowance(
+        &mut self,
+        network: Network,
+        owner: &str,
+        token: &str,
+        spender: &str,
+    ) -> Result<Option<crate::swap::Allowance>, PortError> {
+        Ok(self
+            .state
+            .allowances
+            .iter()
+            .find(|x| same_allowance(x, network, owner, token, spender))
+            .cloned())
     }
 }
 

@@ -8,6 +8,7 @@ mod idempotency;
 mod ledger;
 mod outbox;
 mod outgoing;
+mod swaps;
 mod wallets;
 mod webhooks;
 mod withdrawals;

@@ -22,6 +22,7 @@ mod deposit;
 mod idempotency;
 mod ledger;
 mod outgoing;
+mod swap;
 mod transactions;
 mod wallet;
 mod webhook;
@@ -48,6 +49,7 @@ pub use ledger::{
     StoreLedger,
 };
 pub use outgoing::outgoing_suite;
+pub use swap::swap_suite;
 pub use transactions::transactions_suite;
 pub use wallet::wallet_suite;
 pub use webhook::webhook_suite;
@@ -66,6 +68,7 @@ pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
     chain_suite(&make).await;
     outgoing_suite(&make).await;
     withdrawal_suite(&make).await;
+    swap_suite(&make).await;
 }
 
 /// Announces a case, then runs it: on a failure, the last name printed is the failing case.
