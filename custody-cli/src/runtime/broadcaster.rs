@@ -505,7 +505,7 @@ impl Broadcaster {
     }
 
     /// Records `out` and, in the same transaction, what its move means for the record it pays
-    /// (a withdrawal broadcasted, confirmed or failed).
+    /// (a withdrawal or a swap broadcasted, confirmed or failed; an approval that failed).
     async fn save(&self, out: OutgoingTx) -> CoreResult<()> {
         let (entropy, native, depth, now) = (
             Arc::clone(&self.entropy),
@@ -515,7 +515,8 @@ impl Broadcaster {
         );
         write(self.store.as_ref(), move |tx| {
             tx.update_outgoing(&out)?;
-            custody_core::withdrawal::on_outgoing(tx, entropy.as_ref(), &out, &native, depth, now)
+            custody_core::withdrawal::on_outgoing(tx, entropy.as_ref(), &out, &native, depth, now)?;
+            custody_core::swap::on_outgoing(tx, entropy.as_ref(), &out, &native, now)
         })
         .await
     }

@@ -7,13 +7,21 @@
 //! says why). The transaction is an outgoing transaction of the engine (`crate::outgoing`).
 
 pub mod costs;
+mod flow;
 mod record;
 
 pub use crate::withdrawal::WithdrawalStatus as SwapStatus;
 pub use costs::{
     min_amount_out, swap_costs, SLIPPAGE_BPS_DEFAULT, SLIPPAGE_BPS_MAX, SLIPPAGE_BPS_MIN,
 };
+pub use flow::{
+    actual_amounts, create_quote, execute, on_outgoing, RouterSettings, SwapExecuteIds,
+    SwapQuoteRequest,
+};
 pub use record::{
     Allowance, Swap, SwapQuote, SwapQuoteView, SwapReads, SwapRepo, SwapView,
     SWAP_QUOTE_LIFETIME_MS,
 };
+
+#[cfg(test)]
+mod tests;

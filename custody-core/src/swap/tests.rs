@@ -1,0 +1,466 @@
+//! The swap flow on the in-memory store: quote, execute with its refusals and the router
+//! approvals, the engine's moves to broadcasted / confirmed / failed, and the books after each.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::*;
+use crate::asset::{Asset, AssetCatalog, AssetId};
+use crate::error::{CoreError, ErrorCode};
+use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
+use crate::network::Network;
+use crate::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
+use crate::ports::sender::{MoveKind, Payment, TokenMove};
+use crate::ports::store::{read, write, Store};
+use crate::tenant::TenantId;
+use crate::testing::{block_on, CountingEntropy, MemoryStore};
+use crate::time::Timestamp;
+use crate::wallet::hot_wallet_path;
+use crate::withdrawal::{FeePolicy, HotWallet, Rate};
+use crate::Amount;
+
+const T0: i64 = 1_800_000_000_000;
+const HOT: &str = "0x00000000000000000000000000000000000000aA";
+const ROUTER: &str = "0x10ED43C718714eb63d5aA57B78B54704E256024E";
+const WBNB: &str = "0xbb4CdB9CBd36B01bD1cBaEBF2De08d9173bc095c";
+const PAIR: &str = "0x00000000000000000000000000000000000000Cc";
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_unix_millis(T0 + ms)
+}
+
+fn u(n: u128) -> Amount {
+    Amount::from_units(n)
+}
+
+fn acme() -> TenantId {
+    TenantId::parse("acme").unwrap()
+}
+
+fn asset(code: &str) -> Asset {
+    AssetCatalog::mainnet()
+        .get(Network::Bsc, code)
+        .unwrap()
+        .clone()
+}
+
+fn contract(code: &str) -> String {
+    asset(code).contract.unwrap_or_else(|| WBNB.to_owned())
+}
+
+fn user(code: &str) -> UserAccount {
+    UserAccount::new(
+        "acme".to_owned(),
+        "alice".to_owned(),
+        AssetId::new(Network::Bsc, code.to_owned()),
+    )
+}
+
+fn hot() -> HotWallet {
+    HotWallet {
+        address: HOT.into(),
+        path: hot_wallet_path(Network::Bsc),
+    }
+}
+
+fn router() -> RouterSettings {
+    RouterSettings {
+        router: ROUTER.into(),
+        wrapped_native: WBNB.into(),
+        deadline_s: 600,
+    }
+}
+
+struct Fx {
+    store: Arc<dyn Store>,
+    entropy: Arc<CountingEntropy>,
+}
+
+impl Fx {
+    /// Alice holds `balance` of `code`.
+    fn new(code: &str, balance: u128) -> Self {
+        let fx = Fx {
+            store: Arc::new(MemoryStore::new()),
+            entropy: Arc::new(CountingEntropy::new(1)),
+        };
+        let account = user(code);
+        block_on(write(fx.store.as_ref(), move |tx| {
+            let meta = TxMeta {
+                id: Uuid::new_v4(),
+                reference_type: ReferenceType::Deposit,
+                reference_id: Uuid::new_v4(),
+                created_at: at(0),
+            };
+            Ok(ledger::credit_deposit(tx, &meta, &account, u(balance))?)
+        }))
+        .unwrap();
+        fx
+    }
+
+    fn quote(
+        &self,
+        from: &str,
+        to: &str,
+        amount: u128,
+        expected: u128,
+    ) -> Result<SwapQuote, CoreError> {
+        let request = SwapQuoteRequest {
+            tenant: acme(),
+            external_user_id: "alice".into(),
+            asset_in: asset(from),
+            asset_out: asset(to),
+            amount_in: u(amount),
+            slippage_bps: 100,
+            route: vec![from.into(), to.into()],
+            path: vec![contract(from), contract(to)],
+            expected_amount_out: u(expected),
+            policy: FeePolicy {
+                min_amount_units: u(10),
+                max_amount_units: u(10u128.pow(24)),
+                markup_bps: 1_000,
+                service_fee_units: u(7),
+                service_fee_bps: 0,
+                spread_bps: 100,
+            },
+            network_native: u(50),
+            rate: Rate::NATIVE,
+        };
+        let id = Uuid::new_v4();
+        block_on(write(self.store.as_ref(), move |tx| {
+            create_quote(tx, id, &request, at(0))
+        }))
+    }
+
+    fn execute(&self, q: &SwapQuote, now: i64) -> Result<Swap, CoreError> {
+        let ids = SwapExecuteIds {
+            swap: Uuid::new_v4(),
+            outgoing: Uuid::new_v4(),
+            approvals: [Uuid::new_v4(), Uuid::new_v4()],
+            hold_tx: Uuid::new_v4(),
+            created_event: Uuid::new_v4(),
+            balance_event: Uuid::new_v4(),
+        };
+        let (id, a_in, a_out) = (q.id, asset(&q.asset_in), asset(&q.asset_out));
+        block_on(write(self.store.as_ref(), move |tx| {
+            execute(
+                tx,
+                ids,
+                &acme(),
+                id,
+                (&a_in, &a_out),
+                &hot(),
+                &router(),
+                Some(7),
+                at(now),
+            )
+        }))
+    }
+
+    fn outgoing(&self, id: Uuid) -> OutgoingTx {
+        block_on(read(self.store.as_ref(), move |tx| Ok(tx.outgoing(id)?)))
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Moves `id` as the broadcaster would, with the hooks.
+    fn engine(&self, id: Uuid, f: impl Fn(&mut OutgoingTx) + Send + Sync + 'static) {
+        let entropy = Arc::clone(&self.entropy);
+        block_on(write(self.store.as_ref(), move |tx| {
+            let mut out = tx.outgoing(id)?.expect("the outgoing transaction");
+            f(&mut out);
+            tx.update_outgoing(&out)?;
+            on_outgoing(
+                tx,
+                entropy.as_ref(),
+                &out,
+                &AssetId::new(Network::Bsc, "BNB".to_owned()),
+                at(1_000),
+            )
+        }))
+        .unwrap();
+    }
+
+    fn get(&self, s: &Swap) -> Swap {
+        let id = s.id;
+        block_on(read(self.store.as_ref(), move |tx| {
+            Ok(tx.swap(&acme(), id)?)
+        }))
+        .unwrap()
+        .unwrap()
+    }
+
+    fn balance(&self, code: &str) -> (u128, u128) {
+        let account = user(code);
+        let b = block_on(read(self.store.as_ref(), move |tx| {
+            Ok(ledger::user_balance(tx, &account)?)
+        }))
+        .unwrap();
+        (b.available.units(), b.reserved.units())
+    }
+
+    fn reconciles(&self) {
+        let report = block_on(read(self.store.as_ref(), |tx| Ok(ledger::reconcile(tx)?))).unwrap();
+        assert!(report.balanced, "{:?}", report.discrepancies);
+    }
+}
+
+fn code(e: CoreError) -> ErrorCode {
+    match e {
+        CoreError::Refused(r) => r.code,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn sent(out: &mut OutgoingTx) {
+    out.add_attempt(
+        crate::outgoing::Attempt {
+            hash: "ab".repeat(32),
+            raw: vec![1],
+            bid: crate::outgoing::Bid::Gas {
+                gas_limit: 200_000,
+                gas_price_wei: 1,
+            },
+            expires_at_ms: None,
+            signed_at: at(10),
+            sent_at: Some(at(11)),
+            last_answer: Some("accepted".into()),
+        },
+        at(10),
+    )
+    .unwrap();
+    out.transition(OutStatus::Sent, "accepted", at(11)).unwrap();
+}
+
+fn mined(
+    fee: u128,
+    succeeded: bool,
+    moves: Vec<TokenMove>,
+) -> impl Fn(&mut OutgoingTx) + Send + Sync {
+    move |out: &mut OutgoingTx| {
+        out.included = Some(Included {
+            hash: "ab".repeat(32),
+            block_number: 100,
+            block_hash: "cd".repeat(32),
+            succeeded,
+            fee_native: u(fee),
+            moves: moves.clone(),
+        });
+        out.transition(OutStatus::Included, "", at(20)).unwrap();
+        if succeeded {
+            out.transition(OutStatus::Final, "final", at(30)).unwrap();
+        } else {
+            out.failure_reason = Some("the transaction failed on chain".into());
+            out.transition(OutStatus::Failed, "final with a failed receipt", at(30))
+                .unwrap();
+        }
+    }
+}
+
+fn transfer(token: &str, from: &str, to: &str, amount: u128) -> TokenMove {
+    TokenMove {
+        contract: token.to_lowercase(),
+        kind: MoveKind::Transfer,
+        from: from.to_lowercase(),
+        to: to.to_lowercase(),
+        amount: u(amount),
+    }
+}
+
+#[test]
+fn a_token_swap_approves_the_router_once_then_swaps_under_the_next_nonces() {
+    let fx = Fx::new("USDT", 10_000_000);
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    // 1 % slippage of 990,000, rounded down.
+    assert_eq!(q.min_amount_out, u(980_100));
+    // network 50, markup 5, fee 7, spread 1 % of the amount.
+    assert_eq!(
+        q.costs.total_debited_units,
+        u(1_000_000 + 50 + 5 + 7 + 10_000)
+    );
+    let s = fx.execute(&q, 1).unwrap();
+    assert_eq!(s.status, SwapStatus::Reserved);
+    assert_eq!(fx.balance("USDT"), (10_000_000 - 1_010_062, 1_010_062));
+    let swap_tx = fx.outgoing(s.outgoing_id);
+    assert_eq!(swap_tx.nonce, Some(8), "after the approval's");
+    let Payment::Swap {
+        min_out,
+        deadline_s,
+        native_in,
+        native_out,
+        ..
+    } = &swap_tx.payment
+    else {
+        panic!("{:?}", swap_tx.payment)
+    };
+    assert_eq!(
+        (*min_out, *native_in, *native_out),
+        (u(980_100), false, false)
+    );
+    assert_eq!(*deadline_s, (T0 as u64 + 1) / 1_000 + 600);
+    let approval = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.outgoing_in_flight(Network::Bsc, HOT)?)
+    }))
+    .unwrap()
+    .into_iter()
+    .find(|t| t.purpose == Purpose::Approval)
+    .expect("an approval");
+    assert_eq!(approval.nonce, Some(7));
+    assert!(
+        matches!(&approval.payment, Payment::Approve { amount, .. } if *amount == u(u128::MAX))
+    );
+    // A second swap of the same token needs no approval: one nonce, the next.
+    let q2 = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s2 = fx.execute(&q2, 2).unwrap();
+    assert_eq!(fx.outgoing(s2.outgoing_id).nonce, Some(9));
+}
+
+#[test]
+fn a_confirmed_swap_credits_what_the_router_actually_gave() {
+    let fx = Fx::new("USDT", 10_000_000);
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    fx.engine(s.outgoing_id, sent);
+    assert_eq!(fx.get(&s).status, SwapStatus::Broadcasted);
+    // The router gave 985,000, less than expected, more than the minimum.
+    let moves = vec![
+        transfer(&contract("USDT"), HOT, PAIR, 1_000_000),
+        transfer(&contract("USDC"), PAIR, HOT, 985_000),
+    ];
+    fx.engine(s.outgoing_id, mined(40, true, moves));
+    let done = fx.get(&s);
+    assert_eq!(done.status, SwapStatus::Confirmed);
+    assert_eq!(done.actual_amount_in, Some(u(1_000_000)));
+    assert_eq!(done.actual_amount_out, Some(u(985_000)));
+    assert_eq!(done.actual_network_cost_units, Some(u(40)));
+    assert_eq!(fx.balance("USDT"), (10_000_000 - 1_010_062, 0));
+    assert_eq!(fx.balance("USDC"), (985_000, 0));
+    let steps: Vec<_> = done.history.iter().map(|h| h.status.clone()).collect();
+    assert_eq!(steps, ["reserved", "broadcasted", "confirmed"]);
+    fx.reconciles();
+}
+
+#[test]
+fn a_reverted_swap_releases_the_hold_and_gives_the_allowance_back() {
+    let fx = Fx::new("USDT", 10_000_000);
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    fx.engine(s.outgoing_id, sent);
+    fx.engine(s.outgoing_id, mined(30, false, Vec::new()));
+    let done = fx.get(&s);
+    assert_eq!(done.status, SwapStatus::Failed);
+    assert!(done.failure_reason.unwrap().contains("minimum output"));
+    assert_eq!(fx.balance("USDT"), (10_000_000, 0), "released in full");
+    let left = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
+    }))
+    .unwrap()
+    .unwrap();
+    assert_eq!(left.remaining, u(u128::MAX));
+    fx.reconciles();
+}
+
+#[test]
+fn bnb_in_and_bnb_out_read_the_wrapped_coin_moves() {
+    let fx = Fx::new("BNB", 10_000_000);
+    let q = fx.quote("BNB", "USDT", 1_000_000, 600_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    let out = fx.outgoing(s.outgoing_id);
+    assert_eq!(out.nonce, Some(7), "no approval for the native coin");
+    assert!(matches!(
+        out.payment,
+        Payment::Swap {
+            native_in: true,
+            ..
+        }
+    ));
+    fx.engine(s.outgoing_id, sent);
+    let moves = vec![
+        TokenMove {
+            contract: WBNB.to_lowercase(),
+            kind: MoveKind::Wrap,
+            from: ROUTER.to_lowercase(),
+            to: ROUTER.to_lowercase(),
+            amount: u(1_000_000),
+        },
+        transfer(WBNB, ROUTER, PAIR, 1_000_000),
+        transfer(&contract("USDT"), PAIR, HOT, 601_000),
+    ];
+    fx.engine(s.outgoing_id, mined(40, true, moves));
+    assert_eq!(fx.get(&s).actual_amount_out, Some(u(601_000)));
+    assert_eq!(fx.balance("USDT"), (601_000, 0));
+    // Native coin: the user pays the quoted total; the house keeps what gas did not burn.
+    assert_eq!(fx.balance("BNB").1, 0);
+    fx.reconciles();
+
+    let moves = actual_amounts(
+        &[
+            transfer(&contract("USDT"), HOT, PAIR, 5),
+            TokenMove {
+                contract: WBNB.into(),
+                kind: MoveKind::Unwrap,
+                from: ROUTER.into(),
+                to: ROUTER.into(),
+                amount: u(3),
+            },
+        ],
+        &[contract("USDT"), WBNB.into()],
+        ROUTER,
+        HOT,
+        false,
+        true,
+    );
+    assert_eq!(moves, Some((u(5), u(3))));
+}
+
+#[test]
+fn refusals_keep_the_books_as_they_were() {
+    let fx = Fx::new("USDT", 1_000);
+    let small = fx.quote("USDT", "USDC", 5, 5).unwrap_err();
+    assert_eq!(code(small), ErrorCode::AmountTooSmall);
+    let tron = SwapQuoteRequest {
+        tenant: acme(),
+        external_user_id: "alice".into(),
+        asset_in: AssetCatalog::mainnet()
+            .get(Network::Tron, "USDT")
+            .unwrap()
+            .clone(),
+        asset_out: asset("USDC"),
+        amount_in: u(100),
+        slippage_bps: 50,
+        route: vec![],
+        path: vec![],
+        expected_amount_out: u(100),
+        policy: FeePolicy {
+            min_amount_units: u(1),
+            max_amount_units: u(1_000),
+            markup_bps: 0,
+            service_fee_units: u(0),
+            service_fee_bps: 0,
+            spread_bps: 0,
+        },
+        network_native: u(0),
+        rate: Rate::NATIVE,
+    };
+    let e = block_on(write(fx.store.as_ref(), move |tx| {
+        create_quote(tx, Uuid::new_v4(), &tron, at(0))
+    }))
+    .unwrap_err();
+    assert_eq!(code(e), ErrorCode::CrossChainNotSupported);
+    let q = fx.quote("USDT", "USDC", 950, 950).unwrap();
+    assert_eq!(
+        code(fx.execute(&q, 1).unwrap_err()),
+        ErrorCode::InsufficientBalance
+    );
+    let q = fx.quote("USDT", "USDC", 100, 100).unwrap();
+    assert_eq!(
+        code(fx.execute(&q, 30_000).unwrap_err()),
+        ErrorCode::QuoteExpired
+    );
+    fx.execute(&q, 1).unwrap();
+    assert_eq!(
+        code(fx.execute(&q, 2).unwrap_err()),
+        ErrorCode::QuoteAlreadyUsed
+    );
+    fx.reconciles();
+}
