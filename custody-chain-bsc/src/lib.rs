@@ -73,10 +73,12 @@ pub mod codec;
 pub mod rpc;
 
 mod chain;
+pub mod dex;
 pub mod sender;
 mod settings;
 
 pub use chain::BscChain;
+pub use dex::{BscDexRouter, DexSettings};
 pub use rpc::{Answers, CallFailure, RpcClient, RpcError, RpcHealth, RpcSettings, UrlError};
 pub use sender::{BscSender, BscSenderSettings};
 pub use settings::{BscConfigError, BscSettings};

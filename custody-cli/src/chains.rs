@@ -25,6 +25,8 @@ pub struct Chains {
     pub holdings: BTreeMap<Network, Arc<Mutex<HoldingsReport>>>,
     /// Sending, over the same endpoints (and health) as the scanners.
     pub senders: BTreeMap<Network, Arc<dyn ChainSender>>,
+    /// The BSC DEX router swaps are priced by, when BSC has endpoints.
+    pub dex: Option<Arc<dyn custody_core::ports::dex::DexRouter>>,
 }
 
 /// Builds an adapter for each network with at least one URL. A network without one still
@@ -35,6 +37,7 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         status: BTreeMap::new(),
         holdings: BTreeMap::new(),
         senders: BTreeMap::new(),
+        dex: None,
     };
     for network in Network::ALL {
         chains
@@ -60,6 +63,10 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
                 config.bsc.sending.bsc_pricing(),
             )),
         );
+        chains.dex = Some(Arc::new(custody_chain_bsc::BscDexRouter::new(
+            Arc::clone(&bsc),
+            config.swaps.dex_settings()?,
+        )));
         chains.sources.insert(Network::Bsc, bsc);
     }
     if !config.tron.urls.is_empty() {

@@ -351,6 +351,8 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             fee_policies,
             native_rates,
             senders: chains.senders.clone(),
+            dex: chains.dex.clone(),
+            swap_router: Some(config.swaps.router_settings()?),
             hot_wallets: hot_wallets.clone(),
             limits,
             limiter: custody_core::auth::RateLimiter::new(),

@@ -396,13 +396,75 @@ fn default_holdings_check_interval_ms() -> u64 {
 pub struct SwapsConfig {
     /// Enabled BSC pairs as `BASE-QUOTE` asset codes.
     pub pairs: Vec<String>,
+    /// The Uniswap-V2-compatible router (decisions §12), the factory it must be built on and
+    /// the wrapped coin standing for BNB in its paths: PancakeSwap V2 on mainnet.
+    #[serde(default = "default_router")]
+    pub router: String,
+    #[serde(default = "default_factory")]
+    pub factory: String,
+    #[serde(default = "default_wrapped_native")]
+    pub wrapped_native: String,
+    /// A swap not mined this long after it was executed reverts on chain (its `deadline`).
+    #[serde(default = "default_swap_deadline_s")]
+    pub deadline_s: u64,
+}
+
+fn default_router() -> String {
+    "0x10ED43C718714eb63d5aA57B78B54704E256024E".into()
+}
+
+fn default_factory() -> String {
+    "0xcA143Ce32Fe78f1f7019d7d551a6402fC5350c73".into()
+}
+
+fn default_wrapped_native() -> String {
+    "0xbb4CdB9CBd36B01bD1cBaEBF2De08d9173bc095c".into()
+}
+
+fn default_swap_deadline_s() -> u64 {
+    600
 }
 
 impl Default for SwapsConfig {
     fn default() -> Self {
         SwapsConfig {
             pairs: vec!["BNB-USDT".into(), "BNB-USDC".into(), "USDT-USDC".into()],
+            router: default_router(),
+            factory: default_factory(),
+            wrapped_native: default_wrapped_native(),
+            deadline_s: default_swap_deadline_s(),
         }
+    }
+}
+
+impl SwapsConfig {
+    /// The router's addresses, checked (EIP-55 when mixed case).
+    pub fn dex_settings(&self) -> Result<custody_chain_bsc::DexSettings, String> {
+        let parse = |key: &str, v: &str| {
+            custody_core::address::BscAddress::parse(v)
+                .map_err(|e| format!("[swaps] {key} = {v:?}: {e}"))
+        };
+        Ok(custody_chain_bsc::DexSettings {
+            router: parse("router", &self.router)?,
+            factory: parse("factory", &self.factory)?,
+            wrapped_native: parse("wrapped_native", &self.wrapped_native)?,
+        })
+    }
+
+    /// What the core's swap flow needs of the router.
+    pub fn router_settings(&self) -> Result<custody_core::swap::RouterSettings, String> {
+        let dex = self.dex_settings()?;
+        if !(60..=86_400).contains(&self.deadline_s) {
+            return Err(format!(
+                "[swaps] deadline_s = {}: must be 60 to 86400 seconds",
+                self.deadline_s
+            ));
+        }
+        Ok(custody_core::swap::RouterSettings {
+            router: dex.router.to_string(),
+            wrapped_native: dex.wrapped_native.to_string(),
+            deadline_s: self.deadline_s,
+        })
     }
 }
 
@@ -455,6 +517,7 @@ impl Config {
     /// to follow a reorganization that reverses a credited deposit, a malformed TRON genesis
     /// block id. Called on every load, so `serve` refuses to start with them.
     pub fn validate(&self) -> Result<(), String> {
+        self.swaps.router_settings()?;
         for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
             chain.sending.validate(section)?;
             if chain.confirmations < 1 {

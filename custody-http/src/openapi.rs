@@ -34,6 +34,8 @@ fn success_schema(route: &Route) -> Value {
             json!({ "$ref": "#/components/schemas/InternalTransferResult" })
         }
         RouteId::QuoteWithdrawal => json!({ "$ref": "#/components/schemas/WithdrawalQuote" }),
+        RouteId::QuoteSwap => json!({ "$ref": "#/components/schemas/SwapQuote" }),
+        RouteId::CreateSwap | RouteId::GetSwap => json!({ "$ref": "#/components/schemas/Swap" }),
         RouteId::CreateWithdrawal | RouteId::GetWithdrawal => {
             json!({ "$ref": "#/components/schemas/Withdrawal" })
         }
@@ -58,7 +60,10 @@ fn request_schema(route: &Route) -> Option<Value> {
         RouteId::QuoteWithdrawal => {
             Some(json!({ "$ref": "#/components/schemas/WithdrawalQuoteRequest" }))
         }
-        RouteId::CreateWithdrawal => Some(json!({ "$ref": "#/components/schemas/ExecuteQuote" })),
+        RouteId::CreateWithdrawal | RouteId::CreateSwap => {
+            Some(json!({ "$ref": "#/components/schemas/ExecuteQuote" }))
+        }
+        RouteId::QuoteSwap => Some(json!({ "$ref": "#/components/schemas/SwapQuoteRequest" })),
         _ => None,
     }
 }
@@ -123,7 +128,7 @@ fn parameters(route: &Route) -> Vec<Value> {
 fn takes_second_factors(route: &Route) -> bool {
     matches!(
         route.id,
-        RouteId::AdminUpdateControl | RouteId::CreateWithdrawal
+        RouteId::AdminUpdateControl | RouteId::CreateWithdrawal | RouteId::CreateSwap
     )
 }
 
@@ -334,17 +339,7 @@ fn component_schemas() -> Value {
             }
         }),
     );
-    let costs = json!({
-        "type": "object", "additionalProperties": false,
-        "required": ["network_cost_units", "markup_units", "service_fee_units", "spread_units", "total_debited_units"],
-        "properties": {
-            "network_cost_units": { "$ref": "#/components/schemas/Units" },
-            "markup_units": { "$ref": "#/components/schemas/Units" },
-            "service_fee_units": { "$ref": "#/components/schemas/Units" },
-            "spread_units": { "$ref": "#/components/schemas/Units" },
-            "total_debited_units": { "$ref": "#/components/schemas/Units" }
-        }
-    });
+    let costs = costs_schema();
     schemas.insert("WithdrawalQuoteRequest".into(), json!({
         "type": "object", "additionalProperties": false,
         "required": ["external_user_id", "network", "asset", "destination_address", "amount_units"],
@@ -405,6 +400,75 @@ fn component_schemas() -> Value {
                     "at": { "type": "string", "format": "date-time" }
                 }
             }},
+            "created_at": { "type": "string", "format": "date-time" },
+            "updated_at": { "type": "string", "format": "date-time" }
+        }
+    }));
+    let history = json!({ "type": "array", "items": {
+        "type": "object", "additionalProperties": false, "required": ["status", "tx_hash", "at"],
+        "properties": {
+            "status": { "type": "string" },
+            "tx_hash": { "type": ["string", "null"] },
+            "at": { "type": "string", "format": "date-time" }
+        }
+    }});
+    let units_or_null =
+        json!({ "oneOf": [{ "$ref": "#/components/schemas/Units" }, { "type": "null" }] });
+    schemas.insert(
+        "SwapQuoteRequest".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["external_user_id", "asset_in", "asset_out", "amount_in_units"],
+            "properties": {
+                "external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
+                "asset_in": { "type": "string" },
+                "asset_out": { "type": "string" },
+                "amount_in_units": { "$ref": "#/components/schemas/Units" },
+                "slippage_bps": { "type": "integer", "minimum": 1, "maximum": 10000, "default": 50 }
+            }
+        }),
+    );
+    schemas.insert("SwapQuote".into(), json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["id", "kind", "external_user_id", "asset_in", "asset_out", "amount_in_units", "slippage_bps", "route", "expected_amount_out_units", "min_amount_out_units", "costs", "expires_at", "created_at"],
+        "properties": {
+            "id": { "type": "string", "format": "uuid" },
+            "kind": { "type": "string", "enum": ["swap"] },
+            "external_user_id": { "type": "string" },
+            "asset_in": { "type": "string" },
+            "asset_out": { "type": "string" },
+            "amount_in_units": { "$ref": "#/components/schemas/Units" },
+            "slippage_bps": { "type": "integer" },
+            "route": { "type": "array", "items": { "type": "string" } },
+            "expected_amount_out_units": { "$ref": "#/components/schemas/Units" },
+            "min_amount_out_units": { "$ref": "#/components/schemas/Units" },
+            "costs": costs_schema(),
+            "expires_at": { "type": "string", "format": "date-time" },
+            "created_at": { "type": "string", "format": "date-time" }
+        }
+    }));
+    schemas.insert("Swap".into(), json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["id", "quote_id", "external_user_id", "asset_in", "asset_out", "amount_in_units", "route", "expected_amount_out_units", "min_amount_out_units", "costs", "status", "tx_hash", "block_number", "actual_amount_in_units", "actual_amount_out_units", "actual_network_cost_units", "failure_reason", "history", "created_at", "updated_at"],
+        "properties": {
+            "id": { "type": "string", "format": "uuid" },
+            "quote_id": { "type": "string", "format": "uuid" },
+            "external_user_id": { "type": "string" },
+            "asset_in": { "type": "string" },
+            "asset_out": { "type": "string" },
+            "amount_in_units": { "$ref": "#/components/schemas/Units" },
+            "route": { "type": "array", "items": { "type": "string" } },
+            "expected_amount_out_units": { "$ref": "#/components/schemas/Units" },
+            "min_amount_out_units": { "$ref": "#/components/schemas/Units" },
+            "costs": costs_schema(),
+            "status": { "type": "string", "enum": ["reserved", "broadcasted", "confirmed", "failed"] },
+            "tx_hash": { "type": ["string", "null"] },
+            "block_number": { "type": ["integer", "null"] },
+            "actual_amount_in_units": units_or_null.clone(),
+            "actual_amount_out_units": units_or_null.clone(),
+            "actual_network_cost_units": units_or_null,
+            "failure_reason": { "type": ["string", "null"] },
+            "history": history,
             "created_at": { "type": "string", "format": "date-time" },
             "updated_at": { "type": "string", "format": "date-time" }
         }
@@ -578,6 +642,21 @@ fn component_schemas() -> Value {
 pub fn document_bytes() -> &'static [u8] {
     static DOC: OnceLock<Vec<u8>> = OnceLock::new();
     DOC.get_or_init(|| serde_json::to_vec(&build()).expect("the document serializes"))
+}
+
+/// The itemized costs of a quote (decisions §3).
+fn costs_schema() -> Value {
+    json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["network_cost_units", "markup_units", "service_fee_units", "spread_units", "total_debited_units"],
+        "properties": {
+            "network_cost_units": { "$ref": "#/components/schemas/Units" },
+            "markup_units": { "$ref": "#/components/schemas/Units" },
+            "service_fee_units": { "$ref": "#/components/schemas/Units" },
+            "spread_units": { "$ref": "#/components/schemas/Units" },
+            "total_debited_units": { "$ref": "#/components/schemas/Units" }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -74,6 +74,9 @@ pub struct AppState {
     pub swap_pairs: Vec<SwapPair>,
     /// Sending, per network with endpoints (withdrawals are priced and paid through it).
     pub senders: BTreeMap<Network, Arc<dyn custody_core::ports::ChainSender>>,
+    /// The DEX router swaps are priced by (BSC), and what the swap flow needs of it.
+    pub dex: Option<Arc<dyn custody_core::ports::dex::DexRouter>>,
+    pub swap_router: Option<custody_core::swap::RouterSettings>,
     /// Each network's hot wallet (decisions §11).
     pub hot_wallets: BTreeMap<Network, custody_core::withdrawal::HotWallet>,
     /// Configured prices of the native coin in a token (`[[native_rates]]`), for the network

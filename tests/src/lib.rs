@@ -3,6 +3,7 @@
 //! share code with the server, or a shared bug would pass).
 
 pub mod anvil;
+pub mod dex;
 pub mod receiver;
 pub mod rpc_proxy;
 pub mod tron_api;

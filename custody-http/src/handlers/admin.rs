@@ -121,6 +121,25 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
                 .collect();
             Ok(super::list(&data, has_more))
         }
+        "swaps" => {
+            // Every tenant's, newest first: the partner's shape with the tenant beside it.
+            let mut rows = read(
+                state.store.as_ref(),
+                move |tx| Ok(tx.list_swaps(limit + 1)?),
+            )
+            .await?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
+            let data: Vec<_> = rows
+                .iter()
+                .map(|s| {
+                    let mut v = serde_json::to_value(s.view()).expect("a swap serializes");
+                    v["tenant"] = json!(s.tenant.as_str());
+                    v
+                })
+                .collect();
+            Ok(super::list(&data, has_more))
+        }
         "treasuries" => {
             // One row per network (never more than a page): balances read from the chain now.
             let rows = custody_core::treasury::rows(

@@ -4,6 +4,7 @@
 pub(crate) mod admin;
 mod catalog;
 mod deposits;
+mod swaps;
 mod transfers;
 mod wallets;
 mod withdrawals;
@@ -41,6 +42,9 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::QuoteWithdrawal => withdrawals::quote(state, call).await,
         RouteId::CreateWithdrawal => withdrawals::create(state, call).await,
         RouteId::GetWithdrawal => withdrawals::get(state, call).await,
+        RouteId::QuoteSwap => swaps::quote(state, call).await,
+        RouteId::CreateSwap => swaps::create(state, call).await,
+        RouteId::GetSwap => swaps::get(state, call).await,
         RouteId::ListDeposits => deposits::list(state, call).await,
         RouteId::GetDeposit => deposits::get(state, call).await,
         RouteId::AdminDashboard => admin::dashboard(state).await,

@@ -1,0 +1,259 @@
+//! Swaps end to end on anvil through `custody serve`, against the Uniswap V2 contracts npm ships,
+//! placed at PancakeSwap's and the catalog tokens' mainnet addresses (custody_e2e::dex), with the
+//! default catalog and `[swaps]`: token→token through WBNB, BNB→token and token→BNB, the router
+//! approved once, the user credited what the router actually gave, and a swap whose pool moved
+//! past the slippage failing with its hold released.
+
+use custody_e2e::anvil::Anvil;
+use custody_e2e::dex::{Dex, USDC, USDT, WBNB};
+use custody_e2e::receiver::set_config;
+use custody_e2e::{Client, Cred, Custody};
+use serde_json::{json, Value};
+
+const E18: u128 = 1_000_000_000_000_000_000;
+
+struct Setup<'a> {
+    anvil: &'a Anvil,
+    dex: Dex<'a>,
+    custody: Custody,
+    cred: Cred,
+    hot: String,
+}
+
+/// Pools USDT/BNB at 600 USDT per BNB and USDC/BNB at 601, no USDT/USDC pool; the hot wallet
+/// holds 10 BNB, 5,000 USDT and 5,000 USDC on chain; alice holds 1,000 USDT and 5 BNB.
+fn setup(anvil: &Anvil) -> Setup<'_> {
+    let dex = Dex::deploy(anvil);
+    dex.add_liquidity_bnb(USDT, 600_000 * E18, 1_000 * E18);
+    dex.add_liquidity_bnb(USDC, 601_000 * E18, 1_000 * E18);
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_BSC_RPC_URLS", anvil.url().as_str())],
+    );
+    let dir = custody.data_dir();
+    set_config(&dir, "bsc", "poll_interval_ms", "100");
+    set_config(
+        &dir,
+        "bsc",
+        "start_block",
+        &anvil.block_number().to_string(),
+    );
+    let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    let shown = custody.cli_ok(&["treasury", "show"]);
+    let hot = shown["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["network"] == "BSC")
+        .unwrap()["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    anvil.send_value(&dex.lp, &hot, 10 * E18);
+    dex.deal(USDT, &hot, 5_000 * E18);
+    dex.deal(USDC, &hot, 5_000 * E18);
+    custody.start();
+    let s = Setup {
+        anvil,
+        dex,
+        custody,
+        cred,
+        hot,
+    };
+    s.client().wallet("alice", "BSC");
+    s.custody.adjust(
+        "acme",
+        "alice",
+        "BSC",
+        "USDT",
+        true,
+        &(1_000 * E18).to_string(),
+    );
+    s.custody
+        .adjust("acme", "alice", "BSC", "BNB", true, &(5 * E18).to_string());
+    s
+}
+
+fn units(v: &Value) -> u128 {
+    v.as_str()
+        .unwrap_or_else(|| panic!("units: {v}"))
+        .parse()
+        .unwrap()
+}
+
+impl Setup<'_> {
+    fn client(&self) -> Client {
+        self.custody.client(&self.cred)
+    }
+
+    fn quote(&self, asset_in: &str, asset_out: &str, amount: u128, slippage: u32) -> Value {
+        let q = self.client().post(
+            "/v1/swaps/quote",
+            &json!({ "external_user_id": "alice", "asset_in": asset_in, "asset_out": asset_out,
+                     "amount_in_units": amount.to_string(), "slippage_bps": slippage }),
+            None,
+        );
+        assert_eq!(q.status, 201, "{:?}", q.json());
+        q.json()
+    }
+
+    fn execute(&self, quote: &Value, key: &str) -> Value {
+        let r = self
+            .client()
+            .post("/v1/swaps", &json!({ "quote_id": quote["id"] }), Some(key));
+        assert_eq!(r.status, 201, "{:?}", r.json());
+        r.json()
+    }
+
+    fn wait(&self, id: &str, status: &str) -> Value {
+        self.custody.wait_for(60, status, || {
+            let v = self.client().get(&format!("/v1/swaps/{id}")).json();
+            (v["status"] == status).then_some(v)
+        })
+    }
+
+    /// Mines to depth and waits for the swap's end.
+    fn settle(&self, id: &str, status: &str) -> Value {
+        self.wait(id, "broadcasted");
+        self.anvil.mine(16);
+        self.wait(id, status)
+    }
+
+    fn available(&self, asset: &str) -> u128 {
+        let c = self.client();
+        let wallet = c.wallet("alice", "BSC");
+        units(&c.ledger_balance(wallet["id"].as_str().unwrap(), asset)["available_units"])
+    }
+}
+
+#[test]
+fn swaps_route_through_wbnb_credit_the_actual_output_and_settle_the_hold() {
+    let Some(anvil) = Anvil::start() else { return };
+    let s = setup(&anvil);
+    let c = s.client();
+
+    // Refusals of the quote.
+    let bad = |body: Value, status: u16, code: &str| {
+        let r = c.post("/v1/swaps/quote", &body, None);
+        assert_eq!((r.status, r.code()), (status, code.to_owned()), "{body}");
+    };
+    bad(
+        json!({ "external_user_id": "alice", "asset_in": "TRX", "asset_out": "USDT", "amount_in_units": "1000" }),
+        422,
+        "CROSS_CHAIN_NOT_SUPPORTED",
+    );
+    bad(
+        json!({ "external_user_id": "alice", "asset_in": "USDT", "asset_out": "USDT", "amount_in_units": "1000" }),
+        422,
+        "UNSUPPORTED_PAIR",
+    );
+    bad(
+        json!({ "external_user_id": "alice", "asset_in": "USDT", "asset_out": "USDC", "amount_in_units": "1000", "slippage_bps": 0 }),
+        422,
+        "VALIDATION_FAILED",
+    );
+
+    // USDT → USDC has no direct pool: through WBNB, priced by the router itself.
+    let amount = 100 * E18;
+    let q = s.quote("USDT", "USDC", amount, 100);
+    assert_eq!(q["route"], json!(["USDT", "BNB", "USDC"]));
+    let expected = *s
+        .dex
+        .amounts_out(amount, &[USDT, WBNB, USDC])
+        .last()
+        .unwrap();
+    assert_eq!(units(&q["expected_amount_out_units"]), expected);
+    assert_eq!(
+        units(&q["min_amount_out_units"]),
+        expected / 10_000 * 9_900 + expected % 10_000 * 9_900 / 10_000
+    );
+    let total = units(&q["costs"]["total_debited_units"]);
+    assert!(units(&q["costs"]["network_cost_units"]) > 0);
+    assert!(units(&q["costs"]["spread_units"]) > 0);
+
+    // The price moves a little between the quote and the swap: the user gets what the router
+    // actually gives, not the estimate.
+    s.dex.swap(1_000 * E18, &[USDC, WBNB]);
+    let usdc_before = s.anvil.token_balance(USDC, &s.hot);
+    let w = s.execute(&q, "swap-usdt-usdc-1");
+    assert_eq!(w["status"], "reserved");
+    assert_eq!(s.available("USDT"), 1_000 * E18 - total);
+    let done = s.settle(w["id"].as_str().unwrap(), "confirmed");
+    let got = s.anvil.token_balance(USDC, &s.hot) - usdc_before;
+    assert_eq!(units(&done["actual_amount_out_units"]), got);
+    assert_ne!(got, expected, "the pool moved");
+    assert!(got >= units(&q["min_amount_out_units"]));
+    assert_eq!(units(&done["actual_amount_in_units"]), amount);
+    assert!(units(&done["actual_network_cost_units"]) > 0);
+    assert!(done["tx_hash"].as_str().unwrap().starts_with("0x"));
+    assert_eq!(s.available("USDC"), got);
+    assert_eq!(s.available("USDT"), 1_000 * E18 - total);
+    let steps: Vec<_> = done["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(steps, ["reserved", "broadcasted", "confirmed"]);
+
+    // BNB → USDT and USDT → BNB (the wrapped coin's moves read from the receipt).
+    let bnb_in = E18 / 2;
+    let q = s.quote("BNB", "USDT", bnb_in, 50);
+    assert_eq!(q["route"], json!(["BNB", "USDT"]));
+    let usdt_before = s.anvil.token_balance(USDT, &s.hot);
+    let w = s.execute(&q, "swap-bnb-usdt-1");
+    let done = s.settle(w["id"].as_str().unwrap(), "confirmed");
+    let got_usdt = s.anvil.token_balance(USDT, &s.hot) - usdt_before;
+    assert_eq!(units(&done["actual_amount_out_units"]), got_usdt);
+    assert_eq!(s.available("USDT"), 1_000 * E18 - total + got_usdt);
+
+    let q = s.quote("USDT", "BNB", 50 * E18, 50);
+    let bnb_before = s.anvil.balance(&s.hot);
+    let w = s.execute(&q, "swap-usdt-bnb-1");
+    let done = s.settle(w["id"].as_str().unwrap(), "confirmed");
+    let got_bnb = units(&done["actual_amount_out_units"]);
+    assert!(got_bnb > 0);
+    let receipt = s.anvil.mined(done["tx_hash"].as_str().unwrap());
+    let gas_paid = custody_e2e::anvil::hex_u128(&receipt["gasUsed"])
+        * custody_e2e::anvil::hex_u128(&receipt["effectiveGasPrice"]);
+    assert_eq!(s.anvil.balance(&s.hot), bnb_before + got_bnb - gas_paid);
+
+    // Operators see every tenant's swaps; the ledger reconciles.
+    let ops = s.custody.credential("ops", &["--admin"]);
+    let listed = s.custody.client(&ops).get("/v1/admin/swaps?limit=2").json();
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+    assert_eq!(listed["has_more"], true);
+    assert_eq!(listed["data"][0]["tenant"], "acme");
+    let (ok, out, _) = s.custody.cli(&["ledger", "reconcile"]);
+    assert!(ok, "{out}");
+    let mut custody = s.custody;
+    custody.stop();
+}
+
+#[test]
+fn a_swap_whose_pool_moved_past_the_slippage_fails_and_releases_the_hold() {
+    let Some(anvil) = Anvil::start() else { return };
+    let s = setup(&anvil);
+    let before = s.available("USDT");
+    let q = s.quote("USDT", "BNB", 100 * E18, 10);
+    // Someone sells a lot of USDT for BNB first: the router now gives far less.
+    s.dex.swap(100_000 * E18, &[USDT, WBNB]);
+    let w = s.execute(&q, "swap-slipped-1");
+    let id = w["id"].as_str().unwrap().to_owned();
+    let failed = s.settle(&id, "failed");
+    assert!(
+        failed["failure_reason"]
+            .as_str()
+            .unwrap()
+            .contains("minimum output"),
+        "{failed}"
+    );
+    assert!(failed["actual_amount_out_units"].is_null());
+    assert_eq!(s.available("USDT"), before, "the hold is released in full");
+    let receipt = s.anvil.mined(failed["tx_hash"].as_str().unwrap());
+    assert_eq!(receipt["status"], "0x0", "reverted on chain");
+    let (ok, out, _) = s.custody.cli(&["ledger", "reconcile"]);
+    assert!(ok, "{out}");
+    let mut custody = s.custody;
+    custody.stop();
+}
