@@ -671,6 +671,11 @@ impl Config {
             if asset.contract.is_none() {
                 return Err(format!("{name}: the native coin needs no rate"));
             }
+            if r.network == Network::Bsc {
+                return Err(format!(
+                    "{name}: BSC tokens are priced at the DEX router ([swaps]); rates are TRON's"
+                ));
+            }
             let parse = |v: &str, key: &str| {
                 custody_core::Amount::parse_units(v)
                     .ok()

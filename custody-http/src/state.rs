@@ -79,8 +79,8 @@ pub struct AppState {
     pub swap_router: Option<custody_core::swap::RouterSettings>,
     /// Each network's hot wallet (decisions §11).
     pub hot_wallets: BTreeMap<Network, custody_core::withdrawal::HotWallet>,
-    /// Configured prices of the native coin in a token (`[[native_rates]]`), for the network
-    /// cost of token withdrawals.
+    /// Configured prices of TRX in a TRON token (`[[native_rates]]`), for the network cost of
+    /// TRC20 withdrawals; BSC tokens are priced at the DEX router.
     pub native_rates: BTreeMap<custody_core::AssetId, custody_core::withdrawal::Rate>,
     /// The withdrawal fee policy of every catalog asset (decisions §11).
     pub fee_policies: Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>,

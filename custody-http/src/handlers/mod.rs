@@ -4,6 +4,7 @@
 pub(crate) mod admin;
 mod catalog;
 mod deposits;
+mod pricing;
 mod swaps;
 mod transfers;
 mod wallets;

@@ -12,7 +12,6 @@ use custody_core::ports::sender::Payment;
 use custody_core::ports::store::{read, write};
 use custody_core::swap::{self, SwapExecuteIds, SwapQuoteRequest, SLIPPAGE_BPS_DEFAULT};
 use custody_core::wallet::EXTERNAL_USER_ID_CHARS_MAX;
-use custody_core::withdrawal::Rate;
 use custody_core::Network;
 use uuid::Uuid;
 
@@ -25,9 +24,6 @@ use crate::state::AppState;
 
 /// Seconds a client should wait when the chain cannot price or take a swap.
 const CHAIN_RETRY_AFTER_S: u64 = 5;
-
-/// One BNB in wei: the amount the router prices BNB at in a token (the network cost's rate).
-const ONE_BNB: u128 = 1_000_000_000_000_000_000;
 
 fn unavailable(why: impl std::fmt::Display) -> Refusal {
     Refusal::new(
@@ -115,27 +111,6 @@ async fn route(
     ))
 }
 
-/// BNB's price in `asset` at the router (what one BNB buys of it), for the network cost.
-async fn native_rate(dex: &dyn DexRouter, wrapped: &str, asset: &Asset) -> Result<Rate, Refusal> {
-    let Some(token) = &asset.contract else {
-        return Ok(Rate::NATIVE);
-    };
-    let amounts = dex
-        .amounts_out(
-            Amount::from_units(ONE_BNB),
-            &[wrapped.to_owned(), token.clone()],
-        )
-        .await
-        .map_err(|e| unavailable(format!("no price of BNB in {}: {}", asset.code, e.message)))?;
-    match amounts.last() {
-        Some(out) if !out.is_zero() => Ok(Rate {
-            asset_units: *out,
-            native_units: Amount::from_units(ONE_BNB),
-        }),
-        _ => Err(unavailable(format!("no price of BNB in {}", asset.code))),
-    }
-}
-
 pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let map = input::json_object(&call.body)?;
     let mut fields = Fields::new();
@@ -200,7 +175,9 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let wrapped = router.wrapped_native.as_str();
     let (codes, path, expected) =
         route(dex.as_ref(), wrapped, &asset_in, &asset_out, amount_in).await?;
-    let rate = native_rate(dex.as_ref(), wrapped, &asset_in).await?;
+    let rate = super::pricing::native_rate(dex.as_ref(), wrapped, &asset_in)
+        .await
+        .map_err(|why| unavailable(why))?;
     let payment = Payment::Swap {
         router: router.router.clone(),
         path: path.clone(),

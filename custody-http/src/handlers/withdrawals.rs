@@ -131,13 +131,21 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
             amount,
         },
     };
-    let rate = if asset.contract.is_none() {
-        Rate::NATIVE
-    } else {
-        *state
-            .native_rates
-            .get(&asset.id())
-            .ok_or_else(|| unavailable(network, format!("no price of the native coin in {code}")))?
+    // The network cost of a token is converted at the DEX router's price on BSC and at a
+    // configured rate on TRON (decisions §11).
+    let rate = match (network, &asset.contract) {
+        (_, None) => Rate::NATIVE,
+        (Network::Bsc, Some(_)) => {
+            let (Some(dex), Some(router)) = (state.dex.as_ref(), state.swap_router.as_ref()) else {
+                return Err(unavailable(network, "no DEX router to price the network cost").into());
+            };
+            super::pricing::native_rate(dex.as_ref(), &router.wrapped_native, &asset)
+                .await
+                .map_err(|why| unavailable(network, why))?
+        }
+        (Network::Tron, Some(_)) => *state.native_rates.get(&asset.id()).ok_or_else(|| {
+            unavailable(network, format!("no price of the native coin in {code}"))
+        })?,
     };
     let estimate = sender
         .price(&hot.address, &payment)
