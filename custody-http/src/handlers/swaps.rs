@@ -177,7 +177,7 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
         route(dex.as_ref(), wrapped, &asset_in, &asset_out, amount_in).await?;
     let rate = super::pricing::native_rate(dex.as_ref(), wrapped, &asset_in)
         .await
-        .map_err(|why| unavailable(why))?;
+        .map_err(unavailable)?;
     let payment = Payment::Swap {
         router: router.router.clone(),
         path: path.clone(),
