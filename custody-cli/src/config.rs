@@ -407,6 +407,20 @@ pub struct SwapsConfig {
     /// A swap not mined this long after it was executed reverts on chain (its `deadline`).
     #[serde(default = "default_swap_deadline_s")]
     pub deadline_s: u64,
+    /// Amount limits of one direction of a pair, over `asset_in`'s fee policy limits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<SwapLimitConfig>,
+}
+
+/// `[[swaps.limits]]`: `amount_in_units` of a swap from `asset_in` to `asset_out` must be
+/// within `[min_amount_in_units, max_amount_in_units]` (units of `asset_in`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwapLimitConfig {
+    pub asset_in: String,
+    pub asset_out: String,
+    pub min_amount_in_units: String,
+    pub max_amount_in_units: String,
 }
 
 fn default_router() -> String {
@@ -433,6 +447,7 @@ impl Default for SwapsConfig {
             factory: default_factory(),
             wrapped_native: default_wrapped_native(),
             deadline_s: default_swap_deadline_s(),
+            limits: Vec::new(),
         }
     }
 }
@@ -713,12 +728,51 @@ impl Config {
                 if base == quote {
                     return Err(format!("swap pair {p:?} swaps an asset for itself"));
                 }
+                let limit = |asset_in: &str, asset_out: &str| -> Result<_, String> {
+                    let found = self
+                        .swaps
+                        .limits
+                        .iter()
+                        .find(|l| l.asset_in == asset_in && l.asset_out == asset_out);
+                    let Some(l) = found else { return Ok(None) };
+                    let name = format!("[[swaps.limits]] {asset_in} to {asset_out}");
+                    let parse = |v: &str, key: &str| {
+                        custody_core::Amount::parse_units(v)
+                            .map_err(|_| format!("{name}: {key} = {v:?} is not a whole number of units"))
+                    };
+                    let (min, max) = (
+                        parse(&l.min_amount_in_units, "min_amount_in_units")?,
+                        parse(&l.max_amount_in_units, "max_amount_in_units")?,
+                    );
+                    if min > max {
+                        return Err(format!("{name}: the minimum is above the maximum"));
+                    }
+                    Ok(Some((min, max)))
+                };
                 Ok(custody_http::SwapPair {
                     base: base.into(),
                     quote: quote.into(),
+                    base_to_quote: limit(base, quote)?,
+                    quote_to_base: limit(quote, base)?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, String>>()
+            .and_then(|pairs| {
+                // A limit of a direction no enabled pair has would silently do nothing.
+                for l in &self.swaps.limits {
+                    let used = pairs.iter().any(|p| {
+                        (p.base == l.asset_in && p.quote == l.asset_out)
+                            || (p.base == l.asset_out && p.quote == l.asset_in)
+                    });
+                    if !used {
+                        return Err(format!(
+                            "[[swaps.limits]] {} to {}: not an enabled pair",
+                            l.asset_in, l.asset_out
+                        ));
+                    }
+                }
+                Ok(pairs)
+            })
     }
 }
 

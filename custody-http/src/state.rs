@@ -23,6 +23,29 @@ pub use custody_core::chain::ScanStatus;
 pub struct SwapPair {
     pub base: String,
     pub quote: String,
+    /// `[[swaps.limits]]` of each direction: (min, max) `amount_in_units`, over `asset_in`'s
+    /// fee policy limits.
+    pub base_to_quote: Option<(custody_core::Amount, custody_core::Amount)>,
+    pub quote_to_base: Option<(custody_core::Amount, custody_core::Amount)>,
+}
+
+impl SwapPair {
+    /// The limits of swapping `asset_in` for `asset_out` when this pair trades it: `Some(None)`
+    /// when it does without limits of its own.
+    #[allow(clippy::type_complexity)]
+    pub fn limits(
+        &self,
+        asset_in: &str,
+        asset_out: &str,
+    ) -> Option<Option<(custody_core::Amount, custody_core::Amount)>> {
+        if self.base == asset_in && self.quote == asset_out {
+            Some(self.base_to_quote)
+        } else if self.base == asset_out && self.quote == asset_in {
+            Some(self.quote_to_base)
+        } else {
+            None
+        }
+    }
 }
 
 /// Limits of the HTTP layer, unit last. Each bounds how long or how often one client can hold

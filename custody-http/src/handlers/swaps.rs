@@ -140,17 +140,17 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     });
     let asset_in = bsc_asset(state, "asset_in", &code_in)?;
     let asset_out = bsc_asset(state, "asset_out", &code_out)?;
-    let enabled = state.swap_pairs.iter().any(|p| {
-        (p.base == asset_in.code && p.quote == asset_out.code)
-            || (p.base == asset_out.code && p.quote == asset_in.code)
-    });
-    if !enabled {
+    let Some(pair_limits) = state
+        .swap_pairs
+        .iter()
+        .find_map(|p| p.limits(&asset_in.code, &asset_out.code))
+    else {
         return Err(Refusal::new(
             ErrorCode::UnsupportedPair,
             format!("{code_in} to {code_out} is not an enabled swap pair"),
         )
         .into());
-    }
+    };
     if amount_in.is_zero() {
         return Err(Refusal::new(
             ErrorCode::AmountTooSmall,
@@ -158,12 +158,16 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
         )
         .into());
     }
-    let policy = state
+    let mut policy = state
         .fee_policies
         .iter()
         .find(|(id, _)| *id == asset_in.id())
         .map(|(_, p)| p.clone())
         .ok_or_else(|| unavailable(format!("no fee policy for {code_in}")))?;
+    if let Some((min, max)) = pair_limits {
+        policy.min_amount_units = min;
+        policy.max_amount_units = max;
+    }
     let (Some(dex), Some(router), Some(sender), Some(hot)) = (
         state.dex.as_ref(),
         state.swap_router.as_ref(),
