@@ -313,15 +313,31 @@ impl SendingConfig {
                 self.bump_percent
             ));
         }
-        if self.lease_ms < LEASE_MS_MIN {
+        if !(LEASE_MS_MIN..=LEASE_MS_MAX).contains(&self.lease_ms) {
             return Err(format!(
-                "[{section}.sending] lease_ms = {}: must be at least {LEASE_MS_MIN}",
+                "[{section}.sending] lease_ms = {}: must be {LEASE_MS_MIN} to {LEASE_MS_MAX}",
                 self.lease_ms
             ));
         }
-        if self.rebroadcast_after_ms == 0 || self.replace_after_ms == 0 {
+        if self.bump_percent > 100 {
             return Err(format!(
-                "[{section}.sending] rebroadcast_after_ms and replace_after_ms must be above 0"
+                "[{section}.sending] bump_percent = {}: at most 100 (each replacement would \
+                 more than double the price)",
+                self.bump_percent
+            ));
+        }
+        if self.rebroadcast_after_ms < 1_000 {
+            return Err(format!(
+                "[{section}.sending] rebroadcast_after_ms = {}: at least 1000 (sending the same \
+                 bytes faster only loads the endpoints)",
+                self.rebroadcast_after_ms
+            ));
+        }
+        if self.replace_after_ms < 3_000 || self.replace_after_ms < self.rebroadcast_after_ms {
+            return Err(format!(
+                "[{section}.sending] replace_after_ms = {}: at least 3000 and at least \
+                 rebroadcast_after_ms (a replacement every look would climb to the cap in a minute)",
+                self.replace_after_ms
             ));
         }
         if section == "tron" {
@@ -342,8 +358,12 @@ impl SendingConfig {
                 p.gas_price_floor_wei, p.gas_price_cap_wei
             ));
         }
-        if p.gas_price_cap_wei == 0 {
-            return Err("[bsc.sending] gas_price_cap_wei must be above 0".into());
+        if p.gas_price_cap_wei == 0 || p.gas_price_cap_wei > GAS_PRICE_CAP_WEI_MAX {
+            return Err(format!(
+                "[bsc.sending] gas_price_cap_wei = {}: must be above 0 and at most \
+                 {GAS_PRICE_CAP_WEI_MAX} (1000 gwei)",
+                p.gas_price_cap_wei
+            ));
         }
         Ok(())
     }
@@ -365,8 +385,13 @@ fn default_lease_ms() -> u64 {
     60_000
 }
 
-/// Below this a step (several calls to a slow node) could outlive its lease.
+/// Below this a step (several calls to a slow node) could outlive its lease; above it a
+/// crashed instance's transactions wait too long for another to take them.
 const LEASE_MS_MIN: u64 = 2_000;
+const LEASE_MS_MAX: u64 = 600_000;
+
+/// No bid above 1000 gwei: a typo in the cap could otherwise spend a fortune in gas.
+const GAS_PRICE_CAP_WEI_MAX: u128 = 1_000_000_000_000;
 
 impl ChainConfig {
     /// The genesis block id TRON endpoints are checked against (lowercase): the configured
@@ -737,8 +762,9 @@ impl Config {
                     let Some(l) = found else { return Ok(None) };
                     let name = format!("[[swaps.limits]] {asset_in} to {asset_out}");
                     let parse = |v: &str, key: &str| {
-                        custody_core::Amount::parse_units(v)
-                            .map_err(|_| format!("{name}: {key} = {v:?} is not a whole number of units"))
+                        custody_core::Amount::parse_units(v).map_err(|_| {
+                            format!("{name}: {key} = {v:?} is not a whole number of units")
+                        })
                     };
                     let (min, max) = (
                         parse(&l.min_amount_in_units, "min_amount_in_units")?,

@@ -1,9 +1,9 @@
 //! Withdrawals when things go wrong, end to end on anvil through `custody serve`: a transaction
 //! dropped from the node's pool, a broadcast whose answer is lost (connection cut after
 //! sending, or a node that hangs), `kill -9` of the service between signing and sending and
-//! between sending and recording the answer, and many concurrent withdrawals against one
-//! balance. In every case the destination is paid exactly once (checked on the node) and the
-//! ledger reconciles.
+//! between sending and recording the answer: in each the destination is paid exactly once
+//! (checked on the node: its balance and the hot wallet's nonce) and the ledger reconciles. And
+//! 64 concurrent executions against one balance reserve exactly what it affords.
 
 use custody_e2e::anvil::Anvil;
 use custody_e2e::receiver::set_config;
@@ -150,6 +150,12 @@ fn a_transaction_dropped_from_the_pool_is_replaced_and_confirmed_once() {
     let (old_price, nonce) = gas_price(&first_hash);
     assert_eq!(nonce, 0);
     s.anvil.rpc("anvil_dropTransaction", json!([first_hash]));
+    assert!(
+        s.anvil
+            .rpc("eth_getTransactionByHash", json!([first_hash]))
+            .is_null(),
+        "the node forgot it"
+    );
     // After replace_after a replacement under the same nonce, at a higher price.
     let replaced = s.custody.wait_for(30, "a replacement", || {
         let v = s.get(&id);

@@ -106,6 +106,12 @@ impl Broadcaster {
         .await?;
         let handled = due.len();
         for out in due {
+            if self.clock.now() >= until {
+                // The lease of what is left ran out while earlier steps ran: another instance
+                // may hold them now. They are claimed again in a later round.
+                tracing::warn!(network = %network, "broadcaster lease ran out within a round");
+                break;
+            }
             let id = out.id;
             match self.step(out).await {
                 Ok(()) => {}
@@ -140,13 +146,11 @@ impl Broadcaster {
 
     /// One engine step for one transaction.
     pub async fn step(&self, mut out: OutgoingTx) -> CoreResult<()> {
-        // Every attempt a node was offered is looked up, even one it refused: after a failover
-        // a refusal may follow a delivery to another endpoint.
-        let offered = out
-            .attempts
-            .iter()
-            .any(|a| a.sent_at.is_some() || a.last_answer.is_some());
-        let observation = if offered {
+        // Every stored attempt is looked up, even one a node refused (after a failover a
+        // refusal may follow a delivery to another endpoint) or one whose send a crash
+        // interrupted before its answer was recorded: what is mined is recorded, whatever the
+        // switches say about sending.
+        let observation = if !out.attempts.is_empty() {
             Some(self.observe(&out).await?)
         } else {
             None
@@ -157,6 +161,11 @@ impl Broadcaster {
                 if !self.may_sign_new(&out).await? {
                     return self.check_later(out, now).await;
                 }
+                // What the payment moves first: a token payment the wallet cannot cover cannot
+                // even be priced (the node's estimate reverts), and must still raise the alert.
+                if !self.can_fund(&mut out, Amount::ZERO, now).await? {
+                    return self.check_later(out, now).await;
+                }
                 let estimate = self.sender.price(&out.from, &out.payment).await?;
                 if !self.can_fund(&mut out, estimate.max_native, now).await? {
                     return self.check_later(out, now).await;
@@ -165,6 +174,11 @@ impl Broadcaster {
             }
             Decision::Reprice => {
                 if !self.may_sign_new(&out).await? {
+                    // Only bytes that already left go out again under a switch.
+                    let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
+                    if never_sent {
+                        return self.check_later(out, now).await;
+                    }
                     return self.send_latest(out).await;
                 }
                 let refused = out
@@ -186,20 +200,26 @@ impl Broadcaster {
                 if !self.may_sign_new(&out).await? {
                     return self.send_latest(out).await;
                 }
+                if !self.can_fund(&mut out, max_fee(bid), now).await? {
+                    // The earlier attempt stays out there; send it again rather than nothing.
+                    return self.send_latest(out).await;
+                }
                 self.sign_store_send(out, bid).await
             }
             Decision::Rebuild => {
                 if !self.may_sign_new(&out).await? {
                     return self.check_later(out, now).await;
                 }
-                let bid = out
-                    .latest()
-                    .map(|a| FeeBid::from(a.bid))
-                    .ok_or_else(|| CoreError::Invariant("rebuild without an attempt".into()))?;
-                if !self.can_fund(&mut out, max_fee(bid), now).await? {
+                // A new TRON transaction: priced afresh (bandwidth, activation, energy), as the
+                // first one was.
+                if !self.can_fund(&mut out, Amount::ZERO, now).await? {
                     return self.check_later(out, now).await;
                 }
-                self.sign_store_send(out, bid).await
+                let estimate = self.sender.price(&out.from, &out.payment).await?;
+                if !self.can_fund(&mut out, estimate.max_native, now).await? {
+                    return self.check_later(out, now).await;
+                }
+                self.sign_store_send(out, estimate.bid).await
             }
             Decision::Broadcast => {
                 // Money that never left (signed, then refused or interrupted) leaves only if it

@@ -50,6 +50,8 @@ struct ScriptedChain {
     broadcasts: Mutex<Vec<String>>,
     /// The hot wallet's native balance (wei).
     balance: Mutex<u128>,
+    /// The hot wallet's token balance (any token).
+    token_balance: Mutex<u128>,
     /// What `eth_gasPrice` says; the node refuses anything below `min_price`.
     node_price: Mutex<u128>,
     min_price: Mutex<u128>,
@@ -110,7 +112,13 @@ impl ChainSender for ScriptedChain {
         Network::Bsc
     }
 
-    async fn price(&self, _: &str, _: &Payment) -> Result<FeeEstimate, PortError> {
+    async fn price(&self, _: &str, payment: &Payment) -> Result<FeeEstimate, PortError> {
+        // As a node's gas estimate: a token transfer the wallet cannot cover reverts.
+        if let Some((_, amount)) = payment.spends().token {
+            if amount.units() > *self.token_balance.lock().unwrap() {
+                return Err(PortError::permanent("scripted", "execution reverted"));
+            }
+        }
         let price = *self.node_price.lock().unwrap();
         Ok(FeeEstimate {
             expected_native: Amount::from_units(21_000 * price),
@@ -213,9 +221,12 @@ impl ChainSender for ScriptedChain {
     async fn balances(
         &self,
         _: &str,
-        _: Option<&str>,
+        token: Option<&str>,
     ) -> Result<(Amount, Option<Amount>), PortError> {
-        Ok((Amount::from_units(*self.balance.lock().unwrap()), None))
+        Ok((
+            Amount::from_units(*self.balance.lock().unwrap()),
+            token.map(|_| Amount::from_units(*self.token_balance.lock().unwrap())),
+        ))
     }
 }
 
@@ -266,6 +277,11 @@ impl Fixture {
 
     /// A funded user's BNB withdrawal, executed: its outgoing transaction's id.
     async fn create(&self) -> Uuid {
+        self.create_of("BNB").await
+    }
+
+    /// A funded user's withdrawal of `code` (BSC), executed: its outgoing transaction's id.
+    async fn create_of(&self, code: &'static str) -> Uuid {
         use custody_core::ledger::{self, ReferenceType, TxMeta, UserAccount};
         use custody_core::withdrawal::{
             self, ExecuteIds, FeePolicy, HotWallet, QuoteRequest, Rate,
@@ -273,7 +289,7 @@ impl Fixture {
         let now = self.clock.now();
         let tenant = custody_core::TenantId::parse("acme").unwrap();
         let asset = custody_core::AssetCatalog::mainnet()
-            .get(Network::Bsc, "BNB")
+            .get(Network::Bsc, code)
             .unwrap()
             .clone();
         let (quote_id, ids) = (
@@ -290,7 +306,7 @@ impl Fixture {
             let user = UserAccount::new(
                 "acme".to_owned(),
                 "alice".to_owned(),
-                custody_core::AssetId::new(Network::Bsc, "BNB".to_owned()),
+                custody_core::AssetId::new(Network::Bsc, code.to_owned()),
             );
             let meta = TxMeta {
                 id: Uuid::new_v4(),
@@ -590,7 +606,8 @@ async fn money_that_never_left_stays_while_a_switch_is_on() {
     })
     .await
     .unwrap();
-    for _ in 0..3 {
+    // Past replace_after too: a refused attempt is re-priced then, and that must not send it.
+    for _ in 0..6 {
         f.advance(16_000);
         f.b.round().await.unwrap();
     }
@@ -859,4 +876,68 @@ async fn a_node_that_keeps_refusing_raises_one_stuck_alert_and_sending_goes_on()
     let done = f.rounds_until_done(id, 4, 5_000).await;
     assert_eq!(done.status, OutStatus::Final);
     assert_eq!(f.chain.mined_payments(), 1);
+}
+
+#[tokio::test]
+async fn a_token_payment_the_hot_wallet_cannot_cover_raises_the_alert_though_it_cannot_be_priced() {
+    let f = Fixture::new();
+    let id = f.create_of("USDT").await;
+    for _ in 0..3 {
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+    }
+    assert!(f.get(id).await.attempts.is_empty());
+    let alerts = alerts_of(&f, "hot_wallet_insufficient").await;
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert!(alerts[0].message.contains("token"), "{}", alerts[0].message);
+    *f.chain.token_balance.lock().unwrap() = 5;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(
+        f.get(id).await.status,
+        OutStatus::Sent,
+        "funded: it goes out"
+    );
+}
+
+#[tokio::test]
+async fn a_send_a_crash_interrupted_is_recorded_when_mined_even_under_a_switch() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    // Stored, sent, mined; the process died before recording the answer.
+    let hash = stored_unsent(&f, id, None).await;
+    let out = f.get(id).await;
+    f.chain
+        .broadcast(&SignedTx {
+            hash: hash.clone(),
+            raw: out.attempts[0].raw.clone(),
+        })
+        .await;
+    f.chain.broadcasts.lock().unwrap().clear();
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        set_control(
+            tx,
+            Uuid::new_v4(),
+            "ops",
+            "kill_switch.global",
+            true,
+            "t",
+            now,
+        )
+    })
+    .await
+    .unwrap();
+    let done = f.rounds_until_done(id, 4, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert!(
+        f.chain.broadcasts.lock().unwrap().is_empty(),
+        "nothing sent under the switch"
+    );
+    assert_eq!(
+        f.withdrawal(id).await.status,
+        custody_core::withdrawal::WithdrawalStatus::Confirmed
+    );
 }
