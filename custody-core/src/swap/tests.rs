@@ -464,3 +464,47 @@ fn refusals_keep_the_books_as_they_were() {
     );
     fx.reconciles();
 }
+
+#[test]
+fn an_allowance_left_but_short_is_set_to_zero_before_it_is_raised() {
+    let fx = Fx::new("USDT", 10_000_000);
+    // The count says 10 units are left: too few, and some tokens refuse a non-zero change.
+    let approval = Uuid::new_v4();
+    block_on(write(fx.store.as_ref(), move |tx| {
+        Ok(tx.put_allowance(&Allowance {
+            network: Network::Bsc,
+            owner: HOT.into(),
+            token: contract("USDT"),
+            spender: ROUTER.into(),
+            remaining: u(10),
+            approval_outgoing_id: approval,
+        })?)
+    }))
+    .unwrap();
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    let mut approvals: Vec<_> = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.outgoing_in_flight(Network::Bsc, HOT)?)
+    }))
+    .unwrap()
+    .into_iter()
+    .filter(|t| t.purpose == Purpose::Approval)
+    .collect();
+    approvals.sort_by_key(|t| t.nonce);
+    let amounts: Vec<_> = approvals
+        .iter()
+        .map(|t| match &t.payment {
+            Payment::Approve { amount, .. } => (t.nonce, *amount),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(amounts, [(Some(7), u(0)), (Some(8), u(u128::MAX))]);
+    assert_eq!(fx.outgoing(s.outgoing_id).nonce, Some(9), "the swap after both");
+    let counted = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
+    }))
+    .unwrap()
+    .unwrap();
+    assert_eq!(counted.remaining, u(u128::MAX - 1_000_000));
+    assert_eq!(counted.approval_outgoing_id, approvals[1].id);
+}
