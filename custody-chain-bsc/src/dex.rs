@@ -42,8 +42,9 @@ pub struct DexSettings {
 pub struct BscDexRouter {
     chain: Arc<BscChain>,
     settings: DexSettings,
-    /// The outcome of the one-time check of the router against the settings.
-    checked: OnceCell<Result<(), String>>,
+    /// Set once the router was found built on the configured factory and wrapped coin; a
+    /// mismatch is not remembered (one lagging or wrong endpoint must not stop quotes for good).
+    checked: OnceCell<()>,
 }
 
 fn address_word(a: &BscAddress) -> alloy_primitives::Address {
@@ -76,9 +77,15 @@ impl BscDexRouter {
         match answer {
             Ok(v) => codec::data(&v)
                 .map_err(|e| PortError::permanent(PORT, format!("malformed answer: {e}"))),
-            Err(refusal) => Err(PortError::permanent(
+            // A revert (no pair, no liquidity) is an answer; a node that lags ("header not
+            // found") or is busy is not.
+            Err(refusal) if refusal.is_permanent() => Err(PortError::permanent(
                 PORT,
                 format!("the router refused: {}", refusal.message),
+            )),
+            Err(refusal) => Err(PortError::transient(
+                PORT,
+                format!("the node could not run the call: {}", refusal.message),
             )),
         }
     }
@@ -92,28 +99,27 @@ impl BscDexRouter {
     /// Checks once that the router is built on the configured factory and wrapped coin. A node
     /// that cannot be reached leaves it unchecked, to try again on the next quote.
     async fn check(&self) -> Result<(), PortError> {
-        let outcome = self
-            .checked
+        self.checked
             .get_or_try_init(|| async {
                 let factory = self
                     .address_of(factoryCall {}.abi_encode(), "factory()")
                     .await?;
                 let weth = self.address_of(WETHCall {}.abi_encode(), "WETH()").await?;
                 let s = &self.settings;
-                Ok::<_, PortError>(if factory != s.factory || weth != s.wrapped_native {
-                    Err(format!(
-                        "the router {} is built on factory {factory} and wrapped coin {weth}, not \
-                         the configured [swaps] factory {} and wrapped_native {}",
-                        s.router, s.factory, s.wrapped_native
-                    ))
-                } else {
-                    Ok(())
-                })
+                if factory != s.factory || weth != s.wrapped_native {
+                    return Err(PortError::permanent(
+                        PORT,
+                        format!(
+                            "the router {} is built on factory {factory} and wrapped coin {weth}, \
+                             not the configured [swaps] factory {} and wrapped_native {}",
+                            s.router, s.factory, s.wrapped_native
+                        ),
+                    ));
+                }
+                Ok(())
             })
-            .await?;
-        outcome
-            .clone()
-            .map_err(|why| PortError::permanent(PORT, why))
+            .await
+            .map(|_| ())
     }
 }
 
@@ -147,12 +153,13 @@ impl DexRouter for BscDexRouter {
         let amounts = getAmountsOutCall::abi_decode_returns(&bytes).map_err(|e| {
             PortError::permanent(PORT, format!("malformed getAmountsOut answer: {e}"))
         })?;
-        if amounts.len() != hops {
+        let first = alloy_primitives::U256::from(amount_in.units());
+        if amounts.len() != hops || amounts.first() != Some(&first) {
             return Err(PortError::permanent(
                 PORT,
                 format!(
-                    "getAmountsOut gave {} amounts for {hops} tokens",
-                    amounts.len()
+                    "getAmountsOut gave {amounts:?} for {} along {hops} tokens",
+                    amount_in.units()
                 ),
             ));
         }

@@ -43,10 +43,14 @@ pub const NATIVE_TRANSFER_GAS: u64 = 21_000;
 /// Gas of a router swap when the node cannot estimate it (the hot wallet has not approved the
 /// router yet, or holds the tokens only once an earlier payment lands): a Uniswap V2 swap
 /// measures about 100,000–130,000 for one hop and 60,000 more per further hop; these bound it.
-const SWAP_GAS_FIRST_HOP: u64 = 160_000;
-const SWAP_GAS_PER_HOP: u64 = 80_000;
+const SWAP_GAS_FIRST_HOP: u64 = 250_000;
+const SWAP_GAS_PER_HOP: u64 = 100_000;
 /// Gas of an ERC-20 `approve` when the node cannot estimate it.
 const APPROVE_GAS: u64 = 60_000;
+/// Gas of a BEP20 `transfer` when the node cannot estimate it (the hot wallet does not hold
+/// the tokens yet: the payment waits for them, and must still be quoted and alerted on). A
+/// transfer to a first-time holder measures about 52,000.
+const TOKEN_TRANSFER_GAS: u64 = 100_000;
 
 alloy_sol_types::sol! {
     function transfer(address to, uint256 amount) returns (bool);
@@ -382,10 +386,15 @@ impl BscSender {
             .await?;
         match answer {
             Ok(v) => Ok(Some(codec::quantity_u64(&v).map_err(malformed)?)),
-            Err(refusal) => {
-                tracing::debug!(error = %refusal.message, "gas estimate refused");
+            // The call would revert (no allowance, no tokens yet): the caller bounds it.
+            Err(refusal) if refusal.is_permanent() => {
+                tracing::debug!(error = %refusal.message, "gas estimate reverted");
                 Ok(None)
             }
+            Err(refusal) => Err(PortError::transient(
+                PORT,
+                format!("the node could not estimate gas: {}", refusal.message),
+            )),
         }
     }
 
@@ -415,12 +424,10 @@ impl ChainSender for BscSender {
         };
         let (expected_gas, limit) = match payment {
             Payment::Native { .. } => (NATIVE_TRANSFER_GAS, NATIVE_TRANSFER_GAS),
-            Payment::Token { .. } => {
-                let estimate = self.estimate_gas(&from, payment).await?.ok_or_else(|| {
-                    PortError::permanent(PORT, "the node cannot run this token transfer")
-                })?;
-                (estimate, margin(estimate))
-            }
+            Payment::Token { .. } => match self.estimate_gas(&from, payment).await? {
+                Some(estimate) => (estimate, margin(estimate)),
+                None => (TOKEN_TRANSFER_GAS, TOKEN_TRANSFER_GAS),
+            },
             Payment::Approve { .. } | Payment::Swap { .. } => {
                 // Before the router is approved (or the tokens are in) the node's estimate
                 // reverts: the bound of such a call stands in.

@@ -99,7 +99,9 @@ pub fn free_port() -> u16 {
 
 /// A running anvil node; killed on drop.
 pub struct Anvil {
-    child: Child,
+    /// The process this handle started (killed on drop); `None` when attached to one that
+    /// runs on its own ([`Anvil::attach`]).
+    child: Option<Child>,
     port: u16,
     accounts: Vec<String>,
 }
@@ -151,7 +153,7 @@ impl Anvil {
                 if let Ok(v) = rpc_at(port, "eth_chainId", json!([])) {
                     assert_eq!(v, json!(format!("{CHAIN_ID:#x}")));
                     let mut anvil = Anvil {
-                        child,
+                        child: Some(child),
                         port,
                         accounts: Vec::new(),
                     };
@@ -168,6 +170,18 @@ impl Anvil {
             }
         }
         panic!("anvil did not start: {last_error}");
+    }
+
+    /// A handle on an anvil already running on `port` (started by another process); dropping
+    /// it leaves that node running.
+    pub fn attach(port: u16) -> Anvil {
+        let accounts = rpc_at(port, "eth_accounts", json!([]))
+            .unwrap_or_else(|e| panic!("no anvil answers on port {port}: {e}"));
+        Anvil {
+            child: None,
+            port,
+            accounts: serde_json::from_value(accounts).expect("account list"),
+        }
     }
 
     pub fn port(&self) -> u16 {
@@ -326,8 +340,10 @@ impl Anvil {
 
 impl Drop for Anvil {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -137,8 +137,9 @@ impl<'a> Dex<'a> {
     }
 
     /// Gives `owner` exactly `amount` of `token` by writing the token's balance mapping (the
-    /// slot is found by trying, as forge-std's `deal` does).
+    /// slot is found by trying with a value no balance has, as forge-std's `deal` does).
     pub fn deal(&self, token: &str, owner: &str, amount: u128) {
+        const PROBE: u128 = 0x5eed_5eed_5eed_5eed_5eed_5eed;
         for slot in 0u128..16 {
             let key = format!(
                 "0x{}",
@@ -151,9 +152,14 @@ impl<'a> Dex<'a> {
                 .rpc("eth_getStorageAt", json!([token, key, "latest"]));
             self.anvil.rpc(
                 "anvil_setStorageAt",
-                json!([token, key, format!("0x{}", word(amount))]),
+                json!([token, key, format!("0x{}", word(PROBE))]),
             );
-            if self.anvil.token_balance(token, owner) == amount {
+            if self.anvil.token_balance(token, owner) == PROBE {
+                self.anvil.rpc(
+                    "anvil_setStorageAt",
+                    json!([token, key, format!("0x{}", word(amount))]),
+                );
+                assert_eq!(self.anvil.token_balance(token, owner), amount);
                 return;
             }
             self.anvil

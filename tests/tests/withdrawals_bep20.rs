@@ -190,3 +190,41 @@ fn a_token_transfer_that_reverts_on_chain_fails_and_releases_the_hold() {
     let mut custody = s.custody;
     custody.stop();
 }
+
+#[test]
+fn a_usdt_withdrawal_the_hot_wallet_cannot_cover_is_quoted_waits_with_an_alert_then_goes_out() {
+    let Some(anvil) = Anvil::start() else { return };
+    let s = setup(&anvil);
+    s.dex.deal(USDT, &s.hot, 0);
+    // The node cannot estimate a transfer of tokens the wallet lacks: still quoted.
+    let q = s.quote(100 * E18);
+    assert!(units(&q["costs"]["network_cost_units"]) > 0);
+    let id = s.execute(&q, "bep20-short-1");
+    let ops = s.custody.credential("ops", &["--admin"]);
+    let admin = s.custody.client(&ops);
+    let alert = s
+        .custody
+        .wait_for(30, "a hot_wallet_insufficient alert", || {
+            admin.get("/v1/admin/alerts?limit=50").json()["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["kind"] == "hot_wallet_insufficient")
+                .cloned()
+        });
+    assert!(
+        alert["message"].as_str().unwrap().contains("token"),
+        "{alert}"
+    );
+    assert_eq!(
+        s.client().get(&format!("/v1/withdrawals/{id}")).json()["status"],
+        "reserved"
+    );
+    s.dex.deal(USDT, &s.hot, 1_000 * E18);
+    s.wait(&id, "broadcasted");
+    s.anvil.mine(16);
+    s.wait(&id, "confirmed");
+    assert_eq!(s.anvil.token_balance(USDT, DESTINATION), 100 * E18);
+    let mut custody = s.custody;
+    custody.stop();
+}

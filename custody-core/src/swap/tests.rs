@@ -499,7 +499,11 @@ fn an_allowance_left_but_short_is_set_to_zero_before_it_is_raised() {
         })
         .collect();
     assert_eq!(amounts, [(Some(7), u(0)), (Some(8), u(u128::MAX))]);
-    assert_eq!(fx.outgoing(s.outgoing_id).nonce, Some(9), "the swap after both");
+    assert_eq!(
+        fx.outgoing(s.outgoing_id).nonce,
+        Some(9),
+        "the swap after both"
+    );
     let counted = block_on(read(fx.store.as_ref(), |tx| {
         Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
     }))

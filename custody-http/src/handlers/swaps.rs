@@ -12,6 +12,7 @@ use custody_core::ports::sender::Payment;
 use custody_core::ports::store::{read, write};
 use custody_core::swap::{self, SwapExecuteIds, SwapQuoteRequest, SLIPPAGE_BPS_DEFAULT};
 use custody_core::wallet::EXTERNAL_USER_ID_CHARS_MAX;
+use custody_core::withdrawal::Rate;
 use custody_core::Network;
 use uuid::Uuid;
 
@@ -168,6 +169,8 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
         policy.min_amount_units = min;
         policy.max_amount_units = max;
     }
+    // Limits first: a bad amount is a 422 whatever the node's state.
+    swap::swap_costs(&policy, amount_in, Amount::ZERO, Rate::NATIVE)?;
     let (Some(dex), Some(router), Some(sender), Some(hot)) = (
         state.dex.as_ref(),
         state.swap_router.as_ref(),
