@@ -534,7 +534,11 @@ impl Broadcaster {
             self.clock.now(),
         );
         write(self.store.as_ref(), move |tx| {
+            // Fenced by the lease it was claimed under, which this step's last write ends.
             tx.update_outgoing(&out)?;
+            if let Some(lease) = out.lease {
+                tx.release_outgoing(out.id, lease)?;
+            }
             custody_core::withdrawal::on_outgoing(tx, entropy.as_ref(), &out, &native, depth, now)?;
             custody_core::swap::on_outgoing(tx, entropy.as_ref(), &out, &native, now)
         })

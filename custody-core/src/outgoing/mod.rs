@@ -240,6 +240,10 @@ pub struct OutgoingTx {
     pub history: Vec<OutStep>,
     /// When the broadcaster looks at it next.
     pub next_check_at: Timestamp,
+    /// The lease this copy was claimed under (`claim_outgoing`); `None` for a copy read or made
+    /// otherwise. Writes of a leased copy are fenced by it: once another broadcaster has taken
+    /// the transaction over, they fail instead of overwriting what it did.
+    pub lease: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -277,6 +281,7 @@ impl OutgoingTx {
                 detail: String::new(),
             }],
             next_check_at: now,
+            lease: None,
             created_at: now,
             updated_at: now,
         }
@@ -360,9 +365,13 @@ pub trait OutgoingRepo: OutgoingReads {
     /// payment per withdrawal, by constraint), or if (network, from, nonce) is taken.
     fn insert_outgoing(&mut self, tx: &OutgoingTx) -> Result<(), PortError>;
     /// Replaces the stored record's state, attempts, inclusion, history and next check (what a
-    /// transaction is — purpose, sender, payment, nonce — is fixed at insert), and ends its
-    /// lease. MUST fail if it does not exist.
+    /// transaction is — purpose, sender, payment, nonce — is fixed at insert). MUST fail if it
+    /// does not exist. A copy without a lease ends any lease; a leased copy (`tx.lease`) MUST
+    /// fail (transient) unless the stored lease is still exactly that one, and keeps it.
     fn update_outgoing(&mut self, tx: &OutgoingTx) -> Result<(), PortError>;
+    /// Ends lease `lease` of transaction `id`, so that it is claimed again when due. MUST fail
+    /// (transient) if the stored lease is not that one any more.
+    fn release_outgoing(&mut self, id: Uuid, lease: Timestamp) -> Result<(), PortError>;
     /// The next nonce of (network, address), counted from `seed` the first time (the chain's
     /// confirmed nonce), and moves the counter on. Unique per (network, address): a
     /// constraint, so two writers never get the same nonce.
@@ -373,7 +382,8 @@ pub trait OutgoingRepo: OutgoingReads {
         seed: u64,
     ) -> Result<u64, PortError>;
     /// Leases up to `limit` unfinished transactions of `network` due at `now` until
-    /// `lease_until` (a crashed broadcaster's lease runs out), oldest due first.
+    /// `lease_until` (a crashed broadcaster's lease runs out), oldest due first; each returned
+    /// copy carries `lease: Some(lease_until)`.
     fn claim_outgoing(
         &mut self,
         network: Network,

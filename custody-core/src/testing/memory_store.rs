@@ -1069,6 +1069,15 @@ impl OutgoingRepo for Tx {
                 format!("outgoing transaction {} does not exist", t.id),
             ));
         };
+        if t.lease.is_some() && *lease != t.lease {
+            return Err(PortError::transient(
+                "store",
+                format!(
+                    "outgoing transaction {}: its lease ran out and another broadcaster holds it",
+                    t.id
+                ),
+            ));
+        }
         stored.status = t.status;
         stored.attempts = t.attempts.clone();
         stored.included = t.included.clone();
@@ -1076,8 +1085,23 @@ impl OutgoingRepo for Tx {
         stored.history = t.history.clone();
         stored.next_check_at = t.next_check_at;
         stored.updated_at = t.updated_at;
-        *lease = None;
+        *lease = t.lease;
         Ok(())
+    }
+
+    fn release_outgoing(&mut self, id: Uuid, at: Timestamp) -> Result<(), PortError> {
+        match self.state.outgoing.iter_mut().find(|(x, _)| x.id == id) {
+            Some((_, lease)) if *lease == Some(at) => {
+                *lease = None;
+                Ok(())
+            }
+            _ => Err(PortError::transient(
+                "store",
+                format!(
+                    "outgoing transaction {id}: its lease ran out and another broadcaster holds it"
+                ),
+            )),
+        }
     }
 
     fn allocate_nonce(
@@ -1128,7 +1152,9 @@ impl OutgoingRepo for Tx {
             .map(|i| {
                 let (t, lease) = &mut self.state.outgoing[i];
                 *lease = Some(lease_until);
-                t.clone()
+                let mut copy = t.clone();
+                copy.lease = Some(lease_until);
+                copy
             })
             .collect())
     }

@@ -102,6 +102,7 @@ fn decode(r: Raw) -> Result<OutgoingTx, PortError> {
         failure_reason: r.failure_reason,
         history: from_json::<Vec<OutStep>>("history", &r.history)?,
         next_check_at: ts(r.next_check_at),
+        lease: None,
         created_at: ts(r.created_at),
         updated_at: ts(r.updated_at),
     })
@@ -159,12 +160,13 @@ impl OutgoingRepo for SqliteTx<'_> {
     }
 
     fn update_outgoing(&mut self, t: &OutgoingTx) -> Result<(), PortError> {
+        // ?9 NULL: no fence, the lease ends; else only under that very lease, which is kept.
         let n = self
             .conn
             .prepare_cached(
                 "UPDATE outgoing_txs SET status = ?2, attempts = ?3, included = ?4, \
                  failure_reason = ?5, history = ?6, next_check_at = ?7, updated_at = ?8, \
-                 leased_until = NULL WHERE id = ?1",
+                 leased_until = ?9 WHERE id = ?1 AND (?9 IS NULL OR leased_until = ?9)",
             )
             .map_err(db_err)?
             .execute(params![
@@ -176,15 +178,34 @@ impl OutgoingRepo for SqliteTx<'_> {
                 json(&t.history),
                 t.next_check_at.unix_millis(),
                 t.updated_at.unix_millis(),
+                t.lease.map(Timestamp::unix_millis),
             ])
+            .map_err(db_err)?;
+        if n == 1 {
+            return Ok(());
+        }
+        if t.lease.is_some() && self.outgoing(t.id)?.is_some() {
+            return Err(lease_lost(t.id));
+        }
+        Err(PortError::permanent(
+            "store",
+            format!("outgoing transaction {} does not exist", t.id),
+        ))
+    }
+
+    fn release_outgoing(&mut self, id: Uuid, lease: Timestamp) -> Result<(), PortError> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE outgoing_txs SET leased_until = NULL WHERE id = ?1 AND leased_until = ?2",
+            )
+            .map_err(db_err)?
+            .execute(params![id.to_string(), lease.unix_millis()])
             .map_err(db_err)?;
         if n == 1 {
             Ok(())
         } else {
-            Err(PortError::permanent(
-                "store",
-                format!("outgoing transaction {} does not exist", t.id),
-            ))
+            Err(lease_lost(id))
         }
     }
 
@@ -228,15 +249,25 @@ impl OutgoingRepo for SqliteTx<'_> {
                 i64::try_from(limit).unwrap_or(i64::MAX)
             ],
         )?;
-        for t in &due {
+        let mut due = due;
+        for t in &mut due {
             self.conn
                 .prepare_cached("UPDATE outgoing_txs SET leased_until = ?2 WHERE id = ?1")
                 .map_err(db_err)?
                 .execute(params![t.id.to_string(), lease_until.unix_millis()])
                 .map_err(db_err)?;
+            t.lease = Some(lease_until);
         }
         Ok(due)
     }
+}
+
+/// Another broadcaster took the transaction over: this one's copy is stale.
+fn lease_lost(id: Uuid) -> PortError {
+    PortError::transient(
+        "store",
+        format!("outgoing transaction {id}: its lease ran out and another broadcaster holds it"),
+    )
 }
 
 impl OutgoingReads for SqliteTx<'_> {

@@ -20,6 +20,7 @@ suite!(
         one_payment_per_record_and_one_transaction_per_nonce,
         nonces_are_allocated_once_from_the_seed,
         claims_are_leases_of_due_unfinished_transactions,
+        a_stale_lease_cannot_write_over_the_broadcaster_that_took_over,
     }
 );
 
@@ -213,4 +214,65 @@ async fn claims_are_leases_of_due_unfinished_transactions(store: Arc<dyn Store>)
         [uid(1), uid(2)],
         "due first, oldest first; the final one never"
     );
+}
+
+async fn a_stale_lease_cannot_write_over_the_broadcaster_that_took_over(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let t = outgoing(1, 100, Some(1), 10);
+    w(s, move |tx| tx.insert_outgoing(&t)).await.unwrap();
+    // A claims with a lease to 100; its step outlives it; B claims at 200.
+    let a = w(s, |tx| tx.claim_outgoing(Network::Bsc, at(50), at(100), 10))
+        .await
+        .unwrap()
+        .pop()
+        .unwrap();
+    assert_eq!(a.lease, Some(at(100)));
+    let b = w(s, |tx| {
+        tx.claim_outgoing(Network::Bsc, at(200), at(300), 10)
+    })
+    .await
+    .unwrap()
+    .pop()
+    .unwrap();
+    assert_eq!(b.lease, Some(at(300)));
+    // A's writes fail (transient: it gives up the step), its release too; B's go through.
+    let mut stale = a.clone();
+    stale.history.push(stale.history[0].clone());
+    let e = w(s, move |tx| tx.update_outgoing(&stale))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            crate::error::CoreError::Port(ref p) if p.retry == crate::error::Retry::Transient
+        ),
+        "{e:?}"
+    );
+    assert_port_error(w(s, move |tx| tx.release_outgoing(uid(1), at(100))).await);
+    let mut moved = b.clone();
+    moved.next_check_at = at(250);
+    let m2 = moved.clone();
+    w(s, move |tx| tx.update_outgoing(&m2)).await.unwrap();
+    // Still B's: nobody else may claim it before B releases it or its lease runs out.
+    assert!(w(s, |tx| tx.claim_outgoing(
+        Network::Bsc,
+        at(260),
+        at(400),
+        10
+    ))
+    .await
+    .unwrap()
+    .is_empty());
+    w(s, |tx| tx.release_outgoing(uid(1), at(300)))
+        .await
+        .unwrap();
+    let released = w(s, |tx| {
+        tx.claim_outgoing(Network::Bsc, at(260), at(400), 10)
+    })
+    .await
+    .unwrap();
+    assert_eq!(released.len(), 1, "due and released");
+    let stored = r(s, |tx| tx.outgoing(uid(1))).await.unwrap();
+    assert_eq!(stored.history.len(), 1, "A's stale write left nothing");
+    assert_eq!(stored.lease, None, "a read copy carries no lease");
 }
