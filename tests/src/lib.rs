@@ -150,6 +150,20 @@ impl Custody {
             .unwrap_or_else(|e| panic!("stdout of {args:?} is not JSON ({e}): {stdout}"))
     }
 
+    /// The address of `network`'s hot wallet, as `custody treasury show` prints it.
+    pub fn hot_wallet(&self, network: &str) -> String {
+        let shown = self.cli_ok(&["treasury", "show"]);
+        shown["data"]
+            .as_array()
+            .expect("treasury rows")
+            .iter()
+            .find(|r| r["network"] == network)
+            .unwrap_or_else(|| panic!("no {network} hot wallet in {shown}"))["address"]
+            .as_str()
+            .expect("an address")
+            .to_owned()
+    }
+
     pub fn credential(&self, tenant: &str, extra: &[&str]) -> Cred {
         let mut args = vec!["credentials", "create", "--tenant", tenant];
         args.extend_from_slice(extra);

@@ -45,16 +45,7 @@ fn setup(anvil: &Anvil) -> Setup<'_> {
         &anvil.block_number().to_string(),
     );
     let cred = custody.credential("acme", &["--rate-limit", "100000"]);
-    let shown = custody.cli_ok(&["treasury", "show"]);
-    let hot = shown["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["network"] == "BSC")
-        .unwrap()["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let hot = custody.hot_wallet("BSC");
     anvil.send_value(&dex.lp, &hot, E18);
     dex.deal(USDT, &hot, 1_000 * E18);
     custody.start();

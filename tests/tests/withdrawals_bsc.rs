@@ -27,16 +27,7 @@ fn a_bnb_withdrawal_is_quoted_reserved_sent_and_confirmed_once() {
     let cred = custody.credential("acme", &["--rate-limit", "100000"]);
     let ops = custody.credential("ops", &["--admin"]);
     // Fund the hot wallet on chain and the user on the ledger.
-    let shown = custody.cli_ok(&["treasury", "show"]);
-    let hot = shown["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["network"] == "BSC")
-        .unwrap()["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let hot = custody.hot_wallet("BSC");
     let funder = anvil.account(0).to_owned();
     anvil.send_value(&funder, &hot, 5 * ETH);
     custody.start();
@@ -264,16 +255,7 @@ fn a_withdrawal_the_hot_wallet_cannot_fund_waits_reserved_with_an_alert_then_goe
     );
     let cred = custody.credential("acme", &["--rate-limit", "100000"]);
     let ops = custody.credential("ops", &["--admin"]);
-    let shown = custody.cli_ok(&["treasury", "show"]);
-    let hot = shown["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["network"] == "BSC")
-        .unwrap()["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let hot = custody.hot_wallet("BSC");
     custody.start();
     let client = custody.client(&cred);
     let admin = custody.client(&ops);

@@ -41,16 +41,7 @@ fn setup(anvil: Anvil, rpc_url: Option<&str>) -> Setup {
     set_config(&dir, "bsc.sending", "rebroadcast_after_ms", "1000");
     set_config(&dir, "bsc.sending", "lease_ms", "3000");
     let cred = custody.credential("acme", &["--rate-limit", "100000"]);
-    let shown = custody.cli_ok(&["treasury", "show"]);
-    let hot = shown["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["network"] == "BSC")
-        .unwrap()["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let hot = custody.hot_wallet("BSC");
     let funder = anvil.account(0).to_owned();
     anvil.send_value(&funder, &hot, 5 * ETH);
     Setup {

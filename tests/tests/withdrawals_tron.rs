@@ -59,16 +59,7 @@ fn setup() -> Setup {
     );
     std::fs::write(&path, text).unwrap();
     let cred = custody.credential("acme", &["--rate-limit", "100000"]);
-    let shown = custody.cli_ok(&["treasury", "show"]);
-    let hot = shown["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["network"] == "TRON")
-        .unwrap()["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let hot = custody.hot_wallet("TRON");
     api.set_trx_balance(&hot, 1_000 * SUN);
     api.set_trc20_balance(USDT, &hot, 1_000 * TRX);
     custody.start();

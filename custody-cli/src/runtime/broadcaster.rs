@@ -355,17 +355,14 @@ impl Broadcaster {
                 "{} hot wallet {} cannot fund {kind} {reference}: {why}; it is sent once the wallet is funded",
                 self.network, out.from
             );
-            write(self.store.as_ref(), move |tx| {
-                Ok(tx.raise_alert(&Alert {
-                    id,
-                    kind: "hot_wallet_insufficient".into(),
-                    severity: "warning".into(),
-                    message: message.clone(),
-                    reference_type: Some(purpose.as_str().into()),
-                    reference_id: Some(reference),
-                    created_at: now,
-                })?)
-            })
+            self.alert(
+                "hot_wallet_insufficient",
+                "warning",
+                message,
+                (purpose.as_str(), reference),
+                id,
+                now,
+            )
             .await?;
             out.note(format!("{HOT_WALLET_SHORT}: {why}"), now);
         }
@@ -472,20 +469,41 @@ impl Broadcaster {
             "{} outgoing transaction {}: the node has refused attempt {latest} since it was signed: {reason}",
             self.network, out.id
         );
-        write(self.store.as_ref(), move |tx| {
-            Ok(tx.raise_alert(&Alert {
-                id,
-                kind: "outgoing_stuck".into(),
-                severity: "critical".into(),
-                message: message.clone(),
-                reference_type: Some("outgoing_transaction".into()),
-                reference_id: Some(reference),
-                created_at: now,
-            })?)
-        })
+        self.alert(
+            "outgoing_stuck",
+            "critical",
+            message,
+            ("outgoing_transaction", reference),
+            id,
+            now,
+        )
         .await?;
         out.note(format!("{REFUSED_LONG} ({latest}): {reason}"), now);
         Ok(())
+    }
+
+    /// Records one alert about `reference` (its type and id).
+    async fn alert(
+        &self,
+        kind: &'static str,
+        severity: &'static str,
+        message: String,
+        reference: (&'static str, uuid::Uuid),
+        id: uuid::Uuid,
+        now: Timestamp,
+    ) -> CoreResult<()> {
+        write(self.store.as_ref(), move |tx| {
+            Ok(tx.raise_alert(&Alert {
+                id,
+                kind: kind.into(),
+                severity: severity.into(),
+                message: message.clone(),
+                reference_type: Some(reference.0.into()),
+                reference_id: Some(reference.1),
+                created_at: now,
+            })?)
+        })
+        .await
     }
 
     async fn stuck(&self, mut out: OutgoingTx, reason: String, now: Timestamp) -> CoreResult<()> {
@@ -499,17 +517,14 @@ impl Broadcaster {
                 format!("{} outgoing transaction {}: {reason}", self.network, out.id),
                 out.id,
             );
-            write(self.store.as_ref(), move |tx| {
-                Ok(tx.raise_alert(&Alert {
-                    id,
-                    kind: "outgoing_stuck".into(),
-                    severity: "critical".into(),
-                    message: message.clone(),
-                    reference_type: Some("outgoing_transaction".into()),
-                    reference_id: Some(reference),
-                    created_at: now,
-                })?)
-            })
+            self.alert(
+                "outgoing_stuck",
+                "critical",
+                message,
+                ("outgoing_transaction", reference),
+                id,
+                now,
+            )
             .await?;
             let status = out.status;
             out.transition(status, format!("stuck: {reason}"), now)

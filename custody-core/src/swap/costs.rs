@@ -6,6 +6,7 @@
 
 use crate::amount::Amount;
 use crate::error::{ErrorCode, Refusal};
+use crate::withdrawal::costs::check_limits;
 use crate::withdrawal::{mul_div_ceil, Costs, FeePolicy, Rate, BPS};
 
 /// Slippage bounds of `slippage_bps` (interface §2) and its default (decisions §3).
@@ -30,24 +31,7 @@ pub fn swap_costs(
     network_native: Amount,
     rate: Rate,
 ) -> Result<Costs, Refusal> {
-    if amount_in.is_zero() || amount_in < policy.min_amount_units {
-        return Err(Refusal::new(
-            ErrorCode::AmountTooSmall,
-            format!(
-                "amount_in_units must be at least {}",
-                policy.min_amount_units.max(Amount::from_units(1))
-            ),
-        ));
-    }
-    if amount_in > policy.max_amount_units {
-        return Err(Refusal::new(
-            ErrorCode::AmountTooLarge,
-            format!(
-                "amount_in_units must be at most {}",
-                policy.max_amount_units
-            ),
-        ));
-    }
+    check_limits(policy, amount_in, "amount_in_units")?;
     let network = mul_div_ceil(
         network_native.units(),
         rate.asset_units.units(),

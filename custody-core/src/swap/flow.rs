@@ -257,14 +257,7 @@ pub fn execute(
     let quote = tx
         .swap_quote(tenant, quote_id)?
         .ok_or_else(|| Refusal::not_found("quote"))?;
-    if quote.used_at.is_some() {
-        return Err(
-            Refusal::new(ErrorCode::QuoteAlreadyUsed, "this quote was used already").into(),
-        );
-    }
-    if now >= quote.expires_at {
-        return Err(Refusal::new(ErrorCode::QuoteExpired, "this quote has expired").into());
-    }
+    crate::withdrawal::check_quote_usable(quote.used_at, quote.expires_at, now)?;
     let (asset_in, asset_out) = assets;
     if asset_in.code != quote.asset_in || asset_out.code != quote.asset_out {
         return Err(CoreError::Invariant(format!(

@@ -75,6 +75,27 @@ fn too_large(what: &str) -> Refusal {
     )
 }
 
+/// `field` must be within the policy's `[min, max]` and above zero: 422 `AMOUNT_TOO_SMALL` /
+/// `AMOUNT_TOO_LARGE` otherwise (decisions §11).
+pub fn check_limits(policy: &FeePolicy, amount: Amount, field: &str) -> Result<(), Refusal> {
+    if amount.is_zero() || amount < policy.min_amount_units {
+        return Err(Refusal::new(
+            ErrorCode::AmountTooSmall,
+            format!(
+                "{field} must be at least {}",
+                policy.min_amount_units.max(Amount::from_units(1))
+            ),
+        ));
+    }
+    if amount > policy.max_amount_units {
+        return Err(Refusal::new(
+            ErrorCode::AmountTooLarge,
+            format!("{field} must be at most {}", policy.max_amount_units),
+        ));
+    }
+    Ok(())
+}
+
 /// The costs of withdrawing `amount` whose transaction is expected to burn `network_native`
 /// (wei, sun), under `policy`, with the native coin priced at `rate`.
 pub fn withdrawal_costs(
@@ -83,21 +104,7 @@ pub fn withdrawal_costs(
     network_native: Amount,
     rate: Rate,
 ) -> Result<Costs, Refusal> {
-    if amount.is_zero() || amount < policy.min_amount_units {
-        return Err(Refusal::new(
-            ErrorCode::AmountTooSmall,
-            format!(
-                "amount_units must be at least {}",
-                policy.min_amount_units.max(Amount::from_units(1))
-            ),
-        ));
-    }
-    if amount > policy.max_amount_units {
-        return Err(Refusal::new(
-            ErrorCode::AmountTooLarge,
-            format!("amount_units must be at most {}", policy.max_amount_units),
-        ));
-    }
+    check_limits(policy, amount, "amount_units")?;
     let network = mul_div_ceil(
         network_native.units(),
         rate.asset_units.units(),

@@ -116,6 +116,28 @@ pub fn create_quote(
     Ok(quote)
 }
 
+/// A quote may be executed once, before it expires: 409 `QUOTE_ALREADY_USED` /
+/// `QUOTE_EXPIRED` otherwise (decisions §7).
+pub fn check_quote_usable(
+    used_at: Option<Timestamp>,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> Result<(), Refusal> {
+    if used_at.is_some() {
+        return Err(Refusal::new(
+            ErrorCode::QuoteAlreadyUsed,
+            "this quote was used already",
+        ));
+    }
+    if now >= expires_at {
+        return Err(Refusal::new(
+            ErrorCode::QuoteExpired,
+            "this quote has expired",
+        ));
+    }
+    Ok(())
+}
+
 /// Ids [`execute`] needs, drawn by the caller.
 #[derive(Debug, Clone, Copy)]
 pub struct ExecuteIds {
@@ -161,14 +183,7 @@ pub fn execute(
     let quote = tx
         .quote(tenant, quote_id)?
         .ok_or_else(|| Refusal::not_found("quote"))?;
-    if quote.used_at.is_some() {
-        return Err(
-            Refusal::new(ErrorCode::QuoteAlreadyUsed, "this quote was used already").into(),
-        );
-    }
-    if now >= quote.expires_at {
-        return Err(Refusal::new(ErrorCode::QuoteExpired, "this quote has expired").into());
-    }
+    check_quote_usable(quote.used_at, quote.expires_at, now)?;
     if asset.network != quote.network || asset.code != quote.asset {
         return Err(CoreError::Invariant(format!(
             "quote {} is for {} {}, not {} {}",

@@ -13,7 +13,9 @@ pub mod settle;
 use serde::Serialize;
 
 pub use costs::{mul_div_ceil, withdrawal_costs, Costs, FeePolicy, Rate, BPS};
-pub use flow::{create_quote, execute, on_outgoing, ExecuteIds, HotWallet, QuoteRequest};
+pub use flow::{
+    check_quote_usable, create_quote, execute, on_outgoing, ExecuteIds, HotWallet, QuoteRequest,
+};
 pub use record::{
     Quote, QuoteView, Withdrawal, WithdrawalReads, WithdrawalRepo, WithdrawalStep, WithdrawalView,
     QUOTE_LIFETIME_MS,

@@ -4,6 +4,7 @@
 pub(crate) mod admin;
 mod catalog;
 mod deposits;
+mod execution;
 mod pricing;
 mod swaps;
 mod transfers;

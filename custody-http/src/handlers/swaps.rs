@@ -20,7 +20,6 @@ use crate::dispatch::Call;
 use crate::idempotent;
 use crate::input::{self, Fields};
 use crate::reply::Reply;
-use crate::second_factor;
 use crate::state::AppState;
 
 /// Seconds a client should wait when the chain cannot price or take a swap.
@@ -230,28 +229,8 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let quote_id = quote_id
         .and_then(|q| Uuid::parse_str(&q).ok())
         .ok_or_else(|| Refusal::validation("quote_id", "must be a UUID"))?;
-    let credential = call.credential();
-    let tenant = credential.tenant.clone();
-    // A retry of an executed request replays its stored answer (decisions §6) without asking
-    // for the second factors again: its one-time code was used by the first execution.
-    let key = call
-        .headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let executed = match key {
-        Some(key) => {
-            let (t, now) = (tenant.clone(), state.clock.now());
-            read(state.store.as_ref(), move |tx| {
-                Ok(tx.idempotency_record(&t, &key, now)?.is_some())
-            })
-            .await?
-        }
-        None => false,
-    };
-    if !executed {
-        second_factor::check(state, credential, &call.headers).await?;
-    }
+    let tenant = call.credential().tenant.clone();
+    super::execution::second_factors_unless_replay(state, call).await?;
     let t = tenant.clone();
     let quote = read(state.store.as_ref(), move |tx| {
         Ok(tx.swap_quote(&t, quote_id)?)
@@ -273,19 +252,9 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
         return Err(unavailable("no [bsc] endpoint is configured").into());
     };
     let hot = hot.clone();
-    // The nonce allocator is seeded once from the chain; afterwards it is the truth.
-    let address = hot.address.clone();
-    let seeded = read(state.store.as_ref(), move |tx| {
-        Ok(tx.next_nonce(Network::Bsc, &address)?)
-    })
-    .await?;
-    let seed = match seeded {
-        Some(n) => Some(n),
-        None => sender
-            .confirmed_nonce(&hot.address)
-            .await
-            .map_err(|e| unavailable(e.message))?,
-    };
+    let seed = super::execution::nonce_seed(state, Network::Bsc, sender, &hot.address)
+        .await?
+        .map_err(|e| unavailable(e.message))?;
     let e = state.entropy.as_ref();
     let ids = SwapExecuteIds {
         swap: new_uuid(e),
