@@ -2,8 +2,8 @@
 //! (which checks broadcasts as a node does, pools them and executes them into its blocks),
 //! paying TRX and USDT from the hot wallet through the outgoing-transaction engine and
 //! following them to 19 confirmations; a TRC20 transfer that reverts on chain ends `failed`
-//! with the hold released; a transaction that expired unseen is rebuilt only after its
-//! expiration, and the destination is paid once.
+//! with the hold released; a transaction that expired unseen is rebuilt only once the head is
+//! past its expiration by the confirmation depth, and the destination is paid once.
 
 use custody_e2e::receiver::set_config;
 use custody_e2e::tron_api::TronApi;
@@ -232,8 +232,9 @@ fn an_expired_transaction_is_rebuilt_only_after_its_expiration_and_paid_once() {
     let sent: std::collections::BTreeSet<_> = s.api.broadcasts().into_iter().collect();
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(s.get(&id)["tx_hash"], first.as_str());
-    // Past the expiration, unseen: a new transaction.
-    s.api.append_empty(10);
+    // Past the expiration by the confirmation depth (19 blocks: a fork can no longer hold it),
+    // unseen: a new transaction.
+    s.api.append_empty(30);
     let rebuilt = s.custody.wait_for(60, "a rebuilt transaction", || {
         let h = s.get(&id)["tx_hash"].as_str()?.to_owned();
         (h != first).then_some(h)

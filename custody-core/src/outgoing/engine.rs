@@ -29,13 +29,20 @@ pub struct EnginePolicy {
     pub rebroadcast_after_ms: i64,
     /// How long the broadcaster waits between two looks at a transaction in flight.
     pub check_every_ms: i64,
+    /// TRON: how far past an attempt's expiration the node's head must be before the attempt
+    /// counts as void. The head is not final: a competing fork could still hold a block from
+    /// before the expiration that includes it, so the proof waits for the confirmation depth.
+    pub expiry_margin_ms: i64,
 }
 
 impl EnginePolicy {
     /// Defaults for `network`: BSC blocks every 3 s, TRON every 3 s with a 60 s lifetime.
     pub fn defaults(network: Network, confirmations: u32) -> Self {
-        let _ = network;
         EnginePolicy {
+            expiry_margin_ms: match network {
+                Network::Tron => i64::from(confirmations) * TRON_BLOCK_MS,
+                Network::Bsc => 0,
+            },
             confirmations,
             replace_after_ms: 60_000,
             bump_percent: 12,
@@ -45,6 +52,9 @@ impl EnginePolicy {
         }
     }
 }
+
+/// TRON produces a block every 3 s.
+const TRON_BLOCK_MS: i64 = 3_000;
 
 /// What the chain says now, gathered by the broadcaster for one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,7 +171,7 @@ pub fn decide(
         if refused && tx.network == Network::Bsc && age >= policy.replace_after_ms {
             return Decision::Reprice;
         }
-        if refused && tx.network == Network::Tron && tron_void(tx, obs) {
+        if refused && tx.network == Network::Tron && tron_void(tx, obs, policy) {
             let reason = latest
                 .last_answer
                 .as_deref()
@@ -206,7 +216,7 @@ pub fn decide(
         }
         Network::Tron => {
             let expired = latest.expires_at_ms.is_some_and(|at| obs.head_time_ms > at);
-            if tron_void(tx, obs) {
+            if tron_void(tx, obs, policy) {
                 return Decision::Rebuild;
             }
             if rebroadcast && !expired {
@@ -217,14 +227,14 @@ pub fn decide(
     }
 }
 
-/// TRON: the newest attempt expired on chain (the head block is past its expiration) and the
-/// node knows none of the attempts; every earlier one expired before it did, so none of them
-/// can ever be included.
-fn tron_void(tx: &OutgoingTx, obs: &Observation) -> bool {
+/// TRON: the newest attempt expired on chain (the head block is past its expiration by the
+/// confirmation depth, so no fork can still include it) and the node knows none of the
+/// attempts; every earlier one expired before it did, so none of them can ever be included.
+fn tron_void(tx: &OutgoingTx, obs: &Observation, policy: &EnginePolicy) -> bool {
     let expired = tx
         .latest()
         .and_then(|a| a.expires_at_ms)
-        .is_some_and(|at| obs.head_time_ms > at);
+        .is_some_and(|at| obs.head_time_ms > at.saturating_add(policy.expiry_margin_ms));
     expired && obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown))
 }
 
@@ -239,6 +249,8 @@ pub fn refusal_waits_for_funds(reason: &str) -> bool {
         "bandwith_error",
         "bandwidth",
         "does not exist",
+        // java-tron's catch-all, also for its own transient failures: rebuild, do not fail.
+        "other_error",
     ]
     .iter()
     .any(|k| r.contains(k))
@@ -608,5 +620,27 @@ mod tests {
                 gas_price_wei: 1_000
             })
         );
+    }
+
+    #[test]
+    fn tron_waits_the_confirmation_depth_past_an_expiration_before_rebuilding() {
+        let policy = EnginePolicy::defaults(Network::Tron, 19);
+        assert_eq!(policy.expiry_margin_ms, 57_000);
+        let mut t = tx(Network::Tron);
+        t.attempts.push(attempt("a", 0, Some(0), Some(60_000)));
+        t.status = OutStatus::Sent;
+        // Past the expiration on a head a fork could still replace: not yet.
+        let early = obs(40, 100_000, vec![TxLookup::Unknown]);
+        assert!(matches!(
+            decide(&t, Some(&early), &policy, at(200_000)),
+            Decision::Wait { .. }
+        ));
+        let late = obs(60, 117_001, vec![TxLookup::Unknown]);
+        assert_eq!(
+            decide(&t, Some(&late), &policy, at(200_000)),
+            Decision::Rebuild
+        );
+        // java-tron's catch-all is not a verdict on the transaction: rebuild, do not fail.
+        assert!(refusal_waits_for_funds("OTHER_ERROR: internal error"));
     }
 }
