@@ -15,6 +15,8 @@
 
 mod engine;
 pub mod funds;
+#[cfg(test)]
+mod proptests;
 
 pub use engine::{
     decide, final_status, refusal_waits_for_funds, repriced, Decision, EnginePolicy, Observation,
