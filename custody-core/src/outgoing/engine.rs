@@ -195,6 +195,11 @@ pub fn decide(
     match tx.network {
         Network::Bsc => {
             if latest.last_answer.as_deref() == Some(ANSWER_NONCE_USED) && !pending {
+                if rebroadcast {
+                    // The answer may be stale (a reorganization can free the nonce again):
+                    // offer the same bytes once more, which refreshes it. Nothing new is signed.
+                    return Decision::Broadcast;
+                }
                 return Decision::Stuck {
                     reason: format!(
                         "nonce {} of {} was used by a transaction that is none of this payment's {} attempts",
@@ -496,9 +501,14 @@ mod tests {
         t.status = OutStatus::Sent;
         let o = obs(10, 0, vec![TxLookup::Unknown]);
         assert!(matches!(
-            decide(&t, Some(&o), &policy(), at(600_000)),
+            decide(&t, Some(&o), &policy(), at(1_000)),
             Decision::Stuck { .. }
         ));
+        // Later the same bytes are offered again (the answer refreshed), never new ones.
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(600_000)),
+            Decision::Broadcast
+        );
     }
 
     #[test]

@@ -178,6 +178,7 @@ impl Chain {
                 block_hash: b.hash.clone(),
                 succeeded: self.succeeds,
                 fee_native: Amount::from_units(1),
+                moves: Vec::new(),
             });
         }
         if self.node_pool.contains(hash) {
@@ -588,6 +589,11 @@ impl Sim {
                 }
                 self.tx.next_check_at = now.plus_millis(self.policy.replace_after_ms);
             }
+            Decision::Fail { reason } => {
+                // TRON only, once every attempt is void: nothing of it can be included.
+                self.tx.failure_reason = Some(reason.clone());
+                self.transition(OutStatus::Failed, reason)?;
+            }
             Decision::Wait { until } => self.tx.next_check_at = until,
         }
         if self.checks.legal {
@@ -769,6 +775,7 @@ fn policy() -> impl Strategy<Value = EnginePolicy> {
                 gas_price_cap_wei: CAP,
                 rebroadcast_after_ms: rebroadcast,
                 check_every_ms: check,
+                expiry_margin_ms: i64::from(confirmations) * BLOCK_MS,
             },
         )
 }
@@ -860,7 +867,7 @@ proptest! {
     /// Property 1 where producers keep void TRON bytes: fails (see
     /// `a_short_reorg_after_a_tron_rebuild_does_not_pay_twice`).
     #[test]
-    #[ignore = "finding: TRON Rebuild on a head that a short reorganization can undo pays twice"]
+    #[ignore = "open finding: a block after missed slots can jump past expiry + margin, and a one-block reorg can bring back a head before the expiration; the fix is to judge expiry on the block at confirmation depth (needs its time in Observation)"]
     fn never_paid_twice_when_producers_keep_void_bytes(
         case in case(true).prop_map(|c| Case { network: Network::Tron, ..c }),
         events in prop::collection::vec(event(true, true), 0..120),
@@ -882,8 +889,14 @@ proptest! {
         let checks = Checks { final_depth: true, ..Checks::default() };
         let mut sim = run(&case, &events, checks)?;
         let _ = sim.settle(400);
-        if sim.tx.status.is_terminal() {
+        if sim.tx.status.is_terminal() && sim.tx.included.is_some() {
             sim.check_still_final(false)?;
+        }
+        if sim.tx.status == OutStatus::Failed && sim.tx.included.is_none() {
+            // Failed before any inclusion (a TRON refusal, every attempt void): none is on chain.
+            for a in &sim.tx.attempts {
+                prop_assert!(sim.chain.block_of(&a.hash).is_none(), "failed but {} is on chain", a.hash);
+            }
         }
     }
 
@@ -930,7 +943,6 @@ proptest! {
     /// Property 5 with reorganizations: fails on BSC (see
     /// `a_stale_nonce_used_answer_after_a_reorg_does_not_stop_the_payment`).
     #[test]
-    #[ignore = "finding: a stale nonce_used answer keeps a BSC payment stuck forever after a reorg"]
     fn final_once_faults_stop_with_reorgs(case in case(false), events in events(true)) {
         let mut sim = run(&case, &events, Checks::ALL)?;
         sim.settle(1_500)?;
@@ -945,6 +957,7 @@ fn fixed_policy(confirmations: u32) -> EnginePolicy {
         gas_price_cap_wei: CAP,
         rebroadcast_after_ms: 5_000,
         check_every_ms: 1_000,
+        expiry_margin_ms: i64::from(confirmations) * BLOCK_MS,
     }
 }
 
@@ -956,7 +969,6 @@ fn fixed_policy(confirmations: u32) -> EnginePolicy {
 /// although the nonce is free and A's stored bytes would simply be mined. `last_answer` only
 /// changes on a broadcast, and `Stuck` never broadcasts.
 #[test]
-#[ignore = "finding: a stale nonce_used answer keeps a BSC payment stuck forever after a reorg"]
 fn a_stale_nonce_used_answer_after_a_reorg_does_not_stop_the_payment() {
     let mut sim = Sim::new(Network::Bsc, fixed_policy(2), 1_000, true);
     for e in [
@@ -982,7 +994,6 @@ fn a_stale_nonce_used_answer_after_a_reorg_does_not_stop_the_payment() {
 /// shallower than the confirmation depth, brings back a head at or before A's expiration: a
 /// producer still holding A's bytes includes A and B in the next block.
 #[test]
-#[ignore = "finding: TRON Rebuild on a head that a short reorganization can undo pays twice"]
 fn a_short_reorg_after_a_tron_rebuild_does_not_pay_twice() {
     let mut sim = Sim::new(Network::Tron, fixed_policy(3), 1_000, true);
     sim.apply(&Event::Step { race: false }).unwrap();
@@ -993,8 +1004,8 @@ fn a_short_reorg_after_a_tron_rebuild_does_not_pay_twice() {
     sim.apply(&Event::Step { race: false }).unwrap();
     assert_eq!(
         sim.tx.attempts.len(),
-        2,
-        "rebuilt on a head past A's expiration"
+        1,
+        "no rebuild while a reorganization shallower than the depth could bring A back"
     );
     sim.apply(&Event::Reorg {
         depth: 1,
