@@ -608,6 +608,24 @@ impl ChainSender for BscSender {
         ))
     }
 
+    async fn block_time(&self, number: u64) -> Result<Option<i64>, PortError> {
+        let block = self
+            .chain
+            .rpc()
+            .call(
+                "eth_getBlockByNumber",
+                json!([format!("{number:#x}"), false]),
+            )
+            .await?;
+        if block.is_null() {
+            return Ok(None);
+        }
+        let seconds = codec::quantity_u64(field(&block, "timestamp")?).map_err(malformed)?;
+        Ok(Some(
+            i64::try_from(seconds.saturating_mul(1_000)).unwrap_or(i64::MAX),
+        ))
+    }
+
     async fn balances(
         &self,
         address: &str,

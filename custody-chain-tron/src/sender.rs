@@ -783,6 +783,20 @@ impl ChainSender for TronSender {
         Ok((header.number, header.timestamp_ms))
     }
 
+    async fn block_time(&self, number: u64) -> Result<Option<i64>, PortError> {
+        let Some(block) = self.client.block_head_by_num(number).await? else {
+            return Ok(None);
+        };
+        let header = scan::header_of(&block.block_id, block.block_header.as_ref())?;
+        if header.number != number {
+            return Err(PortError::permanent(
+                "tron",
+                format!("asked for block {number}, got block {}", header.number),
+            ));
+        }
+        Ok(Some(header.timestamp_ms))
+    }
+
     async fn balances(
         &self,
         address_text: &str,

@@ -277,6 +277,16 @@ impl Broadcaster {
     /// What the chain says about every attempt now.
     async fn observe(&self, out: &OutgoingTx) -> CoreResult<Observation> {
         let (head_number, head_time_ms) = self.sender.head().await?;
+        // TRON expirations are judged on the block at confirmation depth.
+        let final_time_ms = if out.network == Network::Tron {
+            let depth = u64::from(self.policy.confirmations.max(1)) - 1;
+            match head_number.checked_sub(depth) {
+                Some(n) => self.sender.block_time(n).await?,
+                None => None,
+            }
+        } else {
+            None
+        };
         let mut lookups = Vec::with_capacity(out.attempts.len());
         for a in &out.attempts {
             lookups.push(self.sender.lookup(&a.hash).await?);
@@ -284,6 +294,7 @@ impl Broadcaster {
         Ok(Observation {
             head_number,
             head_time_ms,
+            final_time_ms,
             lookups,
         })
     }

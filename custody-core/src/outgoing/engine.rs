@@ -29,20 +29,13 @@ pub struct EnginePolicy {
     pub rebroadcast_after_ms: i64,
     /// How long the broadcaster waits between two looks at a transaction in flight.
     pub check_every_ms: i64,
-    /// TRON: how far past an attempt's expiration the node's head must be before the attempt
-    /// counts as void. The head is not final: a competing fork could still hold a block from
-    /// before the expiration that includes it, so the proof waits for the confirmation depth.
-    pub expiry_margin_ms: i64,
 }
 
 impl EnginePolicy {
     /// Defaults for `network`: BSC blocks every 3 s, TRON every 3 s with a 60 s lifetime.
     pub fn defaults(network: Network, confirmations: u32) -> Self {
+        let _ = network;
         EnginePolicy {
-            expiry_margin_ms: match network {
-                Network::Tron => i64::from(confirmations) * TRON_BLOCK_MS,
-                Network::Bsc => 0,
-            },
             confirmations,
             replace_after_ms: 60_000,
             bump_percent: 12,
@@ -53,14 +46,14 @@ impl EnginePolicy {
     }
 }
 
-/// TRON produces a block every 3 s.
-const TRON_BLOCK_MS: i64 = 3_000;
-
 /// What the chain says now, gathered by the broadcaster for one transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
     pub head_number: u64,
     pub head_time_ms: i64,
+    /// TRON: the time of the block at confirmation depth (`head − confirmations + 1`), which
+    /// no reorganization shallower than the depth can replace; `None` when not read.
+    pub final_time_ms: Option<i64>,
     /// One per attempt, in the attempts' order.
     pub lookups: Vec<TxLookup>,
 }
@@ -171,7 +164,7 @@ pub fn decide(
         if refused && tx.network == Network::Bsc && age >= policy.replace_after_ms {
             return Decision::Reprice;
         }
-        if refused && tx.network == Network::Tron && tron_void(tx, obs, policy) {
+        if refused && tx.network == Network::Tron && tron_void(tx, obs) {
             let reason = latest
                 .last_answer
                 .as_deref()
@@ -221,7 +214,7 @@ pub fn decide(
         }
         Network::Tron => {
             let expired = latest.expires_at_ms.is_some_and(|at| obs.head_time_ms > at);
-            if tron_void(tx, obs, policy) {
+            if tron_void(tx, obs) {
                 return Decision::Rebuild;
             }
             if rebroadcast && !expired {
@@ -232,14 +225,16 @@ pub fn decide(
     }
 }
 
-/// TRON: the newest attempt expired on chain (the head block is past its expiration by the
-/// confirmation depth, so no fork can still include it) and the node knows none of the
-/// attempts; every earlier one expired before it did, so none of them can ever be included.
-fn tron_void(tx: &OutgoingTx, obs: &Observation, policy: &EnginePolicy) -> bool {
+/// TRON: the newest attempt expired on chain — the block at confirmation depth is past its
+/// expiration, so every block a reorganization shallower than the depth could add is too (the
+/// head alone is not final: a competing fork could still hold a block from before the
+/// expiration that includes it) — and the node knows none of the attempts; every earlier one
+/// expired before it did, so none of them can ever be included.
+fn tron_void(tx: &OutgoingTx, obs: &Observation) -> bool {
     let expired = tx
         .latest()
         .and_then(|a| a.expires_at_ms)
-        .is_some_and(|at| obs.head_time_ms > at.saturating_add(policy.expiry_margin_ms));
+        .is_some_and(|at| obs.final_time_ms.is_some_and(|t| t > at));
     expired && obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown))
 }
 
@@ -385,10 +380,13 @@ mod tests {
         }
     }
 
+    /// An observation whose block at confirmation depth has the head's time (a chain that
+    /// stopped a while ago).
     fn obs(head: u64, head_time: i64, lookups: Vec<TxLookup>) -> Observation {
         Observation {
             head_number: head,
             head_time_ms: head_time,
+            final_time_ms: Some(head_time),
             lookups,
         }
     }
@@ -635,17 +633,25 @@ mod tests {
     #[test]
     fn tron_waits_the_confirmation_depth_past_an_expiration_before_rebuilding() {
         let policy = EnginePolicy::defaults(Network::Tron, 19);
-        assert_eq!(policy.expiry_margin_ms, 57_000);
         let mut t = tx(Network::Tron);
         t.attempts.push(attempt("a", 0, Some(0), Some(60_000)));
         t.status = OutStatus::Sent;
-        // Past the expiration on a head a fork could still replace: not yet.
-        let early = obs(40, 100_000, vec![TxLookup::Unknown]);
+        // The head is past the expiration, the block at depth is not: a fork could still
+        // replace the head with blocks that include the attempt.
+        let mut early = obs(40, 100_000, vec![TxLookup::Unknown]);
+        early.final_time_ms = Some(59_000);
         assert!(matches!(
             decide(&t, Some(&early), &policy, at(200_000)),
             Decision::Wait { .. }
         ));
-        let late = obs(60, 117_001, vec![TxLookup::Unknown]);
+        // Not read (the node lacks it): no proof either.
+        early.final_time_ms = None;
+        assert!(matches!(
+            decide(&t, Some(&early), &policy, at(200_000)),
+            Decision::Wait { .. }
+        ));
+        let mut late = obs(60, 117_000, vec![TxLookup::Unknown]);
+        late.final_time_ms = Some(60_001);
         assert_eq!(
             decide(&t, Some(&late), &policy, at(200_000)),
             Decision::Rebuild

@@ -273,6 +273,11 @@ pub trait ChainSender: Send + Sync {
     /// The newest block's number and timestamp (ms), to judge confirmations and expirations.
     async fn head(&self) -> Result<(u64, i64), PortError>;
 
+    /// The timestamp (ms) of the block at `number` on the node's chain, `None` when it has
+    /// none: the engine judges a TRON expiration on the block at confirmation depth, which no
+    /// shallower reorganization can replace.
+    async fn block_time(&self, number: u64) -> Result<Option<i64>, PortError>;
+
     /// The native balance of `address` and, for a token, its token balance: (native, token).
     async fn balances(
         &self,

@@ -218,6 +218,10 @@ impl ChainSender for ScriptedChain {
         Ok((*self.head.lock().unwrap(), T0))
     }
 
+    async fn block_time(&self, number: u64) -> Result<Option<i64>, PortError> {
+        Ok((number <= *self.head.lock().unwrap()).then_some(T0))
+    }
+
     async fn balances(
         &self,
         _: &str,
