@@ -53,17 +53,34 @@ fn token_of(asset: &Asset, wrapped: &str) -> String {
     asset.contract.clone().unwrap_or_else(|| wrapped.to_owned())
 }
 
-/// A router failure: a node that cannot be reached is a 503, a revert (no pool) is `None`.
+/// A router failure: a revert of the router ("no pool", "insufficient liquidity") means the
+/// path cannot be quoted; anything else (a node that cannot be reached, a router that fails its
+/// configuration check, a malformed answer) is a 503.
 fn no_pool(e: PortError) -> Result<(), Refusal> {
-    if e.retry == Retry::Transient {
-        Err(unavailable(e.message))
-    } else {
+    if e.retry == Retry::Permanent && e.message.starts_with("the router refused") {
         Ok(())
+    } else {
+        tracing::warn!(error = %e.message, "the DEX router cannot quote");
+        Err(unavailable(e.message))
     }
 }
 
-/// The route: the direct pair if the router gives something for it, else through the wrapped
-/// coin (decisions §12). Returns (asset codes, router path, expected output).
+/// What the router gives for `amount_in` along `path`, or `None` when it has no pool for it.
+async fn quote_path(
+    dex: &dyn DexRouter,
+    path: &[String],
+    amount_in: Amount,
+) -> Result<Option<Amount>, Refusal> {
+    match dex.amounts_out(amount_in, path).await {
+        Ok(amounts) => Ok(amounts.last().copied().filter(|a| !a.is_zero())),
+        Err(e) => no_pool(e).map(|()| None),
+    }
+}
+
+/// The route (decisions §12): the direct pair or the path through the wrapped coin, whichever
+/// the router gives more for — a direct pool with almost no liquidity (anyone can create one)
+/// must not win over a deep route through WBNB. Returns (asset codes, router path, expected
+/// output).
 async fn route(
     dex: &dyn DexRouter,
     wrapped: &str,
@@ -73,34 +90,32 @@ async fn route(
 ) -> Result<(Vec<String>, Vec<String>, Amount), Refusal> {
     let (t_in, t_out) = (token_of(asset_in, wrapped), token_of(asset_out, wrapped));
     let direct = vec![t_in.clone(), t_out.clone()];
-    match dex.amounts_out(amount_in, &direct).await {
-        Ok(amounts) if amounts.last().is_some_and(|a| !a.is_zero()) => {
-            let out = *amounts.last().expect("checked");
-            return Ok((
-                vec![asset_in.code.clone(), asset_out.code.clone()],
-                direct,
-                out,
-            ));
-        }
-        Ok(_) => {}
-        Err(e) => no_pool(e)?,
-    }
+    let mut best = quote_path(dex, &direct, amount_in).await?.map(|out| {
+        (
+            vec![asset_in.code.clone(), asset_out.code.clone()],
+            direct,
+            out,
+        )
+    });
     let native_end = asset_in.contract.is_none() || asset_out.contract.is_none();
     if !native_end {
         let via = vec![t_in, wrapped.to_owned(), t_out];
-        match dex.amounts_out(amount_in, &via).await {
-            Ok(amounts) if amounts.last().is_some_and(|a| !a.is_zero()) => {
-                let out = *amounts.last().expect("checked");
+        if let Some(out) = quote_path(dex, &via, amount_in).await? {
+            if best
+                .as_ref()
+                .is_none_or(|(_, _, direct_out)| out > *direct_out)
+            {
                 let codes = vec![
                     asset_in.code.clone(),
                     "BNB".to_owned(),
                     asset_out.code.clone(),
                 ];
-                return Ok((codes, via, out));
+                best = Some((codes, via, out));
             }
-            Ok(_) => {}
-            Err(e) => no_pool(e)?,
         }
+    }
+    if let Some(found) = best {
+        return Ok(found);
     }
     Err(Refusal::new(
         ErrorCode::UnsupportedPair,
