@@ -188,3 +188,53 @@ pub fn start_broadcasters(
         background.spawn("broadcaster", move |stop| b.run(stop));
     }
 }
+
+/// One sweeper per network that can send and has sweeping on (`[sweeps] interval_ms` > 0).
+pub fn start_sweepers(
+    background: &mut Background,
+    chains: &Chains,
+    config: &Config,
+    catalog: &AssetCatalog,
+    hot_wallets: &BTreeMap<Network, custody_core::withdrawal::HotWallet>,
+    native_rates: &BTreeMap<custody_core::AssetId, custody_core::withdrawal::Rate>,
+    ports: EnginePorts,
+) -> Result<(), String> {
+    if config.sweeps.interval_ms == 0 {
+        return Ok(());
+    }
+    let (store, _signer, clock, entropy) = ports;
+    let catalog = Arc::new(catalog.clone());
+    for (&network, sender) in &chains.senders {
+        let Some(hot) = hot_wallets.get(&network) else {
+            continue;
+        };
+        let prices = custody_cli::runtime::sweeper::NativePrices {
+            dex: match (network, &chains.dex) {
+                (Network::Bsc, Some(dex)) => Some((
+                    Arc::clone(dex),
+                    config.swaps.router_settings()?.wrapped_native,
+                )),
+                _ => None,
+            },
+            fixed: native_rates
+                .iter()
+                .filter(|(id, _)| id.network == network)
+                .map(|(id, r)| (id.clone(), *r))
+                .collect(),
+        };
+        let sweeper = custody_cli::runtime::sweeper::Sweeper {
+            network,
+            sender: Arc::clone(sender),
+            store: Arc::clone(&store),
+            clock: Arc::clone(&clock),
+            entropy: Arc::clone(&entropy),
+            catalog: Arc::clone(&catalog),
+            hot: hot.clone(),
+            policies: config.sweeps.policies(&catalog, network)?,
+            prices,
+            interval: Duration::from_millis(config.sweeps.interval_ms.max(100)),
+        };
+        background.spawn("sweeper", move |stop| sweeper.run(stop));
+    }
+    Ok(())
+}

@@ -287,6 +287,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     let swap_pairs = config.swap_pairs(&catalog)?;
     let fee_policies = config.fee_policies(&catalog)?;
     let native_rates = config.native_rates(&catalog)?;
+    let native_rates_for_sweeps = native_rates.clone();
     let (store, unlocked) = open_store(dir, &config)?;
     if unlocked.insecure {
         warn_insecure();
@@ -395,6 +396,20 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 Arc::new(OsEntropy),
             ),
         );
+        crate::chains::start_sweepers(
+            &mut background,
+            &chains,
+            &config,
+            &catalog,
+            &hot_wallets,
+            &native_rates_for_sweeps,
+            (
+                Arc::clone(&store),
+                Arc::clone(&signer),
+                Arc::clone(&clock),
+                Arc::new(OsEntropy),
+            ),
+        )?;
         let pruner = Pruner {
             store: Arc::clone(&store),
             clock,

@@ -19,6 +19,8 @@ pub struct Config {
     #[serde(default)]
     pub swaps: SwapsConfig,
     #[serde(default)]
+    pub sweeps: SweepsConfig,
+    #[serde(default)]
     pub webhooks: crate::webhooks::WebhooksConfig,
     /// Withdrawal fee policies per (network, asset) (decisions §11); a catalog asset without
     /// one gets [`default_fee_policy`].
@@ -508,6 +510,117 @@ impl SwapsConfig {
     }
 }
 
+/// `[sweeps]`: moving deposit addresses' funds to the hot wallet (decisions §13).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepsConfig {
+    /// Time between two rounds of the sweeper of each network; 0 turns sweeping off.
+    #[serde(default = "default_sweep_interval_ms")]
+    pub interval_ms: u64,
+    /// An amount is swept only when it is at least this many times the cost of moving it.
+    #[serde(default = "default_cost_multiple")]
+    pub cost_multiple: u32,
+    /// The most one treasury funding may send a deposit address, per network (smallest units
+    /// of the native coin): a fee spike cannot drain the hot wallet into deposit addresses.
+    #[serde(default = "default_bsc_funding_max_units")]
+    pub bsc_funding_max_units: String,
+    #[serde(default = "default_tron_funding_max_units")]
+    pub tron_funding_max_units: String,
+    /// Per-asset minimums; an asset without one is swept above one whole coin or token
+    /// (10^decimals units).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<SweepPolicyConfig>,
+}
+
+/// `[[sweeps.policies]]`: amounts of `asset` at or below `min_units` stay on their address.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepPolicyConfig {
+    pub network: Network,
+    pub asset: String,
+    pub min_units: String,
+}
+
+fn default_sweep_interval_ms() -> u64 {
+    60_000
+}
+
+fn default_cost_multiple() -> u32 {
+    10
+}
+
+fn default_bsc_funding_max_units() -> String {
+    // 0.01 BNB: a token transfer's gas at up to about 100 gwei.
+    "10000000000000000".into()
+}
+
+fn default_tron_funding_max_units() -> String {
+    // 50 TRX: a USDT transfer to a new holder burning its energy, plus activation.
+    "50000000".into()
+}
+
+impl Default for SweepsConfig {
+    fn default() -> Self {
+        SweepsConfig {
+            interval_ms: default_sweep_interval_ms(),
+            cost_multiple: default_cost_multiple(),
+            bsc_funding_max_units: default_bsc_funding_max_units(),
+            tron_funding_max_units: default_tron_funding_max_units(),
+            policies: Vec::new(),
+        }
+    }
+}
+
+impl SweepsConfig {
+    /// The sweep policy of every catalog asset of `network`, by asset code.
+    pub fn policies(
+        &self,
+        catalog: &AssetCatalog,
+        network: Network,
+    ) -> Result<std::collections::BTreeMap<String, custody_core::sweep::SweepPolicy>, String> {
+        let units = |key: &str, v: &str| {
+            custody_core::Amount::parse_units(v).map_err(|e| format!("[sweeps] {key} = {v:?}: {e}"))
+        };
+        let funding_max_native = match network {
+            Network::Bsc => units("bsc_funding_max_units", &self.bsc_funding_max_units)?,
+            Network::Tron => units("tron_funding_max_units", &self.tron_funding_max_units)?,
+        };
+        for p in &self.policies {
+            if catalog.get(p.network, &p.asset).is_none() {
+                return Err(format!(
+                    "[[sweeps.policies]] {} {}: not an asset of the catalog",
+                    p.network, p.asset
+                ));
+            }
+        }
+        let mut out = std::collections::BTreeMap::new();
+        for asset in catalog.of_network(network) {
+            let min_units = match self
+                .policies
+                .iter()
+                .find(|p| p.network == network && p.asset == asset.code)
+            {
+                Some(p) => units("min_units", &p.min_units)
+                    .map_err(|e| format!("[[sweeps.policies]] {} {}: {e}", p.network, p.asset))?,
+                None => custody_core::Amount::from_units(
+                    10u128
+                        .checked_pow(u32::from(asset.decimals))
+                        .unwrap_or(u128::MAX),
+                ),
+            };
+            out.insert(
+                asset.code.clone(),
+                custody_core::sweep::SweepPolicy {
+                    min_units,
+                    cost_multiple: self.cost_multiple,
+                    funding_max_native,
+                },
+            );
+        }
+        Ok(out)
+    }
+}
+
 impl Config {
     /// The defaults: mainnet catalog, no endpoints configured.
     pub fn default_for_init() -> Self {
@@ -546,6 +659,7 @@ impl Config {
             bsc: chain(Network::Bsc, 1_000),
             tron: chain(Network::Tron, 3_000),
             swaps: SwapsConfig::default(),
+            sweeps: SweepsConfig::default(),
             webhooks: crate::webhooks::WebhooksConfig::default(),
             fee_policies: Vec::new(),
             native_rates: Vec::new(),
@@ -558,6 +672,11 @@ impl Config {
     /// block id. Called on every load, so `serve` refuses to start with them.
     pub fn validate(&self) -> Result<(), String> {
         self.swaps.router_settings()?;
+        if let Ok(catalog) = self.catalog() {
+            for network in Network::ALL {
+                self.sweeps.policies(&catalog, network)?;
+            }
+        }
         for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
             chain.sending.validate(section)?;
             if chain.confirmations < 1 {

@@ -22,8 +22,10 @@ pub mod network;
 pub mod outbox;
 pub mod outgoing;
 pub mod ports;
+pub mod pricing;
 pub mod secret;
 pub mod swap;
+pub mod sweep;
 pub mod tenant;
 #[cfg(feature = "test-utils")]
 pub mod testing;

@@ -75,3 +75,8 @@ fn swaps() {
 fn outgoing() {
     block_on(conformance::outgoing_suite(make));
 }
+
+#[test]
+fn sweeps() {
+    block_on(conformance::sweep_suite(make));
+}

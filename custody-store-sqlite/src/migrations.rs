@@ -47,6 +47,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0010_withdrawals_newest_first.sql"),
     ),
     ("0011_swaps", include_str!("../migrations/0011_swaps.sql")),
+    ("0012_sweeps", include_str!("../migrations/0012_sweeps.sql")),
 ];
 
 pub fn latest_version() -> usize {

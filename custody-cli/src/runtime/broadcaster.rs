@@ -64,6 +64,9 @@ fn purpose_switch(purpose: Purpose) -> &'static str {
         Purpose::Withdrawal => "kill_switch.withdrawals",
         // An approval only serves a swap: it stops with swaps.
         Purpose::Swap | Purpose::Approval => "kill_switch.swaps",
+        // The treasury's own moves have no switch of their own: the global one and the
+        // network's maintenance stop them.
+        Purpose::Sweep | Purpose::Funding => "kill_switch.global",
     }
 }
 
@@ -164,11 +167,12 @@ impl Broadcaster {
                 // What the payment moves first: a token payment the wallet cannot cover cannot
                 // even be priced (the node's estimate reverts), and must still raise the alert.
                 if !self.can_fund(&mut out, Amount::ZERO, now).await? {
-                    return self.check_later(out, now).await;
+                    return self.unfunded(out, now).await;
                 }
                 let estimate = self.sender.price(&out.from, &out.payment).await?;
-                if !self.can_fund(&mut out, estimate.max_native, now).await? {
-                    return self.check_later(out, now).await;
+                let fee = fee_to_hold(&out, &estimate);
+                if !self.can_fund(&mut out, fee, now).await? {
+                    return self.unfunded(out, now).await;
                 }
                 self.sign_store_send(out, estimate.bid).await
             }
@@ -213,11 +217,12 @@ impl Broadcaster {
                 // A new TRON transaction: priced afresh (bandwidth, activation, energy), as the
                 // first one was.
                 if !self.can_fund(&mut out, Amount::ZERO, now).await? {
-                    return self.check_later(out, now).await;
+                    return self.unfunded(out, now).await;
                 }
                 let estimate = self.sender.price(&out.from, &out.payment).await?;
-                if !self.can_fund(&mut out, estimate.max_native, now).await? {
-                    return self.check_later(out, now).await;
+                let fee = fee_to_hold(&out, &estimate);
+                if !self.can_fund(&mut out, fee, now).await? {
+                    return self.unfunded(out, now).await;
                 }
                 self.sign_store_send(out, estimate.bid).await
             }
@@ -358,7 +363,9 @@ impl Broadcaster {
         ) else {
             return Ok(true);
         };
-        if !out.last_note_starts_with(HOT_WALLET_SHORT) {
+        // A sweep's sender is a deposit address, not a hot wallet: it fails and is planned
+        // again (`unfunded`), nobody needs to fund it.
+        if out.purpose != Purpose::Sweep && !out.last_note_starts_with(HOT_WALLET_SHORT) {
             tracing::warn!(network = %self.network, outgoing = %out.id, %why, "hot wallet cannot fund a payment");
             let (id, reference) = (new_uuid(self.entropy.as_ref()), out.reference_id);
             let (kind, purpose) = (out.purpose.as_str(), out.purpose);
@@ -545,6 +552,20 @@ impl Broadcaster {
         self.save(out).await
     }
 
+    /// A first attempt the sender cannot fund. A hot wallet waits to be funded; a sweep's
+    /// deposit address no longer holds what its plan assumed (the fee rose since): nothing was
+    /// signed, so it fails now and the sweeper plans afresh.
+    async fn unfunded(&self, mut out: OutgoingTx, now: Timestamp) -> CoreResult<()> {
+        if out.purpose != Purpose::Sweep {
+            return self.check_later(out, now).await;
+        }
+        let reason = "the address no longer covers the planned sweep and its fee".to_owned();
+        out.failure_reason = Some(reason.clone());
+        out.transition(OutStatus::Failed, reason, now)
+            .map_err(CoreError::Invariant)?;
+        self.save(out).await
+    }
+
     async fn check_later(&self, mut out: OutgoingTx, now: Timestamp) -> CoreResult<()> {
         out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
         self.save(out).await
@@ -566,9 +587,20 @@ impl Broadcaster {
                 tx.release_outgoing(out.id, lease)?;
             }
             custody_core::withdrawal::on_outgoing(tx, entropy.as_ref(), &out, &native, depth, now)?;
-            custody_core::swap::on_outgoing(tx, entropy.as_ref(), &out, &native, now)
+            custody_core::swap::on_outgoing(tx, entropy.as_ref(), &out, &native, now)?;
+            custody_core::sweep::on_outgoing(tx, entropy.as_ref(), &out, &native, now)
         })
         .await
+    }
+}
+
+/// What the sender must hold for the fee: the worst a hot wallet's payment may burn; for a
+/// sweep, the fee its plan left behind (a native sweep sends everything else).
+fn fee_to_hold(out: &OutgoingTx, estimate: &custody_core::ports::sender::FeeEstimate) -> Amount {
+    if out.purpose == Purpose::Sweep {
+        estimate.expected_native
+    } else {
+        estimate.max_native
     }
 }
 

@@ -57,17 +57,32 @@ impl HoldingsCheck {
         shutdown: &watch::Receiver<bool>,
     ) -> CoreResult<Option<HoldingsReport>> {
         let network = self.network;
-        let (addresses, credited) = read(self.store.as_ref(), move |tx| {
+        let native = self
+            .catalog
+            .native(network)
+            .map(|a| a.code.clone())
+            .unwrap_or_default();
+        let (addresses, credited, flows) = read(self.store.as_ref(), move |tx| {
             Ok((
                 tx.wallet_addresses(network)?,
                 tx.credited_by_address(network)?,
+                tx.sweep_flows(network, &native)?,
             ))
         })
         .await?;
-        let credited: HashMap<(String, String), Amount> = credited
+        // What the books say each address holds: its credited deposits, plus what treasury
+        // fundings brought, less what sweeps took away and the fees they burned there.
+        let mut credited: HashMap<(String, String), Amount> = credited
             .into_iter()
             .map(|(address, asset, units)| ((address, asset), units))
             .collect();
+        for f in flows {
+            let e = credited.entry((f.address, f.asset)).or_default();
+            *e = e
+                .checked_add(f.arrived)
+                .and_then(|v| v.checked_sub(f.left))
+                .unwrap_or(Amount::ZERO);
+        }
         let mut report = HoldingsReport::default();
         for address in addresses {
             if *shutdown.borrow() {

@@ -19,6 +19,7 @@ pub mod broadcaster;
 pub mod holdings;
 pub mod pruner;
 pub mod scanner;
+pub mod sweeper;
 pub mod system;
 pub mod webhooks;
 

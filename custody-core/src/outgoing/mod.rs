@@ -41,16 +41,29 @@ pub enum Purpose {
     Swap,
     /// An `approve` of the router, sent ahead of the swap it serves (its reference).
     Approval,
+    /// A deposit address's funds moved to the hot wallet (`crate::sweep`); sent from the
+    /// deposit address.
+    Sweep,
+    /// Native coin the hot wallet sends a deposit address for a token sweep's fee.
+    Funding,
 }
 
 impl Purpose {
-    pub const ALL: [Purpose; 3] = [Purpose::Withdrawal, Purpose::Swap, Purpose::Approval];
+    pub const ALL: [Purpose; 5] = [
+        Purpose::Withdrawal,
+        Purpose::Swap,
+        Purpose::Approval,
+        Purpose::Sweep,
+        Purpose::Funding,
+    ];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Purpose::Withdrawal => "withdrawal",
             Purpose::Swap => "swap",
             Purpose::Approval => "approval",
+            Purpose::Sweep => "sweep",
+            Purpose::Funding => "treasury_funding",
         }
     }
 

@@ -25,6 +25,7 @@ pub trait ReadTx:
     + crate::outgoing::OutgoingReads
     + crate::withdrawal::WithdrawalReads
     + crate::swap::SwapReads
+    + crate::sweep::SweepReads
     + crate::admin::AlertReads
     + crate::admin::ControlReads
 {
@@ -42,6 +43,7 @@ impl<T> ReadTx for T where
         + crate::outgoing::OutgoingReads
         + crate::withdrawal::WithdrawalReads
         + crate::swap::SwapReads
+        + crate::sweep::SweepReads
         + crate::admin::AlertReads
         + crate::admin::ControlReads
 {
@@ -65,6 +67,7 @@ pub trait WriteTx:
     + crate::outgoing::OutgoingRepo
     + crate::withdrawal::WithdrawalRepo
     + crate::swap::SwapRepo
+    + crate::sweep::SweepRepo
     + crate::admin::AlertRepo
     + crate::admin::ControlRepo
 {
@@ -85,6 +88,7 @@ impl<T> WriteTx for T where
         + crate::outgoing::OutgoingRepo
         + crate::withdrawal::WithdrawalRepo
         + crate::swap::SwapRepo
+        + crate::sweep::SweepRepo
         + crate::admin::AlertRepo
         + crate::admin::ControlRepo
 {

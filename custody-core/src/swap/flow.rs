@@ -429,7 +429,7 @@ pub fn on_outgoing(
     match out.purpose {
         Purpose::Approval => on_approval(tx, out),
         Purpose::Swap => on_swap(tx, entropy, out, native, now),
-        Purpose::Withdrawal => Ok(()),
+        Purpose::Withdrawal | Purpose::Sweep | Purpose::Funding => Ok(()),
     }
 }
 

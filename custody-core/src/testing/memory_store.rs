@@ -150,6 +150,8 @@ struct State {
     swap_quotes: Vec<crate::swap::SwapQuote>,
     swaps: Vec<crate::swap::Swap>,
     allowances: Vec<crate::swap::Allowance>,
+    sweeps: Vec<crate::sweep::Sweep>,
+    fundings: Vec<crate::sweep::Funding>,
 }
 
 impl State {
@@ -1517,5 +1519,150 @@ impl ChainReads for Tx {
             .blocks
             .get(&(network, number))
             .map(|(hash, _)| hash.clone()))
+    }
+}
+
+// ---- sweeps and treasury fundings ----
+
+impl crate::sweep::SweepRepo for Tx {
+    fn insert_sweep(&mut self, sweep: &crate::sweep::Sweep) -> Result<(), PortError> {
+        let all = &self.state.sweeps;
+        if all.iter().any(|x| x.id == sweep.id) {
+            return Err(constraint(format!("sweep {} exists", sweep.id)));
+        }
+        if all
+            .iter()
+            .any(|x| x.network == sweep.network && x.address == sweep.address && x.status.is_open())
+        {
+            return Err(constraint("one open sweep per (network, address)"));
+        }
+        self.state.sweeps.push(sweep.clone());
+        Ok(())
+    }
+
+    fn update_sweep(&mut self, sweep: &crate::sweep::Sweep) -> Result<(), PortError> {
+        let Some(stored) = self.state.sweeps.iter_mut().find(|x| x.id == sweep.id) else {
+            return Err(PortError::permanent(
+                "store",
+                format!("sweep {} does not exist", sweep.id),
+            ));
+        };
+        stored.amount = sweep.amount;
+        stored.status = sweep.status;
+        stored.funding_id = sweep.funding_id;
+        stored.outgoing_id = sweep.outgoing_id;
+        stored.fee_native = sweep.fee_native;
+        stored.tx_hash = sweep.tx_hash.clone();
+        stored.block_number = sweep.block_number;
+        stored.failure_reason = sweep.failure_reason.clone();
+        stored.history = sweep.history.clone();
+        stored.updated_at = sweep.updated_at;
+        Ok(())
+    }
+
+    fn insert_funding(&mut self, funding: &crate::sweep::Funding) -> Result<(), PortError> {
+        if self.state.fundings.iter().any(|x| x.id == funding.id) {
+            return Err(constraint(format!(
+                "treasury funding {} exists",
+                funding.id
+            )));
+        }
+        self.state.fundings.push(funding.clone());
+        Ok(())
+    }
+
+    fn update_funding(&mut self, funding: &crate::sweep::Funding) -> Result<(), PortError> {
+        let Some(stored) = self.state.fundings.iter_mut().find(|x| x.id == funding.id) else {
+            return Err(PortError::permanent(
+                "store",
+                format!("treasury funding {} does not exist", funding.id),
+            ));
+        };
+        stored.status = funding.status;
+        stored.fee_native = funding.fee_native;
+        stored.tx_hash = funding.tx_hash.clone();
+        stored.block_number = funding.block_number;
+        stored.failure_reason = funding.failure_reason.clone();
+        stored.history = funding.history.clone();
+        stored.updated_at = funding.updated_at;
+        Ok(())
+    }
+}
+
+impl crate::sweep::SweepReads for Tx {
+    fn sweep_by_id(&mut self, id: Uuid) -> Result<Option<crate::sweep::Sweep>, PortError> {
+        Ok(self.state.sweeps.iter().find(|x| x.id == id).cloned())
+    }
+
+    fn funding_by_id(&mut self, id: Uuid) -> Result<Option<crate::sweep::Funding>, PortError> {
+        Ok(self.state.fundings.iter().find(|x| x.id == id).cloned())
+    }
+
+    fn open_sweep_at(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<crate::sweep::Sweep>, PortError> {
+        Ok(self
+            .state
+            .sweeps
+            .iter()
+            .find(|x| x.network == network && x.address == address && x.status.is_open())
+            .cloned())
+    }
+
+    fn sweeps_awaiting_transfer(
+        &mut self,
+        network: Network,
+    ) -> Result<Vec<crate::sweep::Sweep>, PortError> {
+        let mut out: Vec<_> = self
+            .state
+            .sweeps
+            .iter()
+            .filter(|x| {
+                x.network == network
+                    && x.status == crate::sweep::SweepStatus::Funding
+                    && x.outgoing_id.is_none()
+            })
+            .cloned()
+            .collect();
+        out.sort_by_key(|x| (x.created_at, x.id));
+        Ok(out)
+    }
+
+    fn list_sweeps(&mut self, limit: usize) -> Result<Vec<crate::sweep::Sweep>, PortError> {
+        let mut all = self.state.sweeps.clone();
+        all.sort_by_key(|x| Reverse((x.created_at, x.id)));
+        all.truncate(limit);
+        Ok(all)
+    }
+
+    fn list_fundings(&mut self, limit: usize) -> Result<Vec<crate::sweep::Funding>, PortError> {
+        let mut all = self.state.fundings.clone();
+        all.sort_by_key(|x| Reverse((x.created_at, x.id)));
+        all.truncate(limit);
+        Ok(all)
+    }
+
+    fn sweep_flows(
+        &mut self,
+        network: Network,
+        native: &str,
+    ) -> Result<Vec<crate::sweep::AddressFlow>, PortError> {
+        let sweeps: Vec<_> = self
+            .state
+            .sweeps
+            .iter()
+            .filter(|x| x.network == network)
+            .cloned()
+            .collect();
+        let fundings: Vec<_> = self
+            .state
+            .fundings
+            .iter()
+            .filter(|x| x.network == network)
+            .cloned()
+            .collect();
+        Ok(crate::sweep::flows(&sweeps, &fundings, native))
     }
 }

@@ -140,6 +140,26 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
                 .collect();
             Ok(super::list(&data, has_more))
         }
+        "sweeps" => {
+            let mut rows = read(state.store.as_ref(), move |tx| {
+                Ok(tx.list_sweeps(limit + 1)?)
+            })
+            .await?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
+            let data: Vec<_> = rows.iter().map(|s| s.view()).collect();
+            Ok(super::list(&data, has_more))
+        }
+        "treasury-fundings" => {
+            let mut rows = read(state.store.as_ref(), move |tx| {
+                Ok(tx.list_fundings(limit + 1)?)
+            })
+            .await?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
+            let data: Vec<_> = rows.iter().map(|f| f.view()).collect();
+            Ok(super::list(&data, has_more))
+        }
         "treasuries" => {
             // One row per network (never more than a page): balances read from the chain now.
             let rows = custody_core::treasury::rows(

@@ -5,7 +5,6 @@ pub(crate) mod admin;
 mod catalog;
 mod deposits;
 mod execution;
-mod pricing;
 mod swaps;
 mod transfers;
 mod wallets;

@@ -196,7 +196,7 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let wrapped = router.wrapped_native.as_str();
     let (codes, path, expected) =
         route(dex.as_ref(), wrapped, &asset_in, &asset_out, amount_in).await?;
-    let rate = super::pricing::native_rate(dex.as_ref(), wrapped, &asset_in)
+    let rate = custody_core::pricing::native_rate(dex.as_ref(), wrapped, &asset_in)
         .await
         .map_err(unavailable)?;
     let payment = Payment::Swap {

@@ -138,7 +138,7 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
             let (Some(dex), Some(router)) = (state.dex.as_ref(), state.swap_router.as_ref()) else {
                 return Err(unavailable(network, "no DEX router to price the network cost").into());
             };
-            super::pricing::native_rate(dex.as_ref(), &router.wrapped_native, &asset)
+            custody_core::pricing::native_rate(dex.as_ref(), &router.wrapped_native, &asset)
                 .await
                 .map_err(|why| unavailable(network, why))?
         }

@@ -9,6 +9,7 @@ mod ledger;
 mod outbox;
 mod outgoing;
 mod swaps;
+mod sweeps;
 mod wallets;
 mod webhooks;
 mod withdrawals;

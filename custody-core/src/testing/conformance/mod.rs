@@ -23,6 +23,7 @@ mod idempotency;
 mod ledger;
 mod outgoing;
 mod swap;
+mod sweep;
 mod transactions;
 mod wallet;
 mod webhook;
@@ -50,6 +51,7 @@ pub use ledger::{
 };
 pub use outgoing::outgoing_suite;
 pub use swap::swap_suite;
+pub use sweep::sweep_suite;
 pub use transactions::transactions_suite;
 pub use wallet::wallet_suite;
 pub use webhook::webhook_suite;
@@ -69,6 +71,7 @@ pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
     outgoing_suite(&make).await;
     withdrawal_suite(&make).await;
     swap_suite(&make).await;
+    sweep_suite(&make).await;
 }
 
 /// Announces a case, then runs it: on a failure, the last name printed is the failing case.

@@ -1,10 +1,11 @@
 //! What the native coin costs in a token, for the network cost of a token withdrawal or swap
-//! (decisions §11, §12): on BSC the DEX router's own quote of one BNB.
+//! (decisions §11, §12) and the cost test of a token sweep (§13): on BSC the DEX router's own
+//! quote of one BNB.
 
-use custody_core::amount::Amount;
-use custody_core::asset::Asset;
-use custody_core::ports::dex::DexRouter;
-use custody_core::withdrawal::Rate;
+use crate::amount::Amount;
+use crate::asset::Asset;
+use crate::ports::dex::DexRouter;
+use crate::withdrawal::Rate;
 
 /// One BNB in wei: the amount the router prices BNB at in a token.
 const ONE_BNB: u128 = 1_000_000_000_000_000_000;

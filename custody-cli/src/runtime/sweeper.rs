@@ -1,0 +1,351 @@
+//! The sweeper of one network: every round, it moves what deposit addresses hold to the hot
+//! wallet (decisions §13), through the outgoing-transaction engine (the broadcaster sends what
+//! it creates). The rules are the core's (`custody_core::sweep`); this loop reads the chain,
+//! asks the core, and writes the plan in one job:
+//!
+//! 1. funded sweeps whose funding is final get their token transfer (never on the funding's
+//!    mere inclusion: a reorganization could take the gas back);
+//! 2. every address with credited deposits and no open sweep is planned: tokens first (they
+//!    need the address's native coin for gas, which a native sweep would take), then the
+//!    native coin.
+//!
+//! Nothing is planned while `kill_switch.global` or `maintenance.<NETWORK>` is on. A crash
+//! between two rounds loses nothing: a sweep and its first transaction are created together,
+//! at most one sweep is open per address (a constraint), and the engine never pays twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use custody_core::admin::restricted;
+use custody_core::chain::ChainAddress;
+use custody_core::error::CoreResult;
+use custody_core::ports::clock::new_uuid;
+use custody_core::ports::dex::DexRouter;
+use custody_core::ports::sender::{ChainSender, Payment};
+use custody_core::ports::store::{read, write};
+use custody_core::ports::{Clock, Entropy, Store};
+use custody_core::sweep::{
+    create_sweep, plan_native, plan_token, start_funded_sweep, Plan, SweepIds, SweepOrder,
+    SweepPolicy, SweepSource, TokenFacts,
+};
+use custody_core::withdrawal::{mul_div_ceil, HotWallet, Rate};
+use custody_core::{Amount, Asset, AssetCatalog, Network};
+use tokio::sync::watch;
+
+/// Where the price of the native coin in a token comes from, for the cost test of a token
+/// sweep: the DEX router on BSC, configured rates on TRON.
+#[derive(Clone, Default)]
+pub struct NativePrices {
+    pub dex: Option<(Arc<dyn DexRouter>, String)>,
+    pub fixed: BTreeMap<custody_core::AssetId, Rate>,
+}
+
+impl NativePrices {
+    async fn rate(&self, asset: &Asset) -> Option<Rate> {
+        if let Some(rate) = self.fixed.get(&asset.id()) {
+            return Some(*rate);
+        }
+        let (dex, wrapped) = self.dex.as_ref()?;
+        custody_core::pricing::native_rate(dex.as_ref(), wrapped, asset)
+            .await
+            .ok()
+    }
+}
+
+pub struct Sweeper {
+    pub network: Network,
+    pub sender: Arc<dyn ChainSender>,
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub entropy: Arc<dyn Entropy>,
+    pub catalog: Arc<AssetCatalog>,
+    pub hot: HotWallet,
+    /// By asset code; an asset without one is never swept.
+    pub policies: BTreeMap<String, SweepPolicy>,
+    pub prices: NativePrices,
+    pub interval: Duration,
+}
+
+/// What one round did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Round {
+    pub transfers_started: usize,
+    pub sweeps_planned: usize,
+}
+
+impl Sweeper {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        tracing::info!(network = %self.network, "sweeper started");
+        loop {
+            match self.round().await {
+                Ok(r) if r != Round::default() => {
+                    tracing::info!(network = %self.network, planned = r.sweeps_planned, transfers = r.transfers_started, "sweeper round");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(network = %self.network, error = %e, "sweeper round failed")
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(self.interval) => {}
+                _ = shutdown.changed() => break,
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+        }
+        tracing::info!(network = %self.network, "sweeper stopped");
+    }
+
+    pub async fn round(&self) -> CoreResult<Round> {
+        let network = self.network;
+        let maintenance = format!("maintenance.{network}");
+        let (stopped, waiting, credited) = read(self.store.as_ref(), move |tx| {
+            Ok((
+                restricted(tx, &maintenance)?,
+                tx.sweeps_awaiting_transfer(network)?,
+                tx.credited_by_address(network)?,
+            ))
+        })
+        .await?;
+        let mut round = Round::default();
+        if stopped {
+            return Ok(round);
+        }
+        for sweep in waiting {
+            if self.start_transfer(sweep).await? {
+                round.transfers_started += 1;
+            }
+        }
+        let addresses: BTreeSet<String> = credited.into_iter().map(|(a, _, _)| a).collect();
+        for address in addresses {
+            match self.plan_address(&address).await {
+                Ok(true) => round.sweeps_planned += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(network = %network, %address, error = %e, "sweep not planned")
+                }
+            }
+        }
+        Ok(round)
+    }
+
+    /// The token transfer of a funded sweep, once its funding is final.
+    async fn start_transfer(&self, sweep: custody_core::sweep::Sweep) -> CoreResult<bool> {
+        let Some(funding_id) = sweep.funding_id else {
+            return Ok(false);
+        };
+        let funded = read(self.store.as_ref(), move |tx| {
+            Ok(tx
+                .funding_by_id(funding_id)?
+                .is_some_and(|f| f.status == custody_core::sweep::FundingStatus::Confirmed))
+        })
+        .await?;
+        if !funded {
+            return Ok(false);
+        }
+        let Some(asset) = self.catalog.get(self.network, &sweep.asset).cloned() else {
+            return Ok(false);
+        };
+        let (_, token) = self
+            .sender
+            .balances(&sweep.address, asset.contract.as_deref())
+            .await?;
+        let amount = token.unwrap_or(Amount::ZERO).max(sweep.amount);
+        let seed = self.sender.confirmed_nonce(&sweep.address).await?;
+        let (id, outgoing, now) = (sweep.id, new_uuid(self.entropy.as_ref()), self.clock.now());
+        let started = write(self.store.as_ref(), move |tx| {
+            start_funded_sweep(tx, id, outgoing, &asset, amount, seed, now)
+        })
+        .await?;
+        Ok(started.is_some())
+    }
+
+    /// Plans the first asset of `address` worth sweeping; true when a sweep was created.
+    async fn plan_address(&self, address: &str) -> CoreResult<bool> {
+        let network = self.network;
+        let parsed = ChainAddress::parse(network, address).map_err(|e| {
+            custody_core::CoreError::Invariant(format!("stored address {address}: {e}"))
+        })?;
+        let owned = address.to_owned();
+        let (open, wallet) = read(self.store.as_ref(), move |tx| {
+            Ok((
+                tx.open_sweep_at(network, &owned)?.is_some(),
+                tx.wallet_by_address(network, &parsed)?,
+            ))
+        })
+        .await?;
+        let Some(wallet) = wallet else {
+            return Ok(false);
+        };
+        if open {
+            return Ok(false);
+        }
+        let source = SweepSource {
+            address: address.to_owned(),
+            path: wallet.path(),
+        };
+        // Tokens first: a native sweep would take the gas they need.
+        let mut assets: Vec<&Asset> = self.catalog.of_network(network).collect();
+        assets.sort_by_key(|a| a.contract.is_none());
+        for asset in assets {
+            let Some(policy) = self.policies.get(&asset.code) else {
+                continue;
+            };
+            let order = match &asset.contract {
+                Some(_) => self.plan_token_sweep(asset, &source, policy).await?,
+                None => self.plan_native_sweep(asset, &source, policy).await?,
+            };
+            let Some(order) = order else { continue };
+            let ids = SweepIds {
+                sweep: new_uuid(self.entropy.as_ref()),
+                outgoing: new_uuid(self.entropy.as_ref()),
+                funding: new_uuid(self.entropy.as_ref()),
+            };
+            let now = self.clock.now();
+            let created = write(self.store.as_ref(), move |tx| {
+                if custody_core::admin::restricted(tx, "kill_switch.global")? {
+                    return Ok(None);
+                }
+                create_sweep(tx, ids, &order, now)
+            })
+            .await?;
+            if let Some(s) = created {
+                tracing::info!(network = %network, sweep = %s.id, address = %s.address, asset = %s.asset, amount = %s.amount.units(), status = s.status.as_str(), "sweep planned");
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        Ok(false)
+    }
+
+    async fn plan_native_sweep(
+        &self,
+        asset: &Asset,
+        source: &SweepSource,
+        policy: &SweepPolicy,
+    ) -> CoreResult<Option<SweepOrder>> {
+        let (balance, _) = self.sender.balances(&source.address, None).await?;
+        if balance <= policy.min_units {
+            return Ok(None);
+        }
+        let estimate = self
+            .sender
+            .price(
+                &source.address,
+                &Payment::Native {
+                    to: self.hot.address.clone(),
+                    amount: balance,
+                },
+            )
+            .await?;
+        let plan = plan_native(balance, estimate.expected_native, policy);
+        self.order(
+            asset,
+            source,
+            plan,
+            estimate.expected_native,
+            &source.address,
+        )
+        .await
+    }
+
+    async fn plan_token_sweep(
+        &self,
+        asset: &Asset,
+        source: &SweepSource,
+        policy: &SweepPolicy,
+    ) -> CoreResult<Option<SweepOrder>> {
+        let contract = asset.contract.clone().unwrap_or_default();
+        let (native, token) = self
+            .sender
+            .balances(&source.address, Some(&contract))
+            .await?;
+        let token = token.unwrap_or(Amount::ZERO);
+        if token.is_zero() || token <= policy.min_units {
+            return Ok(None);
+        }
+        let estimate = self
+            .sender
+            .price(
+                &source.address,
+                &Payment::Token {
+                    contract,
+                    to: self.hot.address.clone(),
+                    amount: token,
+                },
+            )
+            .await?;
+        let mut cost_native = estimate.expected_native;
+        let needs_funding = native < estimate.max_native;
+        if needs_funding {
+            let funding = self
+                .sender
+                .price(
+                    &self.hot.address,
+                    &Payment::Native {
+                        to: source.address.clone(),
+                        amount: estimate.max_native.checked_sub(native).unwrap_or_default(),
+                    },
+                )
+                .await?;
+            cost_native = cost_native
+                .checked_add(funding.expected_native)
+                .unwrap_or(cost_native);
+        }
+        let cost_in_token = self.prices.rate(asset).await.and_then(|r| {
+            mul_div_ceil(
+                cost_native.units(),
+                r.asset_units.units(),
+                r.native_units.units(),
+            )
+            .map(Amount::from_units)
+        });
+        let plan = plan_token(
+            &TokenFacts {
+                token_balance: token,
+                native_balance: native,
+                fee_max_native: estimate.max_native,
+                cost_in_token,
+            },
+            policy,
+        );
+        let first_sender = if needs_funding {
+            self.hot.address.clone()
+        } else {
+            source.address.clone()
+        };
+        self.order(asset, source, plan, estimate.expected_native, &first_sender)
+            .await
+    }
+
+    /// The order of `plan`, with the nonce seed of the first transaction's sender; `None` for
+    /// a skip (logged).
+    async fn order(
+        &self,
+        asset: &Asset,
+        source: &SweepSource,
+        plan: Plan,
+        planned_fee_native: Amount,
+        first_sender: &str,
+    ) -> CoreResult<Option<SweepOrder>> {
+        if let Plan::Skip(why) = &plan {
+            tracing::debug!(network = %self.network, address = %source.address, asset = %asset.code, %why, "not swept");
+            return Ok(None);
+        }
+        let Some(native) = self.catalog.native(self.network) else {
+            return Ok(None);
+        };
+        let nonce_seed = self.sender.confirmed_nonce(first_sender).await?;
+        Ok(Some(SweepOrder {
+            asset: asset.clone(),
+            source: source.clone(),
+            hot: self.hot.clone(),
+            plan,
+            native: native.id(),
+            planned_fee_native,
+            nonce_seed,
+        }))
+    }
+}

@@ -1,0 +1,533 @@
+//! The sweep flow, each step one store transaction:
+//!
+//! - [`create_sweep`]: a plan becomes a sweep with its first outgoing transaction (the
+//!   address's own transfer to the hot wallet, or the hot wallet's funding of the address);
+//! - [`start_funded_sweep`]: once a funding is final, the token transfer it paid for;
+//! - [`on_outgoing`]: run in the broadcaster's transaction each time a sweep's or a funding's
+//!   outgoing transaction moves, booking what moved and every fee burned.
+
+use uuid::Uuid;
+
+use crate::amount::Amount;
+use crate::asset::{Asset, AssetId};
+use crate::error::{CoreError, CoreResult};
+use crate::ledger::{self, AccountKey, Leg, ReferenceType, SystemAccount, TxKind, TxMeta};
+use crate::network::Network;
+use crate::outgoing::{OutStatus, OutgoingTx, Purpose};
+use crate::ports::clock::{new_uuid, Entropy};
+use crate::ports::sender::Payment;
+use crate::ports::signer::HdPath;
+use crate::ports::store::WriteTx;
+use crate::time::Timestamp;
+use crate::withdrawal::HotWallet;
+
+use super::record::{Funding, Sweep, SweepStep};
+use super::{FundingStatus, Plan, SweepStatus};
+
+/// The deposit address a sweep empties.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepSource {
+    pub address: String,
+    pub path: HdPath,
+}
+
+/// Ids [`create_sweep`] needs, drawn by the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepIds {
+    pub sweep: Uuid,
+    pub outgoing: Uuid,
+    pub funding: Uuid,
+}
+
+/// A plan to carry out, with what the caller read from the chain.
+#[derive(Debug, Clone)]
+pub struct SweepOrder {
+    pub asset: Asset,
+    pub source: SweepSource,
+    pub hot: HotWallet,
+    pub plan: Plan,
+    /// The network's native coin (what a funding sends and fees are booked in).
+    pub native: AssetId,
+    /// What the sweep's transfer is expected to burn (native units).
+    pub planned_fee_native: Amount,
+    /// EVM: the confirmed nonce of the first transaction's sender (the address for a direct
+    /// sweep, the hot wallet for a funding), seeding the store's allocator the first time.
+    pub nonce_seed: Option<u64>,
+}
+
+fn nonce_of(
+    tx: &mut dyn WriteTx,
+    network: Network,
+    sender: &str,
+    seed: Option<u64>,
+) -> CoreResult<Option<u64>> {
+    Ok(match network {
+        Network::Bsc => Some(tx.allocate_nonce(network, sender, seed.unwrap_or(0))?),
+        Network::Tron => None,
+    })
+}
+
+fn transfer_of(asset: &Asset, to: &str, amount: Amount) -> Payment {
+    match &asset.contract {
+        None => Payment::Native {
+            to: to.to_owned(),
+            amount,
+        },
+        Some(contract) => Payment::Token {
+            contract: contract.clone(),
+            to: to.to_owned(),
+            amount,
+        },
+    }
+}
+
+/// Carries out `order`: `Ok(None)` when there is nothing to do (a skip, or an open sweep of
+/// the address already: one at a time).
+pub fn create_sweep(
+    tx: &mut dyn WriteTx,
+    ids: SweepIds,
+    order: &SweepOrder,
+    now: Timestamp,
+) -> CoreResult<Option<Sweep>> {
+    let network = order.asset.network;
+    let (amount, funding) = match order.plan {
+        Plan::Skip(_) => return Ok(None),
+        Plan::Sweep { amount } => (amount, None),
+        Plan::Fund { amount, funding } => (amount, Some(funding)),
+    };
+    if tx.open_sweep_at(network, &order.source.address)?.is_some() {
+        return Ok(None);
+    }
+    let mut sweep = Sweep {
+        id: ids.sweep,
+        network,
+        asset: order.asset.code.clone(),
+        address: order.source.address.clone(),
+        path: order.source.path,
+        to: order.hot.address.clone(),
+        amount,
+        status: SweepStatus::Planned,
+        funding_id: None,
+        outgoing_id: None,
+        planned_fee_native: order.planned_fee_native,
+        fee_native: None,
+        tx_hash: None,
+        block_number: None,
+        failure_reason: None,
+        history: Vec::new(),
+        created_at: now,
+        updated_at: now,
+    };
+    let mut funding_record = None;
+    match funding {
+        None => {
+            let nonce = nonce_of(tx, network, &order.source.address, order.nonce_seed)?;
+            tx.insert_outgoing(&OutgoingTx::new(
+                ids.outgoing,
+                network,
+                Purpose::Sweep,
+                ids.sweep,
+                order.source.address.clone(),
+                order.source.path,
+                transfer_of(&order.asset, &order.hot.address, amount),
+                nonce,
+                now,
+            ))?;
+            sweep.outgoing_id = Some(ids.outgoing);
+            sweep.history.push(SweepStep {
+                status: SweepStatus::Planned.as_str().into(),
+                tx_hash: None,
+                at: now.to_rfc3339(),
+                detail: String::new(),
+            });
+        }
+        Some(units) => {
+            let nonce = nonce_of(tx, network, &order.hot.address, order.nonce_seed)?;
+            tx.insert_outgoing(&OutgoingTx::new(
+                ids.outgoing,
+                network,
+                Purpose::Funding,
+                ids.funding,
+                order.hot.address.clone(),
+                order.hot.path,
+                Payment::Native {
+                    to: order.source.address.clone(),
+                    amount: units,
+                },
+                nonce,
+                now,
+            ))?;
+            funding_record = Some(Funding {
+                id: ids.funding,
+                network,
+                asset: order.native.code.clone(),
+                address: order.source.address.clone(),
+                from: order.hot.address.clone(),
+                amount: units,
+                sweep_id: ids.sweep,
+                outgoing_id: ids.outgoing,
+                status: FundingStatus::Planned,
+                fee_native: None,
+                tx_hash: None,
+                block_number: None,
+                failure_reason: None,
+                history: vec![SweepStep {
+                    status: FundingStatus::Planned.as_str().into(),
+                    tx_hash: None,
+                    at: now.to_rfc3339(),
+                    detail: format!("gas for sweep {}", ids.sweep),
+                }],
+                created_at: now,
+                updated_at: now,
+            });
+            sweep.status = SweepStatus::Funding;
+            sweep.funding_id = Some(ids.funding);
+            sweep.history.push(SweepStep {
+                status: SweepStatus::Funding.as_str().into(),
+                tx_hash: None,
+                at: now.to_rfc3339(),
+                detail: format!("waiting for treasury funding {}", ids.funding),
+            });
+        }
+    }
+    tx.insert_sweep(&sweep)?;
+    if let Some(f) = &funding_record {
+        tx.insert_funding(f)?;
+    }
+    Ok(Some(sweep))
+}
+
+/// Creates the token transfer of funded sweep `sweep_id` once its funding is confirmed, for
+/// `amount` (the address's token balance now: it can only have grown since the plan).
+/// `Ok(None)` when it is not ready (the funding not final yet) or was done already.
+pub fn start_funded_sweep(
+    tx: &mut dyn WriteTx,
+    sweep_id: Uuid,
+    outgoing_id: Uuid,
+    asset: &Asset,
+    amount: Amount,
+    nonce_seed: Option<u64>,
+    now: Timestamp,
+) -> CoreResult<Option<Sweep>> {
+    let Some(mut sweep) = tx.sweep_by_id(sweep_id)? else {
+        return Ok(None);
+    };
+    if sweep.status != SweepStatus::Funding || sweep.outgoing_id.is_some() {
+        return Ok(None);
+    }
+    let Some(funding_id) = sweep.funding_id else {
+        return Err(CoreError::Invariant(format!(
+            "sweep {} waits for a funding it does not name",
+            sweep.id
+        )));
+    };
+    let funded = tx
+        .funding_by_id(funding_id)?
+        .is_some_and(|f| f.status == FundingStatus::Confirmed);
+    if !funded {
+        return Ok(None);
+    }
+    if asset.code != sweep.asset || asset.network != sweep.network || amount < sweep.amount {
+        return Err(CoreError::Invariant(format!(
+            "sweep {} of {} {} cannot send {} {} {}",
+            sweep.id,
+            sweep.amount.units(),
+            sweep.asset,
+            amount.units(),
+            asset.network,
+            asset.code
+        )));
+    }
+    let nonce = nonce_of(tx, sweep.network, &sweep.address, nonce_seed)?;
+    tx.insert_outgoing(&OutgoingTx::new(
+        outgoing_id,
+        sweep.network,
+        Purpose::Sweep,
+        sweep.id,
+        sweep.address.clone(),
+        sweep.path,
+        transfer_of(asset, &sweep.to, amount),
+        nonce,
+        now,
+    ))?;
+    sweep.amount = amount;
+    sweep.outgoing_id = Some(outgoing_id);
+    sweep.note(format!("funding {funding_id} final: transfer created"), now);
+    tx.update_sweep(&sweep)?;
+    Ok(Some(sweep))
+}
+
+fn system(account: SystemAccount, asset: &AssetId) -> AccountKey {
+    AccountKey::system(account, asset.clone())
+}
+
+fn book(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    (reference_type, reference_id): (ReferenceType, Uuid),
+    kind: TxKind,
+    legs: &[Leg],
+    now: Timestamp,
+) -> CoreResult<()> {
+    let meta = TxMeta {
+        id: new_uuid(entropy),
+        reference_type,
+        reference_id,
+        created_at: now,
+    };
+    ledger::post(tx, &meta, kind, legs)?;
+    Ok(())
+}
+
+/// The fee an included transaction burned, booked as the house's expense, paid from `payer`.
+fn book_fee(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    reference: (ReferenceType, Uuid),
+    payer: SystemAccount,
+    native: &AssetId,
+    fee: Amount,
+    now: Timestamp,
+) -> CoreResult<()> {
+    if fee.is_zero() {
+        return Ok(());
+    }
+    book(
+        tx,
+        entropy,
+        reference,
+        TxKind::NetworkFee,
+        &[
+            Leg::debit(system(SystemAccount::NetworkFees, native), fee),
+            Leg::credit(system(payer, native), fee),
+        ],
+        now,
+    )
+}
+
+/// Brings the sweep or funding paid by `out` up to date with it, in the transaction that
+/// recorded `out`'s move. `native` is the network's native coin.
+pub fn on_outgoing(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    out: &OutgoingTx,
+    native: &AssetId,
+    now: Timestamp,
+) -> CoreResult<()> {
+    match out.purpose {
+        Purpose::Sweep => on_sweep(tx, entropy, out, native, now),
+        Purpose::Funding => on_funding(tx, entropy, out, native, now),
+        _ => Ok(()),
+    }
+}
+
+fn on_sweep(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    out: &OutgoingTx,
+    native: &AssetId,
+    now: Timestamp,
+) -> CoreResult<()> {
+    let Some(mut s) = tx.sweep_by_id(out.reference_id)? else {
+        return Err(CoreError::Invariant(format!(
+            "outgoing transaction {} pays sweep {}, which does not exist",
+            out.id, out.reference_id
+        )));
+    };
+    if !s.status.is_open() {
+        return Ok(());
+    }
+    let invariant = CoreError::Invariant;
+    let hash = out.visible_hash().map(str::to_owned);
+    let mut changed = hash != s.tx_hash;
+    s.tx_hash = hash;
+    let block = out.included.as_ref().map(|i| i.block_number);
+    changed |= block != s.block_number;
+    s.block_number = block;
+    // Something left for the chain (an inclusion proves it even of an attempt a node refused
+    // before a failover).
+    let sent = matches!(
+        out.status,
+        OutStatus::Sent | OutStatus::Included | OutStatus::Final
+    );
+    if sent && matches!(s.status, SweepStatus::Planned | SweepStatus::Funding) {
+        s.transition(SweepStatus::Broadcasted, "", now)
+            .map_err(invariant)?;
+        changed = true;
+    }
+    let reference = (ReferenceType::Sweep, s.id);
+    let asset = AssetId::new(s.network, s.asset.clone());
+    match out.status {
+        OutStatus::Final => {
+            let fee = out
+                .included
+                .as_ref()
+                .map(|i| i.fee_native)
+                .ok_or_else(|| CoreError::Invariant("final without an inclusion".into()))?;
+            book(
+                tx,
+                entropy,
+                reference,
+                TxKind::Sweep,
+                &[
+                    Leg::debit(system(SystemAccount::Treasury, &asset), s.amount),
+                    Leg::credit(system(SystemAccount::DepositClearing, &asset), s.amount),
+                ],
+                now,
+            )?;
+            book_fee(
+                tx,
+                entropy,
+                reference,
+                SystemAccount::DepositClearing,
+                native,
+                fee,
+                now,
+            )?;
+            s.fee_native = Some(fee);
+            s.transition(SweepStatus::Confirmed, "", now)
+                .map_err(invariant)?;
+            tx.update_sweep(&s)?;
+        }
+        OutStatus::Failed => {
+            let fee = out.included.as_ref().map(|i| i.fee_native);
+            if let Some(fee) = fee {
+                book_fee(
+                    tx,
+                    entropy,
+                    reference,
+                    SystemAccount::DepositClearing,
+                    native,
+                    fee,
+                    now,
+                )?;
+            }
+            s.fee_native = fee;
+            s.failure_reason = Some(
+                out.failure_reason
+                    .clone()
+                    .unwrap_or_else(|| "the transaction failed".into()),
+            );
+            let why = s.failure_reason.clone().unwrap_or_default();
+            s.transition(SweepStatus::Failed, why, now)
+                .map_err(invariant)?;
+            tx.update_sweep(&s)?;
+        }
+        _ => {
+            if changed {
+                s.updated_at = now;
+                tx.update_sweep(&s)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn on_funding(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    out: &OutgoingTx,
+    native: &AssetId,
+    now: Timestamp,
+) -> CoreResult<()> {
+    let Some(mut f) = tx.funding_by_id(out.reference_id)? else {
+        return Err(CoreError::Invariant(format!(
+            "outgoing transaction {} pays treasury funding {}, which does not exist",
+            out.id, out.reference_id
+        )));
+    };
+    if matches!(f.status, FundingStatus::Confirmed | FundingStatus::Failed) {
+        return Ok(());
+    }
+    let invariant = CoreError::Invariant;
+    let hash = out.visible_hash().map(str::to_owned);
+    let mut changed = hash != f.tx_hash;
+    f.tx_hash = hash;
+    let block = out.included.as_ref().map(|i| i.block_number);
+    changed |= block != f.block_number;
+    f.block_number = block;
+    let sent = matches!(
+        out.status,
+        OutStatus::Sent | OutStatus::Included | OutStatus::Final
+    );
+    if sent && f.status == FundingStatus::Planned {
+        f.transition(FundingStatus::Broadcasted, "", now)
+            .map_err(invariant)?;
+        changed = true;
+    }
+    let reference = (ReferenceType::TreasuryFunding, f.id);
+    match out.status {
+        OutStatus::Final => {
+            let fee = out
+                .included
+                .as_ref()
+                .map(|i| i.fee_native)
+                .ok_or_else(|| CoreError::Invariant("final without an inclusion".into()))?;
+            book(
+                tx,
+                entropy,
+                reference,
+                TxKind::TreasuryFunding,
+                &[
+                    Leg::debit(system(SystemAccount::DepositClearing, native), f.amount),
+                    Leg::credit(system(SystemAccount::Treasury, native), f.amount),
+                ],
+                now,
+            )?;
+            book_fee(
+                tx,
+                entropy,
+                reference,
+                SystemAccount::Treasury,
+                native,
+                fee,
+                now,
+            )?;
+            f.fee_native = Some(fee);
+            f.transition(FundingStatus::Confirmed, "", now)
+                .map_err(invariant)?;
+            Ok(tx.update_funding(&f)?)
+        }
+        OutStatus::Failed => {
+            let fee = out.included.as_ref().map(|i| i.fee_native);
+            if let Some(fee) = fee {
+                book_fee(
+                    tx,
+                    entropy,
+                    reference,
+                    SystemAccount::Treasury,
+                    native,
+                    fee,
+                    now,
+                )?;
+            }
+            f.fee_native = fee;
+            let why = out
+                .failure_reason
+                .clone()
+                .unwrap_or_else(|| "the transaction failed".into());
+            f.failure_reason = Some(why.clone());
+            f.transition(FundingStatus::Failed, why.clone(), now)
+                .map_err(invariant)?;
+            tx.update_funding(&f)?;
+            // The sweep it paid for cannot go on: the next plan starts afresh.
+            if let Some(mut s) = tx.sweep_by_id(f.sweep_id)? {
+                if s.status.is_open() && s.outgoing_id.is_none() {
+                    let reason = format!("its treasury funding {} failed: {why}", f.id);
+                    s.failure_reason = Some(reason.clone());
+                    s.transition(SweepStatus::Failed, reason, now)
+                        .map_err(invariant)?;
+                    tx.update_sweep(&s)?;
+                }
+            }
+            Ok(())
+        }
+        _ => {
+            if changed {
+                f.updated_at = now;
+                tx.update_funding(&f)?;
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! [`SweepRepo`](crate::sweep::SweepRepo): sweeps and treasury fundings kept exactly, one open
+//! sweep per (network, address) by constraint, only their state moving on update, the funded
+//! sweeps still waiting for their transfer, every record listed newest first, and the flows
+//! of confirmed records per address.
+
+use std::sync::Arc;
+
+use crate::amount::Amount;
+use crate::network::Network;
+use crate::ports::signer::HdPath;
+use crate::ports::store::Store;
+use crate::sweep::{Funding, FundingStatus, Sweep, SweepStatus, SweepStep};
+
+use super::{assert_port_error, at, r, suite, uid, w};
+
+suite!(
+    /// Sweeps and treasury fundings.
+    sweep_suite {
+        sweeps_round_trip_and_only_their_state_moves,
+        one_open_sweep_per_address,
+        fundings_round_trip_and_funded_sweeps_wait_for_their_transfer,
+        sweeps_and_fundings_are_listed_newest_first,
+        flows_count_confirmed_records_per_address,
+    }
+);
+
+fn u(n: u128) -> Amount {
+    Amount::from_units(n)
+}
+
+fn sweep(n: u128, network: Network, address: &str, status: SweepStatus) -> Sweep {
+    Sweep {
+        id: uid(n),
+        network,
+        asset: "USDT".into(),
+        address: address.into(),
+        path: HdPath {
+            network,
+            account: 3,
+            index: 9,
+        },
+        to: "hot".into(),
+        amount: u(u128::MAX / 3),
+        status,
+        funding_id: None,
+        outgoing_id: Some(uid(n + 1_000)),
+        planned_fee_native: u(21_000),
+        fee_native: None,
+        tx_hash: None,
+        block_number: None,
+        failure_reason: None,
+        history: vec![SweepStep {
+            status: status.as_str().into(),
+            tx_hash: None,
+            at: "2026-11-24T00:00:00Z".into(),
+            detail: String::new(),
+        }],
+        created_at: at(i64::try_from(n).unwrap()),
+        updated_at: at(i64::try_from(n).unwrap()),
+    }
+}
+
+fn funding(n: u128, sweep_id: u128, status: FundingStatus) -> Funding {
+    Funding {
+        id: uid(n),
+        network: Network::Bsc,
+        asset: "BNB".into(),
+        address: "0xabc".into(),
+        from: "hot".into(),
+        amount: u(60_000),
+        sweep_id: uid(sweep_id),
+        outgoing_id: uid(n + 1_000),
+        status,
+        fee_native: None,
+        tx_hash: None,
+        block_number: None,
+        failure_reason: None,
+        history: Vec::new(),
+        created_at: at(i64::try_from(n).unwrap()),
+        updated_at: at(i64::try_from(n).unwrap()),
+    }
+}
+
+async fn sweeps_round_trip_and_only_their_state_moves(store: Arc<dyn Store>) {
+    let s = sweep(1, Network::Bsc, "0xabc", SweepStatus::Planned);
+    let stored = s.clone();
+    w(store.as_ref(), move |tx| tx.insert_sweep(&stored))
+        .await
+        .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.sweep_by_id(uid(1))).await,
+        Some(s.clone())
+    );
+    assert_eq!(r(store.as_ref(), |tx| tx.sweep_by_id(uid(2))).await, None);
+    let dup = s.clone();
+    assert_port_error(w(store.as_ref(), move |tx| tx.insert_sweep(&dup)).await);
+    let mut moved = s.clone();
+    moved.status = SweepStatus::Confirmed;
+    moved.fee_native = Some(u(20_000));
+    moved.tx_hash = Some("ab".repeat(32));
+    moved.block_number = Some(u64::MAX >> 1);
+    moved.failure_reason = Some("why".into());
+    moved.history.push(SweepStep {
+        status: "confirmed".into(),
+        tx_hash: Some("ab".repeat(32)),
+        at: "2026-11-24T00:01:00Z".into(),
+        detail: "d".into(),
+    });
+    moved.updated_at = at(99);
+    // What is swept and from where is fixed at insert.
+    let mut attempt = moved.clone();
+    attempt.address = "0xother".into();
+    attempt.asset = "BNB".into();
+    w(store.as_ref(), move |tx| tx.update_sweep(&attempt))
+        .await
+        .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.sweep_by_id(uid(1))).await,
+        Some(moved)
+    );
+    let missing = sweep(5, Network::Bsc, "0xabc", SweepStatus::Planned);
+    assert_port_error(w(store.as_ref(), move |tx| tx.update_sweep(&missing)).await);
+}
+
+async fn one_open_sweep_per_address(store: Arc<dyn Store>) {
+    let open = sweep(1, Network::Bsc, "0xabc", SweepStatus::Broadcasted);
+    w(store.as_ref(), move |tx| tx.insert_sweep(&open))
+        .await
+        .unwrap();
+    let second = sweep(2, Network::Bsc, "0xabc", SweepStatus::Planned);
+    assert_port_error(w(store.as_ref(), move |tx| tx.insert_sweep(&second)).await);
+    // Another address, or the same one on the other network, is another sweep.
+    let other = sweep(3, Network::Bsc, "0xdef", SweepStatus::Funding);
+    let tron = sweep(4, Network::Tron, "0xabc", SweepStatus::Planned);
+    w(store.as_ref(), move |tx| {
+        tx.insert_sweep(&other)?;
+        tx.insert_sweep(&tron)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.open_sweep_at(Network::Bsc, "0xabc"))
+            .await
+            .map(|s| s.id),
+        Some(uid(1))
+    );
+    // Ended, it no longer holds the address.
+    let mut done = sweep(1, Network::Bsc, "0xabc", SweepStatus::Failed);
+    done.updated_at = at(50);
+    w(store.as_ref(), move |tx| tx.update_sweep(&done))
+        .await
+        .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.open_sweep_at(Network::Bsc, "0xabc")).await,
+        None
+    );
+    let again = sweep(5, Network::Bsc, "0xabc", SweepStatus::Planned);
+    w(store.as_ref(), move |tx| tx.insert_sweep(&again))
+        .await
+        .unwrap();
+}
+
+async fn fundings_round_trip_and_funded_sweeps_wait_for_their_transfer(store: Arc<dyn Store>) {
+    let mut waiting = sweep(1, Network::Bsc, "0xabc", SweepStatus::Funding);
+    waiting.outgoing_id = None;
+    waiting.funding_id = Some(uid(10));
+    let mut started = sweep(2, Network::Bsc, "0xdef", SweepStatus::Funding);
+    started.funding_id = Some(uid(11));
+    let f = funding(10, 1, FundingStatus::Planned);
+    let (a, b, stored) = (waiting.clone(), started.clone(), f.clone());
+    w(store.as_ref(), move |tx| {
+        tx.insert_sweep(&a)?;
+        tx.insert_sweep(&b)?;
+        tx.insert_funding(&stored)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.funding_by_id(uid(10))).await,
+        Some(f.clone())
+    );
+    let dup = f.clone();
+    assert_port_error(w(store.as_ref(), move |tx| tx.insert_funding(&dup)).await);
+    let awaiting = r(store.as_ref(), |tx| {
+        tx.sweeps_awaiting_transfer(Network::Bsc)
+    })
+    .await;
+    assert_eq!(awaiting.iter().map(|s| s.id).collect::<Vec<_>>(), [uid(1)]);
+    assert!(r(store.as_ref(), |tx| tx
+        .sweeps_awaiting_transfer(Network::Tron))
+    .await
+    .is_empty());
+    let mut moved = f.clone();
+    moved.status = FundingStatus::Confirmed;
+    moved.fee_native = Some(u(21_000));
+    moved.tx_hash = Some("cd".repeat(32));
+    moved.block_number = Some(7);
+    moved.history.push(SweepStep {
+        status: "confirmed".into(),
+        tx_hash: None,
+        at: "x".into(),
+        detail: String::new(),
+    });
+    moved.updated_at = at(80);
+    let mut attempt = moved.clone();
+    attempt.amount = u(1);
+    w(store.as_ref(), move |tx| tx.update_funding(&attempt))
+        .await
+        .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.funding_by_id(uid(10))).await,
+        Some(moved)
+    );
+    // Its transfer created, the sweep no longer waits.
+    let mut with_transfer = waiting.clone();
+    with_transfer.outgoing_id = Some(uid(99));
+    with_transfer.amount = u(5);
+    w(store.as_ref(), move |tx| tx.update_sweep(&with_transfer))
+        .await
+        .unwrap();
+    assert!(r(store.as_ref(), |tx| tx
+        .sweeps_awaiting_transfer(Network::Bsc))
+    .await
+    .is_empty());
+    let missing = funding(12, 1, FundingStatus::Planned);
+    assert_port_error(w(store.as_ref(), move |tx| tx.update_funding(&missing)).await);
+}
+
+async fn sweeps_and_fundings_are_listed_newest_first(store: Arc<dyn Store>) {
+    w(store.as_ref(), move |tx| {
+        for n in 1..=3u128 {
+            tx.insert_sweep(&sweep(
+                n,
+                Network::Bsc,
+                &format!("0x{n}"),
+                SweepStatus::Planned,
+            ))?;
+            tx.insert_funding(&funding(10 + n, n, FundingStatus::Planned))?;
+        }
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let ids = |v: Vec<uuid::Uuid>| v;
+    assert_eq!(
+        ids(r(store.as_ref(), |tx| tx.list_sweeps(2))
+            .await
+            .iter()
+            .map(|s| s.id)
+            .collect()),
+        [uid(3), uid(2)]
+    );
+    assert_eq!(
+        ids(r(store.as_ref(), |tx| tx.list_fundings(5))
+            .await
+            .iter()
+            .map(|f| f.id)
+            .collect()),
+        [uid(13), uid(12), uid(11)]
+    );
+}
+
+async fn flows_count_confirmed_records_per_address(store: Arc<dyn Store>) {
+    let mut swept = sweep(1, Network::Bsc, "0xabc", SweepStatus::Confirmed);
+    swept.amount = u(500);
+    swept.fee_native = Some(u(7));
+    let mut failed = sweep(2, Network::Bsc, "0xabc", SweepStatus::Failed);
+    failed.fee_native = Some(u(3));
+    let open = sweep(3, Network::Bsc, "0xdef", SweepStatus::Broadcasted);
+    let funded = funding(10, 1, FundingStatus::Confirmed);
+    let unfunded = funding(11, 1, FundingStatus::Failed);
+    w(store.as_ref(), move |tx| {
+        tx.insert_sweep(&swept)?;
+        tx.insert_sweep(&failed)?;
+        tx.insert_sweep(&open)?;
+        tx.insert_funding(&funded)?;
+        tx.insert_funding(&unfunded)
+    })
+    .await
+    .unwrap();
+    let flows = r(store.as_ref(), |tx| tx.sweep_flows(Network::Bsc, "BNB")).await;
+    let of = |asset: &str| {
+        flows
+            .iter()
+            .find(|f| f.address == "0xabc" && f.asset == asset)
+            .map(|f| (f.arrived, f.left))
+    };
+    assert_eq!(of("USDT"), Some((u(0), u(500))));
+    assert_eq!(of("BNB"), Some((u(60_000), u(10))));
+    assert!(flows.iter().all(|f| f.address != "0xdef"), "{flows:?}");
+    assert!(r(store.as_ref(), |tx| tx.sweep_flows(Network::Tron, "TRX"))
+        .await
+        .is_empty());
+}
