@@ -78,6 +78,14 @@ impl Sweeper {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         tracing::info!(network = %self.network, "sweeper started");
         loop {
+            // The first round runs one interval after start: a restart does not sweep at once.
+            tokio::select! {
+                () = tokio::time::sleep(self.interval) => {}
+                _ = shutdown.changed() => break,
+            }
+            if *shutdown.borrow() {
+                break;
+            }
             match self.round().await {
                 Ok(r) if r != Round::default() => {
                     tracing::info!(network = %self.network, planned = r.sweeps_planned, transfers = r.transfers_started, "sweeper round");
@@ -86,13 +94,6 @@ impl Sweeper {
                 Err(e) => {
                     tracing::warn!(network = %self.network, error = %e, "sweeper round failed")
                 }
-            }
-            tokio::select! {
-                () = tokio::time::sleep(self.interval) => {}
-                _ = shutdown.changed() => break,
-            }
-            if *shutdown.borrow() {
-                break;
             }
         }
         tracing::info!(network = %self.network, "sweeper stopped");
@@ -193,11 +194,20 @@ impl Sweeper {
             let Some(policy) = self.policies.get(&asset.code) else {
                 continue;
             };
-            let order = match &asset.contract {
-                Some(_) => self.plan_token_sweep(asset, &source, policy).await?,
-                None => self.plan_native_sweep(asset, &source, policy).await?,
+            let planned = match &asset.contract {
+                Some(_) => self.plan_token_sweep(asset, &source, policy).await,
+                None => self.plan_native_sweep(asset, &source, policy).await,
             };
-            let Some(order) = order else { continue };
+            // One asset the chain cannot answer for (a token contract missing on a devnet,
+            // a node error) does not keep the others where they are.
+            let order = match planned {
+                Ok(Some(order)) => order,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::debug!(network = %network, %address, asset = %asset.code, error = %e, "asset not planned");
+                    continue;
+                }
+            };
             let ids = SweepIds {
                 sweep: new_uuid(self.entropy.as_ref()),
                 outgoing: new_uuid(self.entropy.as_ref()),
