@@ -48,6 +48,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ),
     ("0011_swaps", include_str!("../migrations/0011_swaps.sql")),
     ("0012_sweeps", include_str!("../migrations/0012_sweeps.sql")),
+    (
+        "0013_outgoing_order",
+        include_str!("../migrations/0013_outgoing_order.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -161,7 +161,7 @@ impl Broadcaster {
         let now = self.clock.now();
         match decide(&out, observation.as_ref(), &self.policy, now) {
             Decision::FirstAttempt => {
-                if !self.may_sign_new(&out).await? {
+                if !self.may_sign_new(&out).await? || !self.predecessor_signed(&out).await? {
                     return self.check_later(out, now).await;
                 }
                 // What the payment moves first: a token payment the wallet cannot cover cannot
@@ -174,6 +174,7 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
                 }
+                self.assign_nonce(&mut out).await?;
                 self.sign_store_send(out, estimate.bid).await
             }
             Decision::Reprice => {
@@ -183,6 +184,11 @@ impl Broadcaster {
                     if never_sent {
                         return self.check_later(out, now).await;
                     }
+                    return self.send_latest(out).await;
+                }
+                if self.lower_nonce_pending(&out).await? {
+                    // Nothing of ours below it is in a block yet: no price makes it minable
+                    // before those are, so no new signature is worth its fee.
                     return self.send_latest(out).await;
                 }
                 let refused = out
@@ -199,9 +205,10 @@ impl Broadcaster {
                 self.sign_store_send(out, bid).await
             }
             Decision::Replace { bid } => {
-                // A replacement is a new signature: not while the switches are on. The bytes
-                // already out there are sent again instead.
-                if !self.may_sign_new(&out).await? {
+                // A replacement is a new signature: not while the switches are on, nor while a
+                // lower nonce of the sender is still out of a block (it is what holds this one
+                // back, not the price). The bytes already out there are sent again instead.
+                if !self.may_sign_new(&out).await? || self.lower_nonce_pending(&out).await? {
                     return self.send_latest(out).await;
                 }
                 if !self.can_fund(&mut out, max_fee(bid), now).await? {
@@ -335,6 +342,69 @@ impl Broadcaster {
         })
         .await?;
         Ok(!blocked)
+    }
+
+    /// Whether the transaction `out` must follow (`after`: the approval a swap relies on) has
+    /// its nonce, so that `out`'s comes after it; or has ended.
+    async fn predecessor_signed(&self, out: &OutgoingTx) -> CoreResult<bool> {
+        let Some(before) = out.after else {
+            return Ok(true);
+        };
+        let ready = read(self.store.as_ref(), move |tx| {
+            Ok(tx
+                .outgoing(before)?
+                .is_none_or(|b| b.nonce.is_some() || b.status.is_terminal()))
+        })
+        .await?;
+        Ok(ready)
+    }
+
+    /// Gives `out` its sender's next nonce (EVM), in a write fenced by its lease, right before
+    /// its first attempt is signed. The allocator is seeded from the chain's count of mined
+    /// transactions the first time a sender pays.
+    async fn assign_nonce(&self, out: &mut OutgoingTx) -> CoreResult<()> {
+        if out.nonce.is_some() {
+            return Ok(());
+        }
+        let (network, from) = (out.network, out.from.clone());
+        let seeded = read(self.store.as_ref(), move |tx| {
+            Ok(tx.next_nonce(network, &from)?)
+        })
+        .await?;
+        let seed = match seeded {
+            Some(n) => n,
+            None => match self.sender.confirmed_nonce(&out.from).await? {
+                Some(n) => n,
+                // A chain without nonces (TRON).
+                None => return Ok(()),
+            },
+        };
+        let copy = out.clone();
+        let assigned = write(self.store.as_ref(), move |tx| {
+            let mut o = copy.clone();
+            custody_core::outgoing::assign_nonce(tx, &mut o, seed)?;
+            Ok(o)
+        })
+        .await?;
+        *out = assigned;
+        Ok(())
+    }
+
+    /// Whether a transaction of the same sender with a lower nonce is not in a block yet.
+    async fn lower_nonce_pending(&self, out: &OutgoingTx) -> CoreResult<bool> {
+        let Some(nonce) = out.nonce else {
+            return Ok(false);
+        };
+        let (network, from) = (out.network, out.from.clone());
+        let in_flight = read(self.store.as_ref(), move |tx| {
+            Ok(tx.outgoing_in_flight(network, &from)?)
+        })
+        .await?;
+        Ok(in_flight.iter().any(|o| {
+            o.id != out.id
+                && o.nonce.is_some_and(|n| n < nonce)
+                && !matches!(o.status, OutStatus::Included | OutStatus::Final)
+        }))
     }
 
     /// Whether the hot wallet holds what `out` needs at a worst fee of `max_fee_native`, beside

@@ -154,10 +154,9 @@ impl Sweeper {
             .balances(&sweep.address, asset.contract.as_deref())
             .await?;
         let amount = token.unwrap_or(Amount::ZERO).max(sweep.amount);
-        let seed = self.sender.confirmed_nonce(&sweep.address).await?;
         let (id, outgoing, now) = (sweep.id, new_uuid(self.entropy.as_ref()), self.clock.now());
         let started = write(self.store.as_ref(), move |tx| {
-            start_funded_sweep(tx, id, outgoing, &asset, amount, seed, now)
+            start_funded_sweep(tx, id, outgoing, &asset, amount, now)
         })
         .await?;
         Ok(started.is_some())
@@ -251,14 +250,7 @@ impl Sweeper {
             )
             .await?;
         let plan = plan_native(balance, estimate.expected_native, policy);
-        self.order(
-            asset,
-            source,
-            plan,
-            estimate.expected_native,
-            &source.address,
-        )
-        .await
+        self.order(asset, source, plan, estimate.expected_native)
     }
 
     async fn plan_token_sweep(
@@ -321,24 +313,16 @@ impl Sweeper {
             },
             policy,
         );
-        let first_sender = if needs_funding {
-            self.hot.address.clone()
-        } else {
-            source.address.clone()
-        };
-        self.order(asset, source, plan, estimate.expected_native, &first_sender)
-            .await
+        self.order(asset, source, plan, estimate.expected_native)
     }
 
-    /// The order of `plan`, with the nonce seed of the first transaction's sender; `None` for
-    /// a skip (logged).
-    async fn order(
+    /// The order of `plan`; `None` for a skip (logged).
+    fn order(
         &self,
         asset: &Asset,
         source: &SweepSource,
         plan: Plan,
         planned_fee_native: Amount,
-        first_sender: &str,
     ) -> CoreResult<Option<SweepOrder>> {
         if let Plan::Skip(why) = &plan {
             tracing::debug!(network = %self.network, address = %source.address, asset = %asset.code, %why, "not swept");
@@ -347,7 +331,6 @@ impl Sweeper {
         let Some(native) = self.catalog.native(self.network) else {
             return Ok(None);
         };
-        let nonce_seed = self.sender.confirmed_nonce(first_sender).await?;
         Ok(Some(SweepOrder {
             asset: asset.clone(),
             source: source.clone(),
@@ -355,7 +338,6 @@ impl Sweeper {
             plan,
             native: native.id(),
             planned_fee_native,
-            nonce_seed,
         }))
     }
 }

@@ -246,8 +246,14 @@ pub struct OutgoingTx {
     pub from: String,
     pub from_path: HdPath,
     pub payment: Payment,
-    /// EVM: allocated once in the store, kept by every attempt.
+    /// EVM: allocated in the store when the first attempt is about to be signed (never at
+    /// creation: a payment that waits for funds or a switch holds no nonce, so it cannot stall
+    /// the sender's later payments, and a payment that fails before signing leaves no gap),
+    /// then kept by every attempt.
     pub nonce: Option<u64>,
+    /// Signed only once this transaction of the same sender has its nonce (or has ended): the
+    /// router approvals a swap needs go out before it.
+    pub after: Option<Uuid>,
     pub status: OutStatus,
     pub attempts: Vec<Attempt>,
     pub included: Option<Included>,
@@ -286,6 +292,7 @@ impl OutgoingTx {
             from_path,
             payment,
             nonce,
+            after: None,
             status: OutStatus::Built,
             attempts: Vec::new(),
             included: None,
@@ -300,6 +307,12 @@ impl OutgoingTx {
             created_at: now,
             updated_at: now,
         }
+    }
+
+    /// Signed only after `id` (see [`OutgoingTx::after`]).
+    pub fn after(mut self, id: Uuid) -> Self {
+        self.after = Some(id);
+        self
     }
 
     /// Moves to `next` with a history step. Refuses an illegal move.
@@ -377,12 +390,17 @@ impl OutgoingTx {
 /// Persistence of outgoing transactions and of EVM nonces.
 pub trait OutgoingRepo: OutgoingReads {
     /// MUST fail if the id exists, if (purpose, reference id) already has a transaction (one
-    /// payment per withdrawal, by constraint), or if (network, from, nonce) is taken.
+    /// payment per withdrawal, by constraint), if (network, from, nonce) is taken, or if an
+    /// attempt's hash is another transaction's.
     fn insert_outgoing(&mut self, tx: &OutgoingTx) -> Result<(), PortError>;
     /// Replaces the stored record's state, attempts, inclusion, history and next check (what a
-    /// transaction is — purpose, sender, payment, nonce — is fixed at insert). MUST fail if it
-    /// does not exist. A copy without a lease ends any lease; a leased copy (`tx.lease`) MUST
-    /// fail (transient) unless the stored lease is still exactly that one, and keeps it.
+    /// transaction is — purpose, sender, payment, order — is fixed at insert; its nonce is set
+    /// once, from none, and never changes after). MUST fail if it does not exist, if the nonce
+    /// is taken by another transaction of the sender, or if an attempt's hash is already an
+    /// attempt of another transaction on the network (two payments that came out as one
+    /// transaction would both be counted paid by it). A copy without a lease ends any lease; a
+    /// leased copy (`tx.lease`) MUST fail (transient) unless the stored lease is still exactly
+    /// that one, and keeps it.
     fn update_outgoing(&mut self, tx: &OutgoingTx) -> Result<(), PortError>;
     /// Ends lease `lease` of transaction `id`, so that it is claimed again when due. MUST fail
     /// (transient) if the stored lease is not that one any more.
@@ -406,6 +424,23 @@ pub trait OutgoingRepo: OutgoingReads {
         lease_until: Timestamp,
         limit: usize,
     ) -> Result<Vec<OutgoingTx>, PortError>;
+}
+
+/// Gives `out` (claimed under its lease) the next nonce of its sender, counted from `seed` the
+/// first time, and records it under the lease: the step right before its first attempt is
+/// signed. A transaction that has one keeps it.
+pub fn assign_nonce(
+    tx: &mut dyn crate::ports::store::WriteTx,
+    out: &mut OutgoingTx,
+    seed: u64,
+) -> crate::error::CoreResult<u64> {
+    if let Some(n) = out.nonce {
+        return Ok(n);
+    }
+    let n = tx.allocate_nonce(out.network, &out.from, seed)?;
+    out.nonce = Some(n);
+    tx.update_outgoing(out)?;
+    Ok(n)
 }
 
 pub trait OutgoingReads {

@@ -175,7 +175,8 @@ fn emit(
 const APPROVE_ALL: Amount = Amount::from_units(u128::MAX);
 
 /// Queues the approvals that let the router take `amount_in` of `token` from the hot wallet,
-/// if the service's count of the allowance is short, each under the next nonce.
+/// if the service's count of the allowance is short, each after the one before. Returns the
+/// approval the swap must follow: the one that set the allowance it counts on.
 #[allow(clippy::too_many_arguments)]
 fn approve_if_short(
     tx: &mut dyn WriteTx,
@@ -184,9 +185,8 @@ fn approve_if_short(
     router: &str,
     token: &str,
     amount_in: Amount,
-    nonce_seed: u64,
     now: Timestamp,
-) -> CoreResult<()> {
+) -> CoreResult<Option<Uuid>> {
     let known = tx.allowance(Network::Bsc, &hot.address, token, router)?;
     let remaining = known.as_ref().map_or(Amount::ZERO, |a| a.remaining);
     let after = match remaining.checked_sub(amount_in) {
@@ -198,11 +198,10 @@ fn approve_if_short(
             } else {
                 &[Amount::ZERO, APPROVE_ALL]
             };
-            let mut last = ids.approvals[0];
+            let mut last: Option<Uuid> = None;
             for (i, amount) in amounts.iter().enumerate() {
                 let id = ids.approvals[i];
-                let nonce = tx.allocate_nonce(Network::Bsc, &hot.address, nonce_seed)?;
-                tx.insert_outgoing(&OutgoingTx::new(
+                let approval = OutgoingTx::new(
                     id,
                     Network::Bsc,
                     Purpose::Approval,
@@ -215,10 +214,17 @@ fn approve_if_short(
                         spender: router.to_owned(),
                         amount: *amount,
                     },
-                    Some(nonce),
+                    None,
                     now,
-                ))?;
-                last = id;
+                );
+                // Each approval goes out after the one before it (a zero first, for tokens
+                // that refuse to change a non-zero allowance), the swap after the last.
+                let approval = match last {
+                    Some(before) => approval.after(before),
+                    None => approval,
+                };
+                tx.insert_outgoing(&approval)?;
+                last = Some(id);
             }
             tx.put_allowance(&Allowance {
                 network: Network::Bsc,
@@ -226,11 +232,17 @@ fn approve_if_short(
                 token: token.to_owned(),
                 spender: router.to_owned(),
                 remaining: APPROVE_ALL,
-                approval_outgoing_id: last,
+                approval_outgoing_id: last.unwrap_or(ids.approvals[0]),
             })?;
-            APPROVE_ALL
+            let after = APPROVE_ALL
                 .checked_sub(amount_in)
-                .expect("nothing is above everything")
+                .expect("nothing is above everything");
+            let mut counted = tx
+                .allowance(Network::Bsc, &hot.address, token, router)?
+                .ok_or_else(|| CoreError::Invariant("an allowance just counted is gone".into()))?;
+            counted.remaining = after;
+            tx.put_allowance(&counted)?;
+            return Ok(last);
         }
     };
     let mut counted = tx
@@ -238,7 +250,9 @@ fn approve_if_short(
         .ok_or_else(|| CoreError::Invariant("an allowance just counted is gone".into()))?;
     counted.remaining = after;
     tx.put_allowance(&counted)?;
-    Ok(())
+    // The swap relies on the approval that set this allowance: it goes out after it, even
+    // when that approval was queued by an earlier swap and has not been signed yet.
+    Ok(Some(counted.approval_outgoing_id))
 }
 
 /// Executes quote `quote_id` of `tenant` (`POST /swaps`): everything in one transaction.
@@ -251,7 +265,6 @@ pub fn execute(
     assets: (&Asset, &Asset),
     hot: &HotWallet,
     router: &RouterSettings,
-    nonce_seed: Option<u64>,
     now: Timestamp,
 ) -> CoreResult<Swap> {
     let quote = tx
@@ -295,30 +308,20 @@ pub fn execute(
             Refusal::new(ErrorCode::QuoteAlreadyUsed, "this quote was used already").into(),
         );
     }
-    let seed = nonce_seed.unwrap_or(0);
     let native_in = asset_in.contract.is_none();
     let native_out = asset_out.contract.is_none();
+    let mut approved_by = None;
     if !native_in {
         let token = quote
             .path
             .first()
             .ok_or_else(|| CoreError::Invariant(format!("quote {} has no path", quote.id)))?;
-        approve_if_short(
-            tx,
-            &ids,
-            hot,
-            &router.router,
-            token,
-            quote.amount_in,
-            seed,
-            now,
-        )?;
+        approved_by = approve_if_short(tx, &ids, hot, &router.router, token, quote.amount_in, now)?;
     }
-    let nonce = tx.allocate_nonce(Network::Bsc, &hot.address, seed)?;
     let deadline_s = u64::try_from(now.unix_millis() / 1_000)
         .unwrap_or(0)
         .saturating_add(router.deadline_s);
-    tx.insert_outgoing(&OutgoingTx::new(
+    let swap_tx = OutgoingTx::new(
         ids.outgoing,
         Network::Bsc,
         Purpose::Swap,
@@ -335,9 +338,14 @@ pub fn execute(
             to: hot.address.clone(),
             deadline_s,
         },
-        Some(nonce),
+        None,
         now,
-    ))?;
+    );
+    let swap_tx = match approved_by {
+        Some(approval) => swap_tx.after(approval),
+        None => swap_tx,
+    };
+    tx.insert_outgoing(&swap_tx)?;
     let s = Swap {
         id: ids.swap,
         tenant: tenant.clone(),

@@ -151,7 +151,6 @@ impl Fx {
                 (&a_in, &a_out),
                 &hot(),
                 &router(),
-                Some(7),
                 at(now),
             )
         }))
@@ -268,7 +267,7 @@ fn transfer(token: &str, from: &str, to: &str, amount: u128) -> TokenMove {
 }
 
 #[test]
-fn a_token_swap_approves_the_router_once_then_swaps_under_the_next_nonces() {
+fn a_token_swap_approves_the_router_once_then_swaps_after_the_approval() {
     let fx = Fx::new("USDT", 10_000_000);
     let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
     // 1 % slippage of 990,000, rounded down.
@@ -282,7 +281,10 @@ fn a_token_swap_approves_the_router_once_then_swaps_under_the_next_nonces() {
     assert_eq!(s.status, SwapStatus::Reserved);
     assert_eq!(fx.balance("USDT"), (10_000_000 - 1_010_062, 1_010_062));
     let swap_tx = fx.outgoing(s.outgoing_id);
-    assert_eq!(swap_tx.nonce, Some(8), "after the approval's");
+    assert_eq!(
+        swap_tx.nonce, None,
+        "a nonce is allocated when it is signed"
+    );
     let Payment::Swap {
         min_out,
         deadline_s,
@@ -305,14 +307,28 @@ fn a_token_swap_approves_the_router_once_then_swaps_under_the_next_nonces() {
     .into_iter()
     .find(|t| t.purpose == Purpose::Approval)
     .expect("an approval");
-    assert_eq!(approval.nonce, Some(7));
+    assert_eq!(
+        swap_tx.after,
+        Some(approval.id),
+        "signed after the approval"
+    );
+    assert_eq!(approval.after, None);
     assert!(
         matches!(&approval.payment, Payment::Approve { amount, .. } if *amount == u(u128::MAX))
     );
-    // A second swap of the same token needs no approval: one nonce, the next.
+    // A second swap of the same token needs no approval of its own, but it relies on the
+    // first one's: it goes out after it too.
     let q2 = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
     let s2 = fx.execute(&q2, 2).unwrap();
-    assert_eq!(fx.outgoing(s2.outgoing_id).nonce, Some(9));
+    assert_eq!(fx.outgoing(s2.outgoing_id).after, Some(approval.id));
+    let approvals = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.outgoing_in_flight(Network::Bsc, HOT)?)
+    }))
+    .unwrap()
+    .into_iter()
+    .filter(|t| t.purpose == Purpose::Approval)
+    .count();
+    assert_eq!(approvals, 1);
 }
 
 #[test]
@@ -366,7 +382,7 @@ fn bnb_in_and_bnb_out_read_the_wrapped_coin_moves() {
     let q = fx.quote("BNB", "USDT", 1_000_000, 600_000).unwrap();
     let s = fx.execute(&q, 1).unwrap();
     let out = fx.outgoing(s.outgoing_id);
-    assert_eq!(out.nonce, Some(7), "no approval for the native coin");
+    assert_eq!(out.after, None, "no approval for the native coin");
     assert!(matches!(
         out.payment,
         Payment::Swap {
@@ -490,18 +506,21 @@ fn an_allowance_left_but_short_is_set_to_zero_before_it_is_raised() {
     .into_iter()
     .filter(|t| t.purpose == Purpose::Approval)
     .collect();
-    approvals.sort_by_key(|t| t.nonce);
+    // In the order they must go out: the zero first, then the new allowance, then the swap.
+    approvals.sort_by_key(|t| t.after.is_some());
     let amounts: Vec<_> = approvals
         .iter()
         .map(|t| match &t.payment {
-            Payment::Approve { amount, .. } => (t.nonce, *amount),
+            Payment::Approve { amount, .. } => *amount,
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(amounts, [(Some(7), u(0)), (Some(8), u(u128::MAX))]);
+    assert_eq!(amounts, [u(0), u(u128::MAX)]);
+    assert_eq!(approvals[0].after, None);
+    assert_eq!(approvals[1].after, Some(approvals[0].id));
     assert_eq!(
-        fx.outgoing(s.outgoing_id).nonce,
-        Some(9),
+        fx.outgoing(s.outgoing_id).after,
+        Some(approvals[1].id),
         "the swap after both"
     );
     let counted = block_on(read(fx.store.as_ref(), |tx| {

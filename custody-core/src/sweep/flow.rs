@@ -12,7 +12,7 @@ use crate::amount::Amount;
 use crate::asset::{Asset, AssetId};
 use crate::error::{CoreError, CoreResult};
 use crate::ledger::{self, AccountKey, Leg, ReferenceType, SystemAccount, TxKind, TxMeta};
-use crate::network::Network;
+
 use crate::outgoing::{OutStatus, OutgoingTx, Purpose};
 use crate::ports::clock::{new_uuid, Entropy};
 use crate::ports::sender::Payment;
@@ -50,21 +50,6 @@ pub struct SweepOrder {
     pub native: AssetId,
     /// What the sweep's transfer is expected to burn (native units).
     pub planned_fee_native: Amount,
-    /// EVM: the confirmed nonce of the first transaction's sender (the address for a direct
-    /// sweep, the hot wallet for a funding), seeding the store's allocator the first time.
-    pub nonce_seed: Option<u64>,
-}
-
-fn nonce_of(
-    tx: &mut dyn WriteTx,
-    network: Network,
-    sender: &str,
-    seed: Option<u64>,
-) -> CoreResult<Option<u64>> {
-    Ok(match network {
-        Network::Bsc => Some(tx.allocate_nonce(network, sender, seed.unwrap_or(0))?),
-        Network::Tron => None,
-    })
 }
 
 fn transfer_of(asset: &Asset, to: &str, amount: Amount) -> Payment {
@@ -121,7 +106,6 @@ pub fn create_sweep(
     let mut funding_record = None;
     match funding {
         None => {
-            let nonce = nonce_of(tx, network, &order.source.address, order.nonce_seed)?;
             tx.insert_outgoing(&OutgoingTx::new(
                 ids.outgoing,
                 network,
@@ -130,7 +114,7 @@ pub fn create_sweep(
                 order.source.address.clone(),
                 order.source.path,
                 transfer_of(&order.asset, &order.hot.address, amount),
-                nonce,
+                None,
                 now,
             ))?;
             sweep.outgoing_id = Some(ids.outgoing);
@@ -142,7 +126,6 @@ pub fn create_sweep(
             });
         }
         Some(units) => {
-            let nonce = nonce_of(tx, network, &order.hot.address, order.nonce_seed)?;
             tx.insert_outgoing(&OutgoingTx::new(
                 ids.outgoing,
                 network,
@@ -154,7 +137,7 @@ pub fn create_sweep(
                     to: order.source.address.clone(),
                     amount: units,
                 },
-                nonce,
+                None,
                 now,
             ))?;
             funding_record = Some(Funding {
@@ -206,7 +189,6 @@ pub fn start_funded_sweep(
     outgoing_id: Uuid,
     asset: &Asset,
     amount: Amount,
-    nonce_seed: Option<u64>,
     now: Timestamp,
 ) -> CoreResult<Option<Sweep>> {
     let Some(mut sweep) = tx.sweep_by_id(sweep_id)? else {
@@ -238,7 +220,6 @@ pub fn start_funded_sweep(
             asset.code
         )));
     }
-    let nonce = nonce_of(tx, sweep.network, &sweep.address, nonce_seed)?;
     tx.insert_outgoing(&OutgoingTx::new(
         outgoing_id,
         sweep.network,
@@ -247,7 +228,7 @@ pub fn start_funded_sweep(
         sweep.address.clone(),
         sweep.path,
         transfer_of(asset, &sweep.to, amount),
-        nonce,
+        None,
         now,
     ))?;
     sweep.amount = amount;

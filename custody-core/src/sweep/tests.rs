@@ -101,7 +101,6 @@ impl Fx {
             plan,
             native: bnb(),
             planned_fee_native: u(21_000),
-            nonce_seed: Some(7),
         }
     }
 
@@ -168,10 +167,15 @@ impl Fx {
     }
 }
 
+/// A hash of its own per transaction (the store refuses one attempt shared by two).
+fn hash_of(out: &OutgoingTx) -> String {
+    format!("{:0>64}", out.id.simple())
+}
+
 fn sent(out: &mut OutgoingTx) {
     out.add_attempt(
         Attempt {
-            hash: "ab".repeat(32),
+            hash: hash_of(out),
             raw: vec![1],
             bid: Bid::Gas {
                 gas_limit: 21_000,
@@ -191,7 +195,7 @@ fn sent(out: &mut OutgoingTx) {
 fn mined(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) {
     move |out: &mut OutgoingTx| {
         out.included = Some(Included {
-            hash: "ab".repeat(32),
+            hash: hash_of(out),
             block_number: 100,
             block_hash: "cd".repeat(32),
             succeeded,
@@ -218,11 +222,7 @@ fn a_native_sweep_moves_clearing_to_treasury_and_books_its_fee() {
     assert_eq!(s.status, SweepStatus::Planned);
     let out = fx.outgoing_for(Purpose::Sweep, s.id);
     assert_eq!(out.from, ADDR);
-    assert_eq!(
-        out.nonce,
-        Some(7),
-        "the address's nonce, seeded from the chain"
-    );
+    assert_eq!(out.nonce, None, "allocated when it is signed");
     assert_eq!(
         out.payment,
         Payment::Native {
@@ -301,7 +301,6 @@ fn a_token_sweep_waits_for_its_funding_to_be_final() {
                 Uuid::from_u128(99),
                 &usdt,
                 u(amount),
-                Some(0),
                 at(40),
             )
         }))
@@ -313,7 +312,7 @@ fn a_token_sweep_waits_for_its_funding_to_be_final() {
     let fout = fx.outgoing_for(Purpose::Funding, funding_id);
     fx.moved(fout, |o| {
         o.included = Some(Included {
-            hash: "ab".repeat(32),
+            hash: hash_of(o),
             block_number: 100,
             block_hash: "cd".repeat(32),
             succeeded: true,

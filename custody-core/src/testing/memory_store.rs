@@ -181,6 +181,24 @@ impl State {
     }
 }
 
+/// An attempt's hash belongs to one outgoing transaction of its network.
+fn check_attempt_hashes(
+    all: &[(crate::outgoing::OutgoingTx, Option<Timestamp>)],
+    t: &crate::outgoing::OutgoingTx,
+) -> Result<(), PortError> {
+    for a in &t.attempts {
+        if all.iter().any(|(x, _)| {
+            x.id != t.id && x.network == t.network && x.attempts.iter().any(|y| y.hash == a.hash)
+        }) {
+            return Err(constraint(format!(
+                "attempt {} is another outgoing transaction's",
+                a.hash
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn constraint(what: impl std::fmt::Display) -> PortError {
     PortError::permanent("store", format!("constraint failed: {what}"))
 }
@@ -1059,6 +1077,7 @@ impl OutgoingRepo for Tx {
                 "outgoing_txs (network, from_address, nonce) is unique",
             ));
         }
+        check_attempt_hashes(all, t)?;
         self.state.outgoing.push((t.clone(), None));
         Ok(())
     }
@@ -1080,6 +1099,24 @@ impl OutgoingRepo for Tx {
                 ),
             ));
         }
+        let nonce = stored.nonce.or(t.nonce);
+        let (network, from) = (stored.network, stored.from.clone());
+        let all = &self.state.outgoing;
+        if nonce.is_some()
+            && all.iter().any(|(x, _)| {
+                x.id != t.id && x.network == network && x.from == from && x.nonce == nonce
+            })
+        {
+            return Err(constraint(
+                "outgoing_txs (network, from_address, nonce) is unique",
+            ));
+        }
+        check_attempt_hashes(all, t)?;
+        let Some((stored, lease)) = self.state.outgoing.iter_mut().find(|(x, _)| x.id == t.id)
+        else {
+            unreachable!("found above")
+        };
+        stored.nonce = nonce;
         stored.status = t.status;
         stored.attempts = t.attempts.clone();
         stored.included = t.included.clone();

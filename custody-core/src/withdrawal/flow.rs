@@ -1,8 +1,8 @@
 //! The withdrawal flow (decisions §4, §11), each step one store transaction:
 //!
 //! - [`create_quote`]: a priced request becomes a single-use quote of 60 s;
-//! - [`execute`]: the quote's total is held, the quote used, the hot wallet's nonce allocated
-//!   and the outgoing transaction created — all with the withdrawal record and its events, or
+//! - [`execute`]: the quote's total is held, the quote used and the outgoing transaction
+//!   created (its nonce is allocated when it is signed) — all with the withdrawal record and its events, or
 //!   none of it;
 //! - [`on_outgoing`]: run in the broadcaster's transaction each time the outgoing transaction
 //!   moves: `broadcasted` once something was sent, `confirmed` (the hold settles, revenue and
@@ -177,7 +177,6 @@ pub fn execute(
     quote_id: Uuid,
     asset: &crate::asset::Asset,
     hot: &HotWallet,
-    nonce_seed: Option<u64>,
     now: Timestamp,
 ) -> CoreResult<Withdrawal> {
     let quote = tx
@@ -221,12 +220,6 @@ pub fn execute(
             Refusal::new(ErrorCode::QuoteAlreadyUsed, "this quote was used already").into(),
         );
     }
-    let nonce = match quote.network {
-        Network::Bsc => {
-            Some(tx.allocate_nonce(quote.network, &hot.address, nonce_seed.unwrap_or(0))?)
-        }
-        Network::Tron => None,
-    };
     let payment = match &asset.contract {
         None => Payment::Native {
             to: quote.destination_address.clone(),
@@ -246,7 +239,8 @@ pub fn execute(
         hot.address.clone(),
         hot.path,
         payment,
-        nonce,
+        // Allocated when it is signed (`outgoing::assign_nonce`).
+        None,
         now,
     ))?;
     let w = Withdrawal {

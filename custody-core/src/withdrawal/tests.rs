@@ -112,7 +112,7 @@ impl Fx {
             balance_event: Uuid::new_v4(),
         };
         block_on(write(self.store.as_ref(), move |tx| {
-            execute(tx, ids, &tenant, quote, &bnb(), &hot(), Some(41), at(now))
+            execute(tx, ids, &tenant, quote, &bnb(), &hot(), at(now))
         }))
     }
 
@@ -228,7 +228,7 @@ fn a_withdrawal_holds_its_total_then_settles_with_the_actual_gas() {
     }))
     .unwrap()
     .unwrap();
-    assert_eq!(out.nonce, Some(41), "seeded by the chain's nonce");
+    assert_eq!(out.nonce, None, "allocated when it is signed");
     assert_eq!(out.from, hot().address);
 
     fx.engine(&w, sent);

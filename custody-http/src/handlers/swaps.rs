@@ -259,7 +259,7 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let (Some(asset_in), Some(asset_out)) = assets else {
         return Err(unavailable("a quoted asset left the catalog").into());
     };
-    let (Some(router), Some(sender), Some(hot)) = (
+    let (Some(router), Some(_), Some(hot)) = (
         state.swap_router.clone(),
         state.senders.get(&Network::Bsc),
         state.hot_wallets.get(&Network::Bsc),
@@ -267,9 +267,6 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
         return Err(unavailable("no [bsc] endpoint is configured").into());
     };
     let hot = hot.clone();
-    let seed = super::execution::nonce_seed(state, Network::Bsc, sender, &hot.address)
-        .await?
-        .map_err(|e| unavailable(e.message))?;
     let e = state.entropy.as_ref();
     let ids = SwapExecuteIds {
         swap: new_uuid(e),
@@ -289,7 +286,6 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
             (&asset_in, &asset_out),
             &hot,
             &router,
-            seed,
             now,
         )?;
         Ok(StoredResponse {

@@ -189,14 +189,11 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
         .get(network, &quote.asset)
         .cloned()
         .ok_or_else(|| unavailable(network, "the quoted asset left the catalog"))?;
-    let (Some(sender), Some(hot)) = (state.senders.get(&network), state.hot_wallets.get(&network))
+    let (Some(_), Some(hot)) = (state.senders.get(&network), state.hot_wallets.get(&network))
     else {
         return Err(unavailable(network, "no endpoint is configured").into());
     };
     let hot = hot.clone();
-    let seed = super::execution::nonce_seed(state, network, sender, &hot.address)
-        .await?
-        .map_err(|e| unavailable(network, e.message))?;
     let e = state.entropy.as_ref();
     let ids = ExecuteIds {
         withdrawal: new_uuid(e),
@@ -207,7 +204,7 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     };
     // INSUFFICIENT_BALANCE is a 409 on withdrawals (decisions §7).
     idempotent::run(state, call, 409, move |tx, now| {
-        let w = withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, seed, now)?;
+        let w = withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, now)?;
         Ok(StoredResponse {
             status: 201,
             body: serde_json::to_vec(&w.view()).expect("a withdrawal serializes"),

@@ -17,7 +17,7 @@ use crate::tx::{db_err, SqliteTx};
 
 const COLUMNS: &str = "id, network, purpose, reference_id, from_address, from_account, \
      from_index, payment, nonce, status, attempts, included, failure_reason, history, \
-     next_check_at, created_at, updated_at";
+     next_check_at, created_at, updated_at, after_id";
 
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("a stored record serializes")
@@ -49,6 +49,7 @@ struct Raw {
     next_check_at: i64,
     created_at: i64,
     updated_at: i64,
+    after: Option<String>,
 }
 
 fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
@@ -70,6 +71,7 @@ fn raw(r: &Row<'_>) -> rusqlite::Result<Raw> {
         next_check_at: r.get(14)?,
         created_at: r.get(15)?,
         updated_at: r.get(16)?,
+        after: r.get(17)?,
     })
 }
 
@@ -92,6 +94,7 @@ fn decode(r: Raw) -> Result<OutgoingTx, PortError> {
             .nonce
             .map(|n| u64::try_from(n).map_err(|_| bad("nonce", &n.to_string())))
             .transpose()?,
+        after: r.after.as_deref().map(parse_uuid).transpose()?,
         status: OutStatus::parse(&r.status).ok_or_else(|| bad("status", &r.status))?,
         attempts: from_json::<Vec<Attempt>>("attempts", &r.attempts)?,
         included: r
@@ -109,6 +112,35 @@ fn decode(r: Raw) -> Result<OutgoingTx, PortError> {
 }
 
 impl SqliteTx<'_> {
+    /// Records each attempt's hash as `t`'s; fails if one is another transaction's.
+    fn own_attempt_hashes(&self, t: &OutgoingTx) -> Result<(), PortError> {
+        for a in &t.attempts {
+            let owner: String = self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO outgoing_attempt_hashes (network, hash, outgoing_id) \
+                     VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (network, hash) DO UPDATE SET outgoing_id = outgoing_id \
+                     RETURNING outgoing_id",
+                )
+                .map_err(db_err)?
+                .query_row(params![t.network.as_str(), a.hash, t.id.to_string()], |r| {
+                    r.get(0)
+                })
+                .map_err(db_err)?;
+            if owner != t.id.to_string() {
+                return Err(PortError::permanent(
+                    "store",
+                    format!(
+                        "constraint failed: attempt {} is outgoing transaction {owner}'s",
+                        a.hash
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn outgoing_where(
         &self,
         clause: &str,
@@ -133,7 +165,7 @@ impl OutgoingRepo for SqliteTx<'_> {
         self.conn
             .prepare_cached(&format!(
                 "INSERT INTO outgoing_txs ({COLUMNS}) VALUES \
-                 (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)"
+                 (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)"
             ))
             .map_err(db_err)?
             .execute(params![
@@ -154,9 +186,10 @@ impl OutgoingRepo for SqliteTx<'_> {
                 t.next_check_at.unix_millis(),
                 t.created_at.unix_millis(),
                 t.updated_at.unix_millis(),
+                t.after.map(|a| a.to_string()),
             ])
             .map_err(db_err)?;
-        Ok(())
+        self.own_attempt_hashes(t)
     }
 
     fn update_outgoing(&mut self, t: &OutgoingTx) -> Result<(), PortError> {
@@ -166,7 +199,8 @@ impl OutgoingRepo for SqliteTx<'_> {
             .prepare_cached(
                 "UPDATE outgoing_txs SET status = ?2, attempts = ?3, included = ?4, \
                  failure_reason = ?5, history = ?6, next_check_at = ?7, updated_at = ?8, \
-                 leased_until = ?9 WHERE id = ?1 AND (?9 IS NULL OR leased_until = ?9)",
+                 leased_until = ?9, nonce = COALESCE(nonce, ?10) \
+                 WHERE id = ?1 AND (?9 IS NULL OR leased_until = ?9)",
             )
             .map_err(db_err)?
             .execute(params![
@@ -179,10 +213,11 @@ impl OutgoingRepo for SqliteTx<'_> {
                 t.next_check_at.unix_millis(),
                 t.updated_at.unix_millis(),
                 t.lease.map(Timestamp::unix_millis),
+                t.nonce.map(i64_of),
             ])
             .map_err(db_err)?;
         if n == 1 {
-            return Ok(());
+            return self.own_attempt_hashes(t);
         }
         if t.lease.is_some() && self.outgoing(t.id)?.is_some() {
             return Err(lease_lost(t.id));

@@ -345,7 +345,7 @@ impl Fixture {
                 address: "0x00000000000000000000000000000000000000aa".into(),
                 path: hot_wallet_path(Network::Bsc),
             };
-            withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, Some(0), now)
+            withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, now)
         })
         .await
         .unwrap();
@@ -551,7 +551,15 @@ const REFUSED: &str = "rejected: insufficient funds for gas * price + value";
 /// Stores a signed attempt that never went out (refused by the node, or a crash before the
 /// send), as the engine would have.
 async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> String {
-    let out = f.get(id).await;
+    // Its nonce is allocated right before signing, as the broadcaster does.
+    let unsigned = f.get(id).await;
+    let out = write(f.b.store.as_ref(), move |tx| {
+        let mut o = unsigned.clone();
+        custody_core::outgoing::assign_nonce(tx, &mut o, 0)?;
+        Ok(o)
+    })
+    .await
+    .unwrap();
     let bid = FeeBid::Gas {
         gas_limit: 21_000,
         gas_price_wei: 1_000_000_000,
@@ -943,5 +951,60 @@ async fn a_send_a_crash_interrupted_is_recorded_when_mined_even_under_a_switch()
     assert_eq!(
         f.withdrawal(id).await.status,
         custody_core::withdrawal::WithdrawalStatus::Confirmed
+    );
+}
+
+#[tokio::test]
+async fn a_payment_waiting_for_funds_holds_no_nonce_and_stalls_nothing_behind_it() {
+    let f = Fixture::new();
+    // The hot wallet has gas but no USDT: the token withdrawal, created first, waits.
+    *f.chain.balance.lock().unwrap() = 10_000_000_000_000_000;
+    *f.chain.token_balance.lock().unwrap() = 0;
+    let token = f.create_of("USDT").await;
+    let native = f.create().await;
+    f.b.round().await.unwrap();
+    let waiting = f.get(token).await;
+    assert!(waiting.attempts.is_empty());
+    assert_eq!(waiting.nonce, None, "a payment that waits holds no nonce");
+    let sent = f.get(native).await;
+    assert_eq!(
+        sent.status,
+        OutStatus::Sent,
+        "the later payment is not held back"
+    );
+    assert_eq!(sent.nonce, Some(0));
+    f.chain.mine();
+    // Funded: the token payment takes the next nonce; nothing is left in between.
+    *f.chain.token_balance.lock().unwrap() = 1_000_000_000;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    let now_sent = f.get(token).await;
+    assert_eq!(now_sent.status, OutStatus::Sent);
+    assert_eq!(now_sent.nonce, Some(1));
+}
+
+#[tokio::test]
+async fn no_replacement_is_signed_while_a_lower_nonce_is_out_of_a_block() {
+    let f = Fixture::new();
+    *f.chain.balance.lock().unwrap() = 10_000_000_000_000_000;
+    let first = f.create().await;
+    let second = f.create().await;
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(first).await.nonce, Some(0));
+    assert_eq!(f.get(second).await.nonce, Some(1));
+    // Neither is mined for a long time: the first is replaced (its price may be the cause),
+    // the second only sent again while the first is out of a block.
+    for _ in 0..4 {
+        f.advance(f.b.policy.replace_after_ms + 1);
+        f.b.round().await.unwrap();
+    }
+    assert!(
+        f.get(first).await.attempts.len() > 1,
+        "the lowest is re-priced"
+    );
+    assert_eq!(
+        f.get(second).await.attempts.len(),
+        1,
+        "nothing new is signed behind a pending lower nonce"
     );
 }

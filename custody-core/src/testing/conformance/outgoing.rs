@@ -21,6 +21,8 @@ suite!(
         nonces_are_allocated_once_from_the_seed,
         claims_are_leases_of_due_unfinished_transactions,
         a_stale_lease_cannot_write_over_the_broadcaster_that_took_over,
+        a_nonce_is_set_once_at_signing_and_stays_unique,
+        an_attempt_belongs_to_one_transaction,
     }
 );
 
@@ -275,4 +277,88 @@ async fn a_stale_lease_cannot_write_over_the_broadcaster_that_took_over(store: A
     let stored = r(s, |tx| tx.outgoing(uid(1))).await.unwrap();
     assert_eq!(stored.history.len(), 1, "A's stale write left nothing");
     assert_eq!(stored.lease, None, "a read copy carries no lease");
+}
+
+async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let first = outgoing(1, 100, None, 10);
+    let second = outgoing(2, 200, None, 10).after(uid(1));
+    let (a, b) = (first.clone(), second.clone());
+    w(s, move |tx| {
+        tx.insert_outgoing(&a)?;
+        tx.insert_outgoing(&b)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        r(s, |tx| tx.outgoing(uid(2))).await.unwrap().after,
+        Some(uid(1)),
+        "the order is kept"
+    );
+    // Allocated and recorded in one job, as the broadcaster does right before signing.
+    let mut signed = first.clone();
+    let n = crate::ports::store::write(s, move |tx| {
+        crate::outgoing::assign_nonce(tx, &mut signed, 41)
+    })
+    .await
+    .unwrap();
+    assert_eq!(n, 41);
+    assert_eq!(
+        r(s, |tx| tx.outgoing(uid(1))).await.unwrap().nonce,
+        Some(41)
+    );
+    // Once set it never changes: a later copy without it (or with another) keeps 41.
+    let mut again = first.clone();
+    again.nonce = Some(99);
+    w(s, move |tx| tx.update_outgoing(&again)).await.unwrap();
+    assert_eq!(
+        r(s, |tx| tx.outgoing(uid(1))).await.unwrap().nonce,
+        Some(41)
+    );
+    // Another transaction of the sender cannot take it.
+    let mut clash = second.clone();
+    clash.nonce = Some(41);
+    assert_port_error(w(s, move |tx| tx.update_outgoing(&clash)).await);
+    assert_eq!(r(s, |tx| tx.outgoing(uid(2))).await.unwrap().nonce, None);
+    let mut next = second.clone();
+    let n =
+        crate::ports::store::write(s, move |tx| crate::outgoing::assign_nonce(tx, &mut next, 0))
+            .await
+            .unwrap();
+    assert_eq!(n, 42, "the allocator, seeded once, moves on");
+}
+
+async fn an_attempt_belongs_to_one_transaction(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let (a, b) = (outgoing(1, 100, None, 10), outgoing(2, 200, None, 10));
+    let (a2, b2) = (a.clone(), b.clone());
+    w(s, move |tx| {
+        tx.insert_outgoing(&a2)?;
+        tx.insert_outgoing(&b2)
+    })
+    .await
+    .unwrap();
+    let mut with = a.clone();
+    with.add_attempt(attempt("cafe"), at(20)).unwrap();
+    let stored = with.clone();
+    w(s, move |tx| tx.update_outgoing(&stored)).await.unwrap();
+    // Saving the same transaction again is fine; the same bytes as another payment's are not.
+    let again = with.clone();
+    w(s, move |tx| tx.update_outgoing(&again)).await.unwrap();
+    let mut twin = b.clone();
+    twin.add_attempt(attempt("cafe"), at(20)).unwrap();
+    assert_port_error(w(s, move |tx| tx.update_outgoing(&twin)).await);
+    assert!(r(s, |tx| tx.outgoing(uid(2)))
+        .await
+        .unwrap()
+        .attempts
+        .is_empty());
+    let mut inserted = outgoing(3, 300, None, 10);
+    inserted.add_attempt(attempt("cafe"), at(20)).unwrap();
+    assert_port_error(w(s, move |tx| tx.insert_outgoing(&inserted)).await);
+    // On another network the same hash is another transaction.
+    let mut tron = outgoing(4, 400, None, 10);
+    tron.network = Network::Tron;
+    tron.add_attempt(attempt("cafe"), at(20)).unwrap();
+    w(s, move |tx| tx.insert_outgoing(&tron)).await.unwrap();
 }
