@@ -1,6 +1,6 @@
 //! What executing a quote needs, for withdrawals and swaps alike.
 
-use custody_core::error::CoreResult;
+use custody_core::error::{CoreResult, ErrorCode, Refusal};
 use custody_core::ports::store::read;
 
 use crate::dispatch::Call;
@@ -9,8 +9,11 @@ use crate::state::AppState;
 
 /// Checks the second factors, unless the request retries one already executed under its
 /// idempotency key: that one replays its stored answer (decisions §6), and its one-time code
-/// was used by the first execution.
-pub async fn second_factors_unless_replay(state: &AppState, call: &Call) -> CoreResult<()> {
+/// was used by the first execution. Returns the guard the command must pass before it runs.
+pub async fn second_factors_unless_replay(
+    state: &AppState,
+    call: &Call,
+) -> CoreResult<FactorsGuard> {
     let credential = call.credential();
     let key = call
         .headers
@@ -29,6 +32,37 @@ pub async fn second_factors_unless_replay(state: &AppState, call: &Call) -> Core
     };
     if !executed {
         second_factor::check(state, credential, &call.headers).await?;
+        return Ok(FactorsGuard { skipped: None });
     }
-    Ok(())
+    let skipped = if credential.pin_hash.is_some() {
+        Some(ErrorCode::PinRequired)
+    } else if credential.totp_secret.is_some() {
+        Some(ErrorCode::OtpRequired)
+    } else {
+        None
+    };
+    Ok(FactorsGuard { skipped })
+}
+
+/// What a command learns of the second factors: whether they were skipped because the
+/// request looked like a replay.
+#[derive(Debug, Clone, Copy)]
+pub struct FactorsGuard {
+    skipped: Option<ErrorCode>,
+}
+
+impl FactorsGuard {
+    /// Called by a command that is about to execute (no stored answer was found for its key
+    /// in its own transaction): if the factors were skipped for a replay whose record expired
+    /// in between, nothing runs without them; the retry is checked in full. Not stored under
+    /// the key (an authentication failure).
+    pub fn executing(&self) -> Result<(), Refusal> {
+        match self.skipped {
+            None => Ok(()),
+            Some(code) => Err(Refusal::new(
+                code,
+                "the second factors are required: the earlier request under this key has expired",
+            )),
+        }
+    }
 }

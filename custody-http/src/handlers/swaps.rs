@@ -245,7 +245,7 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
         .and_then(|q| Uuid::parse_str(&q).ok())
         .ok_or_else(|| Refusal::validation("quote_id", "must be a UUID"))?;
     let tenant = call.credential().tenant.clone();
-    super::execution::second_factors_unless_replay(state, call).await?;
+    let factors = super::execution::second_factors_unless_replay(state, call).await?;
     let t = tenant.clone();
     let quote = read(state.store.as_ref(), move |tx| {
         Ok(tx.swap_quote(&t, quote_id)?)
@@ -278,6 +278,7 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     };
     // INSUFFICIENT_BALANCE is a 409 on swaps (decisions §7).
     idempotent::run(state, call, 409, move |tx, now| {
+        factors.executing()?;
         let s = swap::execute(
             tx,
             ids,

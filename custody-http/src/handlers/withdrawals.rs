@@ -23,6 +23,13 @@ use crate::state::AppState;
 /// Seconds a client should wait when the chain cannot price or take a withdrawal.
 const CHAIN_RETRY_AFTER_S: u64 = 5;
 
+/// A chain failure answered without its provider detail (interface §7: endpoints, node texts
+/// and addresses are logged, never shown).
+fn chain_failed(network: Network, what: &str, detail: impl std::fmt::Display) -> Refusal {
+    tracing::warn!(%network, %detail, "{what}");
+    unavailable(network, what)
+}
+
 fn unavailable(network: Network, why: impl std::fmt::Display) -> Refusal {
     Refusal::new(
         ErrorCode::ChainUnavailable,
@@ -140,7 +147,9 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
             };
             custody_core::pricing::native_rate(dex.as_ref(), &router.wrapped_native, &asset)
                 .await
-                .map_err(|why| unavailable(network, why))?
+                .map_err(|why| {
+                    chain_failed(network, "the DEX router cannot price the network cost", why)
+                })?
         }
         (Network::Tron, Some(_)) => *state.native_rates.get(&asset.id()).ok_or_else(|| {
             unavailable(network, format!("no price of the native coin in {code}"))
@@ -149,7 +158,7 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let estimate = sender
         .price(&hot.address, &payment)
         .await
-        .map_err(|e| unavailable(network, e.message))?;
+        .map_err(|e| chain_failed(network, "the node cannot price the transfer now", e.message))?;
     let request = QuoteRequest {
         tenant: call.credential().tenant.clone(),
         external_user_id: user,
@@ -178,7 +187,7 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
         .and_then(|q| Uuid::parse_str(&q).ok())
         .ok_or_else(|| Refusal::validation("quote_id", "must be a UUID"))?;
     let tenant = call.credential().tenant.clone();
-    super::execution::second_factors_unless_replay(state, call).await?;
+    let factors = super::execution::second_factors_unless_replay(state, call).await?;
     let t = tenant.clone();
     let quote = read(state.store.as_ref(), move |tx| Ok(tx.quote(&t, quote_id)?))
         .await?
@@ -204,6 +213,7 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     };
     // INSUFFICIENT_BALANCE is a 409 on withdrawals (decisions §7).
     idempotent::run(state, call, 409, move |tx, now| {
+        factors.executing()?;
         let w = withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, now)?;
         Ok(StoredResponse {
             status: 201,
