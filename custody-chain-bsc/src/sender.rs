@@ -458,6 +458,7 @@ impl ChainSender for BscSender {
                 gas_limit: limit,
                 gas_price_wei: price,
             },
+            plan: None,
         })
     }
 
@@ -577,6 +578,7 @@ impl ChainSender for BscSender {
                 succeeded: status == 1,
                 fee_native: Amount::from_units(gas_used.saturating_mul(price)),
                 moves: receipt_moves(logs),
+                resources: None,
             }));
         }
         let tx = self

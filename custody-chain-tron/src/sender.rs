@@ -76,13 +76,14 @@
 //! **Price.** TRX: the bandwidth of the signed transfer against the sender's staked then free
 //! bandwidth (`wallet/getaccountresource`), burned at `getTransactionFee` otherwise; a
 //! recipient `wallet/getaccount` does not know costs the account creation fees instead
-//! ([`fees::estimate`]). `fee_limit` 0. TRC20: the node runs the `transfer` as the sender
+//! (the core's planner, [`fees::plan`], applies every rule). `fee_limit` 0. TRC20: the node runs the `transfer` as the sender
 //! (`wallet/triggerconstantcontract`; `energy_used`, which includes the dynamic-energy penalty
 //! and reflects whether the recipient already holds the token, about twice the energy when
 //! not); a call that would fail is an error. `fee_limit` = energy × `getEnergyFee` plus
 //! `energy_margin_percent`, at most `getMaxFeeLimit`. `expected_native` is what would be
 //! burned with the sender's resources now; `max_native` = `fee_limit` + the bandwidth burned
-//! in full (+ the account creation fees), what the sender must hold.
+//! in full (+ the account creation fees), what the sender must hold. [`FeeEstimate::plan`]
+//! holds every figure of the plan, stored with the attempt it priced.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,7 +104,7 @@ use custody_core::ports::signer::RecoverableSignature;
 use crate::abi;
 use crate::api;
 use crate::client::{self, CallError, Pinned, TronClient};
-use crate::fees::{self, AvailableResources, FeeInputs, ResourcePrices, TxNeeds};
+use crate::fees::{self, Operation, PlanInputs, ResourcePrices};
 use crate::scan;
 use crate::tx::{
     attach_signature, trc20_transfer, trx_transfer, RefBlock, SignedTransaction, TxTiming,
@@ -457,40 +458,61 @@ impl TronSender {
         Ok((head, reference))
     }
 
+    /// The planner's inputs for `operation` from `from`, sized by `bytes`.
+    async fn plan(
+        &self,
+        from: &TronAddress,
+        operation: Operation,
+        bytes: u64,
+        prices: ResourcePrices,
+    ) -> Result<FeeEstimate, PortError> {
+        let available = self.client.available_resources(from).await?;
+        let plan = fees::plan(&PlanInputs {
+            operation,
+            bandwidth_bytes: bytes,
+            available,
+            prices,
+            energy_margin_percent: self.settings.energy_margin_percent,
+        });
+        Ok(FeeEstimate {
+            expected_native: Amount::from_units(plan.total_burn_sun.into()),
+            max_native: Amount::from_units(plan.max_burn_sun.into()),
+            bid: FeeBid::FeeLimit {
+                sun: plan.fee_limit_sun,
+            },
+            plan: Some(plan),
+        })
+    }
+
+    /// The bandwidth points of `transfer` once signed, built on a reference of real size.
+    fn bandwidth_bytes(
+        &self,
+        from: &TronAddress,
+        transfer: &Transfer,
+        fee_limit_sun: u64,
+    ) -> Result<u64, PortError> {
+        let (reference, timing) = size_reference(self.settings.tx_lifetime_ms);
+        Ok(transfer
+            .build(from, fee_limit_sun, reference, timing)?
+            .bandwidth_bytes())
+    }
+
     async fn price_trx(
         &self,
         from: &TronAddress,
         to: &TronAddress,
         transfer: &Transfer,
     ) -> Result<FeeEstimate, PortError> {
-        let (reference, timing) = size_reference(self.settings.tx_lifetime_ms);
-        let bytes = transfer
-            .build(from, 0, reference, timing)?
-            .bandwidth_bytes();
-        let creates_account = self.client.account(to).await?.is_none();
-        let available = self.client.available_resources(from).await?;
+        let bytes = self.bandwidth_bytes(from, transfer, 0)?;
+        let recipient_exists = self.client.account(to).await?.is_some();
         let prices = self.client.resource_prices().await?;
-        let needs = TxNeeds {
-            bandwidth_bytes: bytes,
-            energy: 0,
-            creates_account,
-        };
-        let expected = fees::estimate(&FeeInputs {
-            needs,
-            available,
+        self.plan(
+            from,
+            Operation::TrxTransfer { recipient_exists },
+            bytes,
             prices,
-        });
-        // With no free or staked bandwidth left by the time it is included.
-        let worst = fees::estimate(&FeeInputs {
-            needs,
-            available: AvailableResources::default(),
-            prices,
-        });
-        Ok(FeeEstimate {
-            expected_native: Amount::from_units(expected.total_sun.into()),
-            max_native: Amount::from_units(worst.total_sun.into()),
-            bid: FeeBid::FeeLimit { sun: 0 },
-        })
+        )
+        .await
     }
 
     async fn price_trc20(
@@ -534,8 +556,11 @@ impl TronSender {
                     ),
                 )
             })?;
+        // Whether the recipient holds the token is recorded in the plan; the node's run
+        // already priced a new holder's storage slot into `energy`.
+        let recipient_holds_token = self.client.trc20_balance(token, to).await? > 0;
         let params = self.client.chain_parameters().await?;
-        let prices = ResourcePrices::from_chain_parameters(&params);
+        let prices = fees::resource_prices(&params);
         let fee_limit = fees::fee_limit_sun(energy, &prices, self.settings.energy_margin_percent);
         if let Some(max) = max_fee_limit_sun(&params) {
             if fee_limit > max {
@@ -548,26 +573,17 @@ impl TronSender {
                 ));
             }
         }
-        let (reference, timing) = size_reference(self.settings.tx_lifetime_ms);
-        let bytes = transfer
-            .build(from, fee_limit, reference, timing)?
-            .bandwidth_bytes();
-        let available = self.client.available_resources(from).await?;
-        let expected = fees::estimate(&FeeInputs {
-            needs: TxNeeds {
-                bandwidth_bytes: bytes,
-                energy,
-                creates_account: false,
+        let bytes = self.bandwidth_bytes(from, transfer, fee_limit)?;
+        self.plan(
+            from,
+            Operation::Trc20Transfer {
+                recipient_holds_token,
+                estimated_energy: Some(energy),
             },
-            available,
+            bytes,
             prices,
-        });
-        let max = fee_limit.saturating_add(bytes.saturating_mul(prices.bandwidth_sun));
-        Ok(FeeEstimate {
-            expected_native: Amount::from_units(expected.total_sun.into()),
-            max_native: Amount::from_units(max.into()),
-            bid: FeeBid::FeeLimit { sun: fee_limit },
-        })
+        )
+        .await
     }
 
     /// Where `hash` is on one endpoint (see the module documentation).
@@ -621,6 +637,7 @@ impl TronSender {
                 fee_native: Amount::from_units(fee),
                 // Only swaps read moves from a receipt, and swaps are BSC's.
                 moves: Vec::new(),
+                resources: Some(fees::actual_resources(&info)),
             }));
         }
         match p.transaction_from_pending(hash).await {

@@ -5,6 +5,7 @@
 //! outcomes (duplicate, expired, refused, busy, lost answer), failed TRC20 transfers, pricing,
 //! lookups from lagging endpoints, and endpoints of another network.
 
+use custody_chain_tron::fees::{ActualResources, BandwidthSource, Operation};
 use custody_chain_tron::{
     sign, trx_transfer, RefBlock, SignedTransaction, TronChain, TronSender, TronSenderSettings,
     TronSettings, TxTiming,
@@ -183,6 +184,16 @@ async fn a_trx_payment_is_priced_built_signed_broadcast_and_included() {
     let bandwidth = signed.raw.len() as u128 + 64;
     assert_eq!(price.expected_native.units(), bandwidth * 1_000);
     assert_eq!(price.max_native, price.expected_native);
+    let plan = price.plan.expect("a TRON price carries its plan");
+    assert_eq!(
+        (
+            plan.bandwidth_needed,
+            plan.bandwidth_source,
+            plan.activation_sun
+        ),
+        (bandwidth as u64, BandwidthSource::Burned, 0)
+    );
+    assert_eq!(plan.total_burn_sun, plan.bandwidth_burn_sun);
 
     assert_eq!(sender.broadcast(&signed).await, BroadcastOutcome::Accepted);
     assert_eq!(api.pool(), vec![signed.hash.clone()]);
@@ -202,6 +213,12 @@ async fn a_trx_payment_is_priced_built_signed_broadcast_and_included() {
             succeeded: true,
             fee_native: price.expected_native,
             moves: Vec::new(),
+            // The bandwidth burned, as planned.
+            resources: Some(ActualResources {
+                net_fee: sun(price.expected_native.units()) as u64,
+                fee: sun(price.expected_native.units()) as u64,
+                ..ActualResources::default()
+            }),
         }
     );
     // Upper case and 0x are read too.
@@ -278,6 +295,14 @@ async fn a_usdt_payment_is_priced_from_the_nodes_energy_estimate_and_moves_token
     let bandwidth = (signed.raw.len() as u128 + 64) * 1_000;
     assert_eq!(price.expected_native.units(), energy * 100 + bandwidth);
     assert_eq!(price.max_native.units(), fee_limit + bandwidth);
+    let plan = price.plan.expect("a TRON price carries its plan");
+    assert_eq!(
+        plan.operation,
+        Operation::Trc20Transfer {
+            recipient_holds_token: false,
+            estimated_energy: Some(energy as u64)
+        }
+    );
 
     assert_eq!(sender.broadcast(&signed).await, BroadcastOutcome::Accepted);
     let block = api.produce_block();
@@ -285,6 +310,15 @@ async fn a_usdt_payment_is_priced_from_the_nodes_energy_estimate_and_moves_token
     assert!(inclusion.succeeded);
     assert_eq!(inclusion.block_hash, block.hash);
     assert_eq!(inclusion.fee_native, price.expected_native);
+    // The plan and what the chain charged agree, figure by figure.
+    let actual = inclusion
+        .resources
+        .expect("a TRON inclusion carries its receipt");
+    assert_eq!(actual.energy_usage_total, plan.energy_needed);
+    assert_eq!(actual.energy_usage, plan.energy_from_account);
+    assert_eq!(actual.energy_fee, plan.energy_burn_sun);
+    assert_eq!(actual.net_fee, plan.bandwidth_burn_sun);
+    assert_eq!(actual.fee, plan.total_burn_sun);
 
     assert_eq!(api.trc20_balance(USDT, &hot), 30_000_000);
     assert_eq!(api.trc20_balance(USDT, A1), 20_000_000);
@@ -346,6 +380,50 @@ async fn a_usdt_payment_is_priced_from_the_nodes_energy_estimate_and_moves_token
     );
 }
 
+/// An address that already holds USDT in the test below.
+const HOLDER: &str = "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy";
+
+#[tokio::test]
+async fn a_usdt_transfer_to_a_new_holder_is_planned_and_charged_more_energy() {
+    let (api, sender, signer, hot) = setup();
+    api.set_trc20_balance(USDT, &hot, 50_000_000);
+    api.set_trc20_balance(USDT, HOLDER, 1);
+    let to_holder = sender.price(&hot, &usdt(HOLDER, 1_000)).await.unwrap();
+    let to_new = sender.price(&hot, &usdt(A1, 1_000)).await.unwrap();
+    let (holder, new) = (to_holder.plan.unwrap(), to_new.plan.unwrap());
+    // The node's estimates are the documented USDT figures, and the plan records whether the
+    // recipient held the token.
+    assert_eq!((holder.energy_needed, new.energy_needed), (64_285, 130_285));
+    assert!(matches!(
+        holder.operation,
+        Operation::Trc20Transfer {
+            recipient_holds_token: true,
+            ..
+        }
+    ));
+    assert!(matches!(
+        new.operation,
+        Operation::Trc20Transfer {
+            recipient_holds_token: false,
+            ..
+        }
+    ));
+    assert_eq!(new.energy_burn_sun - holder.energy_burn_sun, 66_000 * 100);
+    assert!(to_new.expected_native > to_holder.expected_native);
+    assert!(to_new.max_native > to_holder.max_native);
+
+    // Executed, each is charged the energy its plan said.
+    for (to, price, plan) in [(HOLDER, to_holder, holder), (A1, to_new, new)] {
+        let (_, signed) = build_and_sign(&sender, &signer, &hot, usdt(to, 1_000), price.bid).await;
+        assert_eq!(sender.broadcast(&signed).await, BroadcastOutcome::Accepted);
+        api.produce_block();
+        let inclusion = included(sender.lookup(&signed.hash).await.unwrap());
+        let actual = inclusion.resources.unwrap();
+        assert_eq!(actual.energy_usage_total, plan.energy_needed, "to {to}");
+        assert_eq!(actual.fee, plan.total_burn_sun, "to {to}");
+    }
+}
+
 #[tokio::test]
 async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
     let (api, sender, signer, hot) = setup();
@@ -378,6 +456,14 @@ async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
             succeeded: false,
             fee_native: Amount::from_units(fee),
             moves: Vec::new(),
+            // What the receipt says the revert used and burned.
+            resources: Some(ActualResources {
+                energy_usage_total: TRC20_REVERT_ENERGY as u64,
+                energy_fee: TRC20_REVERT_ENERGY as u64 * 100,
+                net_fee: (signed.raw.len() as u64 + 64) * 1_000,
+                fee: fee as u64,
+                ..ActualResources::default()
+            }),
         }
     );
     assert_eq!(api.trc20_balance(USDT, &hot), 1_000);

@@ -28,6 +28,7 @@ use custody_core::ports::clock::new_uuid;
 use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Signer, Store};
+use custody_core::tron::resources::ResourcePlan;
 use custody_core::{Network, Timestamp};
 use tokio::sync::watch;
 
@@ -170,7 +171,7 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, estimate.max_native, now).await? {
                     return self.check_later(out, now).await;
                 }
-                self.sign_store_send(out, estimate.bid).await
+                self.sign_store_send(out, estimate.bid, estimate.plan).await
             }
             Decision::Reprice => {
                 if !self.may_sign_new(&out).await? {
@@ -192,7 +193,7 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, max_fee(bid), now).await? {
                     return self.check_later(out, now).await;
                 }
-                self.sign_store_send(out, bid).await
+                self.sign_store_send(out, bid, fresh.plan).await
             }
             Decision::Replace { bid } => {
                 // A replacement is a new signature: not while the switches are on. The bytes
@@ -204,7 +205,8 @@ impl Broadcaster {
                     // The earlier attempt stays out there; send it again rather than nothing.
                     return self.send_latest(out).await;
                 }
-                self.sign_store_send(out, bid).await
+                // A replacement's bid comes from the engine; no plan priced it.
+                self.sign_store_send(out, bid, None).await
             }
             Decision::Rebuild => {
                 if !self.may_sign_new(&out).await? {
@@ -219,7 +221,7 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, estimate.max_native, now).await? {
                     return self.check_later(out, now).await;
                 }
-                self.sign_store_send(out, estimate.bid).await
+                self.sign_store_send(out, estimate.bid, estimate.plan).await
             }
             Decision::Broadcast => {
                 // Money that never left (signed, then refused or interrupted) leaves only if it
@@ -380,8 +382,14 @@ impl Broadcaster {
         Ok(false)
     }
 
-    /// Builds and signs a new attempt, stores it, and only then sends it.
-    async fn sign_store_send(&self, mut out: OutgoingTx, bid: FeeBid) -> CoreResult<()> {
+    /// Builds and signs a new attempt, stores it with the plan it was priced with (TRON), and
+    /// only then sends it.
+    async fn sign_store_send(
+        &self,
+        mut out: OutgoingTx,
+        bid: FeeBid,
+        plan: Option<ResourcePlan>,
+    ) -> CoreResult<()> {
         let request = BuildRequest {
             from: out.from.clone(),
             payment: out.payment.clone(),
@@ -401,6 +409,7 @@ impl Broadcaster {
                 signed_at: now,
                 sent_at: None,
                 last_answer: None,
+                plan,
             },
             now,
         )

@@ -13,6 +13,7 @@ use crate::amount::Amount;
 use crate::error::PortError;
 use crate::network::Network;
 use crate::ports::signer::RecoverableSignature;
+use crate::tron::resources::{ActualResources, ResourcePlan};
 
 /// What an outgoing transaction does. Addresses are in the network's canonical text form.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -125,6 +126,10 @@ pub struct FeeEstimate {
     /// The most it may cost (gas limit × price, or the fee limit); the hot wallet must hold it.
     pub max_native: Amount,
     pub bid: FeeBid,
+    /// TRON: the resource plan the figures come from (bandwidth, energy, activation), stored
+    /// with the attempt so that it can be checked against what the chain charged. `None` on
+    /// BSC, whose price is gas × price alone.
+    pub plan: Option<ResourcePlan>,
 }
 
 /// What to build.
@@ -205,6 +210,9 @@ pub struct Inclusion {
     /// EVM: the token movements its receipt logged (ERC-20 `Transfer`, and the wrapped
     /// coin's `Deposit`/`Withdrawal`), in log order: what a swap actually took and gave.
     pub moves: Vec<TokenMove>,
+    /// TRON: the bandwidth and energy it used and what it burned for each (its info's
+    /// `receipt` and `fee`). `None` on EVM.
+    pub resources: Option<ActualResources>,
 }
 
 /// One token movement read from a receipt's logs. Addresses in the network's canonical form.
