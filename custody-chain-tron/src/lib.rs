@@ -39,6 +39,6 @@ pub use client::{
 pub use fees::{PlanInputs, ResourcePlan};
 pub use sender::{classify_broadcast, SenderSettingsError, TronSender, TronSenderSettings};
 pub use tx::{
-    attach_signature, sign, trc20_transfer, trx_transfer, RefBlock, SignedTransaction, TxError,
-    TxTiming, UnsignedTransaction,
+    attach_signature, energy_delegation, sign, trc20_transfer, trx_transfer, RefBlock,
+    SignedTransaction, TxError, TxTiming, UnsignedTransaction,
 };
