@@ -1,5 +1,7 @@
 //! [`TronSender`]: the [`ChainSender`] port on TRON — price, build, assemble, broadcast and
-//! look up TRX transfers and TRC20 `transfer` calls over the full-node HTTP API.
+//! look up TRX transfers, TRC20 `transfer` calls and Stake 2.0 energy delegations
+//! (`DelegateResourceContract` / `UnDelegateResourceContract`, resource ENERGY) over the
+//! full-node HTTP API.
 //!
 //! **Build.** A transaction references a block a few below the head (TaPoS) and expires a
 //! configured lifetime after the head block's time:
@@ -82,7 +84,8 @@
 //! not); a call that would fail is an error. `fee_limit` = energy × `getEnergyFee` plus
 //! `energy_margin_percent`, at most `getMaxFeeLimit`. `expected_native` is what would be
 //! burned with the sender's resources now; `max_native` = `fee_limit` + the bandwidth burned
-//! in full (+ the account creation fees), what the sender must hold. [`FeeEstimate::plan`]
+//! in full (+ the account creation fees), what the sender must hold. An energy delegation
+//! pays bandwidth only (`fee_limit` 0); its receiver must exist. [`FeeEstimate::plan`]
 //! holds every figure of the plan, stored with the attempt it priced.
 
 use std::fmt;
@@ -107,8 +110,8 @@ use crate::client::{self, CallError, Pinned, TronClient};
 use crate::fees::{self, Operation, PlanInputs, ResourcePrices};
 use crate::scan;
 use crate::tx::{
-    attach_signature, trc20_transfer, trx_transfer, RefBlock, SignedTransaction, TxTiming,
-    UnsignedTransaction,
+    attach_signature, energy_delegation, trc20_transfer, trx_transfer, RefBlock, SignedTransaction,
+    TxTiming, UnsignedTransaction,
 };
 
 /// The function a TRC20 payment calls.
@@ -218,6 +221,12 @@ enum Transfer {
         to: TronAddress,
         amount: Amount,
     },
+    /// Stake 2.0 energy lent to `receiver` (`undelegate`: taken back).
+    Energy {
+        receiver: TronAddress,
+        balance: Amount,
+        undelegate: bool,
+    },
 }
 
 fn address(what: &str, address: &str) -> Result<TronAddress, PortError> {
@@ -241,10 +250,27 @@ impl Transfer {
                 to: address("recipient", to)?,
                 amount: *amount,
             },
+            Payment::DelegateEnergy {
+                receiver,
+                balance_sun,
+            } => Transfer::Energy {
+                receiver: address("receiver", receiver)?,
+                balance: *balance_sun,
+                undelegate: false,
+            },
+            Payment::UndelegateEnergy {
+                receiver,
+                balance_sun,
+            } => Transfer::Energy {
+                receiver: address("receiver", receiver)?,
+                balance: *balance_sun,
+                undelegate: true,
+            },
             Payment::Swap { .. } | Payment::Approve { .. } => {
                 return Err(PortError::permanent(
                     "tron",
-                    "swaps and approvals are BSC payments; TRON pays TRX and TRC20 transfers",
+                    "swaps and approvals are BSC payments; TRON pays TRX and TRC20 transfers \
+                     and delegates energy",
                 ))
             }
         })
@@ -270,6 +296,21 @@ impl Transfer {
             }
             Transfer::Trc20 { token, to, amount } => {
                 trc20_transfer(from, token, to, *amount, fee_limit_sun, reference, timing)?
+            }
+            Transfer::Energy {
+                receiver,
+                balance,
+                undelegate,
+            } => {
+                if fee_limit_sun != 0 {
+                    return Err(PortError::permanent(
+                        "tron",
+                        format!(
+                            "an energy delegation is built with fee_limit 0, not {fee_limit_sun}"
+                        ),
+                    ));
+                }
+                energy_delegation(from, receiver, *balance, *undelegate, reference, timing)?
             }
         })
     }
@@ -515,6 +556,26 @@ impl TronSender {
         .await
     }
 
+    /// A delegation pays bandwidth only. java-tron refuses one to an account that does not
+    /// exist: refused here before anything is signed.
+    async fn price_delegation(
+        &self,
+        from: &TronAddress,
+        receiver: &TronAddress,
+        transfer: &Transfer,
+    ) -> Result<FeeEstimate, PortError> {
+        let bytes = self.bandwidth_bytes(from, transfer, 0)?;
+        if self.client.account(receiver).await?.is_none() {
+            return Err(PortError::permanent(
+                "tron",
+                format!("energy cannot be delegated to {receiver}: the chain has no such account"),
+            ));
+        }
+        let prices = self.client.resource_prices().await?;
+        self.plan(from, Operation::SystemContract, bytes, prices)
+            .await
+    }
+
     async fn price_trc20(
         &self,
         from: &TronAddress,
@@ -684,6 +745,9 @@ impl ChainSender for TronSender {
             Transfer::Trc20 { token, to, amount } => {
                 self.price_trc20(&from, (token, to, amount), &transfer)
                     .await
+            }
+            Transfer::Energy { receiver, .. } => {
+                self.price_delegation(&from, receiver, &transfer).await
             }
         }
     }

@@ -48,6 +48,19 @@ pub enum Payment {
         spender: String,
         amount: Amount,
     },
+    /// TRON (Stake 2.0): lends `receiver` the energy of `balance_sun` of the paying account's
+    /// TRX staked for energy (`DelegateResourceContract`, resource ENERGY, unlocked), so that
+    /// its contract calls burn no TRX for that energy. The stake stays the payer's.
+    DelegateEnergy {
+        receiver: String,
+        balance_sun: Amount,
+    },
+    /// TRON (Stake 2.0): takes back the energy of `balance_sun` of stake delegated to
+    /// `receiver` (`UnDelegateResourceContract`).
+    UndelegateEnergy {
+        receiver: String,
+        balance_sun: Amount,
+    },
 }
 
 /// What a payment takes out of the paying wallet besides the fee.
@@ -60,11 +73,13 @@ pub struct Spends<'a> {
 }
 
 impl Payment {
-    /// Who receives it (the spender of an approval).
+    /// Who receives it (the spender of an approval, the receiver of delegated energy).
     pub fn recipient(&self) -> &str {
         match self {
             Payment::Native { to, .. } | Payment::Token { to, .. } | Payment::Swap { to, .. } => to,
             Payment::Approve { spender, .. } => spender,
+            Payment::DelegateEnergy { receiver, .. }
+            | Payment::UndelegateEnergy { receiver, .. } => receiver,
         }
     }
 
@@ -99,7 +114,11 @@ impl Payment {
                     }
                 }
             }
-            Payment::Approve { .. } => Spends {
+            // A delegation lends the stake's energy; the stake (and every sun) stays the
+            // payer's.
+            Payment::Approve { .. }
+            | Payment::DelegateEnergy { .. }
+            | Payment::UndelegateEnergy { .. } => Spends {
                 native: Amount::ZERO,
                 token: None,
             },
@@ -292,4 +311,40 @@ pub trait ChainSender: Send + Sync {
         address: &str,
         token_contract: Option<&str>,
     ) -> Result<(Amount, Option<Amount>), PortError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_energy_delegation_spends_nothing_and_reads_back() {
+        for payment in [
+            Payment::DelegateEnergy {
+                receiver: "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK".into(),
+                balance_sun: Amount::from_units(14_000_000_000),
+            },
+            Payment::UndelegateEnergy {
+                receiver: "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK".into(),
+                balance_sun: Amount::from_units(14_000_000_000),
+            },
+        ] {
+            assert_eq!(
+                payment.spends(),
+                Spends {
+                    native: Amount::ZERO,
+                    token: None
+                }
+            );
+            assert_eq!(payment.recipient(), "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK");
+            let text = serde_json::to_string(&payment).unwrap();
+            assert_eq!(serde_json::from_str::<Payment>(&text).unwrap(), payment);
+        }
+        let text = serde_json::to_string(&Payment::DelegateEnergy {
+            receiver: "T".into(),
+            balance_sun: Amount::from_units(1),
+        })
+        .unwrap();
+        assert!(text.contains(r#""kind":"delegate_energy""#), "{text}");
+    }
 }
