@@ -10,7 +10,8 @@
 //!   head, headers (`blockID`, `parentHash`, `number`, `timestamp`), blocks with their TRX and
 //!   TRC20 transfers ([`scan`] says exactly what is reported; a block's transaction infos
 //!   over the response limit are read one by one), balances.
-//! - [`tx`]: the `raw_data` protobuf of TRX and TRC20 transfers ([`proto`] has the messages),
+//! - [`tx`]: the `raw_data` protobuf of TRX and TRC20 transfers and of Stake 2.0 energy
+//!   delegations ([`proto`] has the messages),
 //!   txID, signing through the [`Signer`](custody_core::ports::Signer) port, broadcast hex.
 //! - [`fees`]: the inputs of the core's TRON resource planner read from the node (prices,
 //!   the account's resources), and the resources a transaction actually used.

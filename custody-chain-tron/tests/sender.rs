@@ -464,6 +464,13 @@ async fn delegated_energy_makes_the_receivers_usdt_transfer_burn_no_trx_for_ener
     assert_eq!(api.energy_stake(&hot), sun(6_000 * TRX));
     assert_eq!(api.account_resource(A1)["EnergyLimit"], json!(140_000));
     assert_eq!(api.account_resource(&hot)["EnergyLimit"], json!(60_000));
+    // The deposit scanner reads the block and finds no transfer in a delegation.
+    let scanned = chain_on(&api)
+        .scan_block(inclusion.block_number)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(scanned.transfers.is_empty(), "{:?}", scanned.transfers);
 
     // After: the plan takes all the energy from the delegation, and the chain agrees.
     let after = sender.price(A1, &pay).await.unwrap();

@@ -8,7 +8,7 @@
 //! `wallet/gettransactioninfobyid`, `wallet/gettransactionbyid` (transactions in blocks only,
 //! as java-tron), `wallet/gettransactionfrompending`, `walletsolidity/getnowblock`,
 //! `wallet/getaccount`, `wallet/getaccountresource` (with the energy of staked and delegated
-//! TRX, see below), `wallet/getdelegatedresourcev2`, `wallet/triggerconstantcontract`
+//! TRX, see below), `wallet/triggerconstantcontract`
 //! (`balanceOf(address)`, and `transfer(address,uint256)` run as its `owner_address`: the
 //! energy it would use, or a revert), `wallet/broadcasthex`, `wallet/getchainparameters`;
 //! anything else is a 404.
@@ -1801,17 +1801,6 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
         "/wallet/getaccountresource" => {
             let address = hex41(body["address"].as_str().unwrap_or_default());
             value_response(&s.account_resource_json(&address))
-        }
-        "/wallet/getdelegatedresourcev2" => {
-            // java-tron `Wallet.getDelegatedResourceV2`: the (from, to) record, energy only here.
-            let from = hex41(body["fromAddress"].as_str().unwrap_or_default());
-            let to = hex41(body["toAddress"].as_str().unwrap_or_default());
-            match s.delegations.get(&(from.clone(), to.clone())) {
-                Some(sun) => value_response(&json!({"delegatedResource": [{
-                    "from": from, "to": to, "frozen_balance_for_energy": sun
-                }]})),
-                None => value_response(&json!({})),
-            }
         }
         "/wallet/getchainparameters" => {
             let params: Vec<Value> = s
