@@ -77,8 +77,9 @@
 //!
 //! **Price.** TRX: the bandwidth of the signed transfer against the sender's staked then free
 //! bandwidth (`wallet/getaccountresource`), burned at `getTransactionFee` otherwise; a
-//! recipient `wallet/getaccount` does not know costs the account creation fees instead
-//! (the core's planner, [`fees::plan`], applies every rule). `fee_limit` 0. TRC20: the node runs the `transfer` as the sender
+//! recipient `wallet/getaccount` does not know costs the account creation fees instead (the
+//! core's planner, [`fees::plan`], applies every rule). `fee_limit` 0. TRC20: the node runs
+//! the `transfer` as the sender
 //! (`wallet/triggerconstantcontract`; `energy_used`, which includes the dynamic-energy penalty
 //! and reflects whether the recipient already holds the token, about twice the energy when
 //! not); a call that would fail is an error. `fee_limit` = energy × `getEnergyFee` plus
@@ -499,7 +500,8 @@ impl TronSender {
         Ok((head, reference))
     }
 
-    /// The planner's inputs for `operation` from `from`, sized by `bytes`.
+    /// The price of `operation` (`bytes` of bandwidth) from `from`'s resources now: the core's
+    /// plan, whose figures the estimate and its bid are.
     async fn plan(
         &self,
         from: &TronAddress,
