@@ -190,9 +190,20 @@ fn transfer_call(to: &BscAddress, amount: Amount) -> Vec<u8> {
     .abi_encode()
 }
 
+/// A TRON-only payment (Stake 2.0 energy delegation): BSC has nothing like it.
+fn tron_only(payment: &Payment) -> PortError {
+    PortError::permanent(
+        PORT,
+        format!("{payment:?} is a TRON energy delegation; BSC has no resource delegation"),
+    )
+}
+
 /// (to, value, data) of a payment.
 fn call_of(payment: &Payment) -> Result<(BscAddress, u128, Vec<u8>), PortError> {
     match payment {
+        Payment::DelegateEnergy { .. } | Payment::UndelegateEnergy { .. } => {
+            Err(tron_only(payment))
+        }
         Payment::Native { to, amount } => {
             Ok((parse_address("to", to)?, amount.units(), Vec::new()))
         }
@@ -423,6 +434,9 @@ impl ChainSender for BscSender {
                 .div_ceil(100)
         };
         let (expected_gas, limit) = match payment {
+            Payment::DelegateEnergy { .. } | Payment::UndelegateEnergy { .. } => {
+                return Err(tron_only(payment))
+            }
             Payment::Native { .. } => (NATIVE_TRANSFER_GAS, NATIVE_TRANSFER_GAS),
             Payment::Token { .. } => match self.estimate_gas(&from, payment).await? {
                 Some(estimate) => (estimate, margin(estimate)),
@@ -458,6 +472,7 @@ impl ChainSender for BscSender {
                 gas_limit: limit,
                 gas_price_wei: price,
             },
+            plan: None,
         })
     }
 
@@ -577,6 +592,7 @@ impl ChainSender for BscSender {
                 succeeded: status == 1,
                 fee_native: Amount::from_units(gas_used.saturating_mul(price)),
                 moves: receipt_moves(logs),
+                resources: None,
             }));
         }
         let tx = self
@@ -765,6 +781,24 @@ mod tests {
         .unwrap();
         assert_eq!(to.to_lowercase_hex(), addr(1));
         assert_eq!(&data[..4], &[0x09, 0x5e, 0xa7, 0xb3]);
+    }
+
+    #[test]
+    fn energy_delegations_are_refused_for_good() {
+        for payment in [
+            Payment::DelegateEnergy {
+                receiver: addr(0xbb),
+                balance_sun: Amount::from_units(1_000_000),
+            },
+            Payment::UndelegateEnergy {
+                receiver: addr(0xbb),
+                balance_sun: Amount::from_units(1_000_000),
+            },
+        ] {
+            let e = call_of(&payment).unwrap_err();
+            assert_eq!(e.retry, custody_core::error::Retry::Permanent, "{e}");
+            assert!(e.message.contains("TRON energy delegation"), "{e}");
+        }
     }
 
     #[test]

@@ -189,14 +189,26 @@ pub struct TransactionInfoAnswer {
     pub error: Option<String>,
 }
 
+/// `TransactionInfo.receipt` (`ResourceReceipt`, Tron.proto): proto3 JSON leaves zeros out.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Receipt {
     #[serde(default)]
     pub result: Option<String>,
+    /// Energy taken from the account's own or delegated energy.
+    #[serde(default)]
+    pub energy_usage: i64,
+    /// Sun burned for energy.
+    #[serde(default)]
+    pub energy_fee: i64,
+    /// All the energy the execution used.
     #[serde(default)]
     pub energy_usage_total: i64,
+    /// Bandwidth taken from staked or free bandwidth.
     #[serde(default)]
     pub net_usage: i64,
+    /// Sun burned for bandwidth (or the create-account fee).
+    #[serde(default)]
+    pub net_fee: i64,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -10,10 +10,11 @@
 //!   head, headers (`blockID`, `parentHash`, `number`, `timestamp`), blocks with their TRX and
 //!   TRC20 transfers ([`scan`] says exactly what is reported; a block's transaction infos
 //!   over the response limit are read one by one), balances.
-//! - [`tx`]: the `raw_data` protobuf of TRX and TRC20 transfers ([`proto`] has the messages),
+//! - [`tx`]: the `raw_data` protobuf of TRX and TRC20 transfers and of Stake 2.0 energy
+//!   delegations ([`proto`] has the messages),
 //!   txID, signing through the [`Signer`](custody_core::ports::Signer) port, broadcast hex.
-//! - [`fees`]: the TRX a transaction burns, from bandwidth, energy, the account's staked and
-//!   free resources and the chain's prices.
+//! - [`fees`]: the inputs of the core's TRON resource planner read from the node (prices,
+//!   the account's resources), and the resources a transaction actually used.
 //! - [`sender`]: [`TronSender`], the [`ChainSender`](custody_core::ports::ChainSender) port:
 //!   price, build (reference block, expiration), assemble, broadcast (the node's answer
 //!   classified), look up by txID, head and balances.
@@ -36,9 +37,9 @@ pub use client::{
     parse_genesis_block_id, redact_url, BroadcastOutcome, EndpointHealth, ReadError, SettingsError,
     TronClient, TronSettings, API_KEY_HEADER, MAINNET_GENESIS_BLOCK_ID,
 };
-pub use fees::{estimate, FeeEstimate, FeeInputs};
+pub use fees::{PlanInputs, ResourcePlan};
 pub use sender::{classify_broadcast, SenderSettingsError, TronSender, TronSenderSettings};
 pub use tx::{
-    attach_signature, sign, trc20_transfer, trx_transfer, RefBlock, SignedTransaction, TxError,
-    TxTiming, UnsignedTransaction,
+    attach_signature, energy_delegation, sign, trc20_transfer, trx_transfer, RefBlock,
+    SignedTransaction, TxError, TxTiming, UnsignedTransaction,
 };

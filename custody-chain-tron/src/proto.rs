@@ -16,6 +16,15 @@
 //! - `core/contract/smart_contract.proto`: `TriggerSmartContract { bytes owner_address = 1;
 //!   bytes contract_address = 2; int64 call_value = 3; bytes data = 4;
 //!   int64 call_token_value = 5; int64 token_id = 6; }`.
+//! - `core/contract/balance_contract.proto` (Stake 2.0): `DelegateResourceContract {
+//!   bytes owner_address = 1; ResourceCode resource = 2; int64 balance = 3;
+//!   bytes receiver_address = 4; bool lock = 5; int64 lock_period = 6; }` and
+//!   `UnDelegateResourceContract { bytes owner_address = 1; ResourceCode resource = 2;
+//!   int64 balance = 3; bytes receiver_address = 4; }`, with `DelegateResourceContract = 57`
+//!   and `UnDelegateResourceContract = 58` in `Transaction.Contract.ContractType`, and
+//!   `core/contract/common.proto`: `enum ResourceCode { BANDWIDTH = 0; ENERGY = 1;
+//!   TRON_POWER = 2; }` (an enum is written as a varint, like an int32). Checked against
+//!   java-tron's master of May 2025.
 //! - `google/protobuf/any.proto`: `Any { string type_url = 1; bytes value = 2; }`, with the
 //!   type URL `type.googleapis.com/protocol.<Message>` (package `protocol`).
 //!
@@ -27,7 +36,17 @@
 pub const CONTRACT_TYPE_TRANSFER: i32 = 1;
 pub const CONTRACT_TYPE_TRIGGER_SMART_CONTRACT: i32 = 31;
 
+pub const CONTRACT_TYPE_DELEGATE_RESOURCE: i32 = 57;
+pub const CONTRACT_TYPE_UNDELEGATE_RESOURCE: i32 = 58;
+
+/// `ResourceCode.ENERGY` (common.proto).
+pub const RESOURCE_CODE_ENERGY: i32 = 1;
+
 pub const TYPE_URL_TRANSFER: &str = "type.googleapis.com/protocol.TransferContract";
+pub const TYPE_URL_DELEGATE_RESOURCE: &str =
+    "type.googleapis.com/protocol.DelegateResourceContract";
+pub const TYPE_URL_UNDELEGATE_RESOURCE: &str =
+    "type.googleapis.com/protocol.UnDelegateResourceContract";
 pub const TYPE_URL_TRIGGER_SMART_CONTRACT: &str =
     "type.googleapis.com/protocol.TriggerSmartContract";
 
@@ -107,4 +126,37 @@ pub struct TriggerSmartContract {
     pub call_token_value: i64,
     #[prost(int64, tag = "6")]
     pub token_id: i64,
+}
+
+/// `protocol.DelegateResourceContract` (balance_contract.proto, Stake 2.0).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DelegateResourceContract {
+    #[prost(bytes = "vec", tag = "1")]
+    pub owner_address: Vec<u8>,
+    /// `ResourceCode`.
+    #[prost(int32, tag = "2")]
+    pub resource: i32,
+    /// Sun of the owner's stake whose resource is delegated.
+    #[prost(int64, tag = "3")]
+    pub balance: i64,
+    #[prost(bytes = "vec", tag = "4")]
+    pub receiver_address: Vec<u8>,
+    #[prost(bool, tag = "5")]
+    pub lock: bool,
+    #[prost(int64, tag = "6")]
+    pub lock_period: i64,
+}
+
+/// `protocol.UnDelegateResourceContract` (balance_contract.proto, Stake 2.0).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UnDelegateResourceContract {
+    #[prost(bytes = "vec", tag = "1")]
+    pub owner_address: Vec<u8>,
+    /// `ResourceCode`.
+    #[prost(int32, tag = "2")]
+    pub resource: i32,
+    #[prost(int64, tag = "3")]
+    pub balance: i64,
+    #[prost(bytes = "vec", tag = "4")]
+    pub receiver_address: Vec<u8>,
 }

@@ -1,5 +1,7 @@
 //! [`TronSender`]: the [`ChainSender`] port on TRON — price, build, assemble, broadcast and
-//! look up TRX transfers and TRC20 `transfer` calls over the full-node HTTP API.
+//! look up TRX transfers, TRC20 `transfer` calls and Stake 2.0 energy delegations
+//! (`DelegateResourceContract` / `UnDelegateResourceContract`, resource ENERGY) over the
+//! full-node HTTP API.
 //!
 //! **Build.** A transaction references a block a few below the head (TaPoS) and expires a
 //! configured lifetime after the head block's time:
@@ -75,14 +77,17 @@
 //!
 //! **Price.** TRX: the bandwidth of the signed transfer against the sender's staked then free
 //! bandwidth (`wallet/getaccountresource`), burned at `getTransactionFee` otherwise; a
-//! recipient `wallet/getaccount` does not know costs the account creation fees instead
-//! ([`fees::estimate`]). `fee_limit` 0. TRC20: the node runs the `transfer` as the sender
+//! recipient `wallet/getaccount` does not know costs the account creation fees instead (the
+//! core's planner, [`fees::plan`], applies every rule). `fee_limit` 0. TRC20: the node runs
+//! the `transfer` as the sender
 //! (`wallet/triggerconstantcontract`; `energy_used`, which includes the dynamic-energy penalty
 //! and reflects whether the recipient already holds the token, about twice the energy when
 //! not); a call that would fail is an error. `fee_limit` = energy × `getEnergyFee` plus
 //! `energy_margin_percent`, at most `getMaxFeeLimit`. `expected_native` is what would be
 //! burned with the sender's resources now; `max_native` = `fee_limit` + the bandwidth burned
-//! in full (+ the account creation fees), what the sender must hold.
+//! in full (+ the account creation fees), what the sender must hold. An energy delegation
+//! pays bandwidth only (`fee_limit` 0); its receiver must exist. [`FeeEstimate::plan`]
+//! holds every figure of the plan, stored with the attempt it priced.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,11 +108,11 @@ use custody_core::ports::signer::RecoverableSignature;
 use crate::abi;
 use crate::api;
 use crate::client::{self, CallError, Pinned, TronClient};
-use crate::fees::{self, AvailableResources, FeeInputs, ResourcePrices, TxNeeds};
+use crate::fees::{self, Operation, PlanInputs, ResourcePrices};
 use crate::scan;
 use crate::tx::{
-    attach_signature, trc20_transfer, trx_transfer, RefBlock, SignedTransaction, TxTiming,
-    UnsignedTransaction,
+    attach_signature, energy_delegation, trc20_transfer, trx_transfer, RefBlock, SignedTransaction,
+    TxTiming, UnsignedTransaction,
 };
 
 /// The function a TRC20 payment calls.
@@ -217,6 +222,12 @@ enum Transfer {
         to: TronAddress,
         amount: Amount,
     },
+    /// Stake 2.0 energy lent to `receiver` (`undelegate`: taken back).
+    Energy {
+        receiver: TronAddress,
+        balance: Amount,
+        undelegate: bool,
+    },
 }
 
 fn address(what: &str, address: &str) -> Result<TronAddress, PortError> {
@@ -240,10 +251,27 @@ impl Transfer {
                 to: address("recipient", to)?,
                 amount: *amount,
             },
+            Payment::DelegateEnergy {
+                receiver,
+                balance_sun,
+            } => Transfer::Energy {
+                receiver: address("receiver", receiver)?,
+                balance: *balance_sun,
+                undelegate: false,
+            },
+            Payment::UndelegateEnergy {
+                receiver,
+                balance_sun,
+            } => Transfer::Energy {
+                receiver: address("receiver", receiver)?,
+                balance: *balance_sun,
+                undelegate: true,
+            },
             Payment::Swap { .. } | Payment::Approve { .. } => {
                 return Err(PortError::permanent(
                     "tron",
-                    "swaps and approvals are BSC payments; TRON pays TRX and TRC20 transfers",
+                    "swaps and approvals are BSC payments; TRON pays TRX and TRC20 transfers \
+                     and delegates energy",
                 ))
             }
         })
@@ -269,6 +297,21 @@ impl Transfer {
             }
             Transfer::Trc20 { token, to, amount } => {
                 trc20_transfer(from, token, to, *amount, fee_limit_sun, reference, timing)?
+            }
+            Transfer::Energy {
+                receiver,
+                balance,
+                undelegate,
+            } => {
+                if fee_limit_sun != 0 {
+                    return Err(PortError::permanent(
+                        "tron",
+                        format!(
+                            "an energy delegation is built with fee_limit 0, not {fee_limit_sun}"
+                        ),
+                    ));
+                }
+                energy_delegation(from, receiver, *balance, *undelegate, reference, timing)?
             }
         })
     }
@@ -457,40 +500,82 @@ impl TronSender {
         Ok((head, reference))
     }
 
+    /// The price of `operation` (`bytes` of bandwidth) from `from`'s resources now: the core's
+    /// plan, whose figures the estimate and its bid are.
+    async fn plan(
+        &self,
+        from: &TronAddress,
+        operation: Operation,
+        bytes: u64,
+        prices: ResourcePrices,
+    ) -> Result<FeeEstimate, PortError> {
+        let available = self.client.available_resources(from).await?;
+        let plan = fees::plan(&PlanInputs {
+            operation,
+            bandwidth_bytes: bytes,
+            available,
+            prices,
+            energy_margin_percent: self.settings.energy_margin_percent,
+        });
+        Ok(FeeEstimate {
+            expected_native: Amount::from_units(plan.total_burn_sun.into()),
+            max_native: Amount::from_units(plan.max_burn_sun.into()),
+            bid: FeeBid::FeeLimit {
+                sun: plan.fee_limit_sun,
+            },
+            plan: Some(plan),
+        })
+    }
+
+    /// The bandwidth points of `transfer` once signed, built on a reference of real size.
+    fn bandwidth_bytes(
+        &self,
+        from: &TronAddress,
+        transfer: &Transfer,
+        fee_limit_sun: u64,
+    ) -> Result<u64, PortError> {
+        let (reference, timing) = size_reference(self.settings.tx_lifetime_ms);
+        Ok(transfer
+            .build(from, fee_limit_sun, reference, timing)?
+            .bandwidth_bytes())
+    }
+
     async fn price_trx(
         &self,
         from: &TronAddress,
         to: &TronAddress,
         transfer: &Transfer,
     ) -> Result<FeeEstimate, PortError> {
-        let (reference, timing) = size_reference(self.settings.tx_lifetime_ms);
-        let bytes = transfer
-            .build(from, 0, reference, timing)?
-            .bandwidth_bytes();
-        let creates_account = self.client.account(to).await?.is_none();
-        let available = self.client.available_resources(from).await?;
+        let bytes = self.bandwidth_bytes(from, transfer, 0)?;
+        let recipient_exists = self.client.account(to).await?.is_some();
         let prices = self.client.resource_prices().await?;
-        let needs = TxNeeds {
-            bandwidth_bytes: bytes,
-            energy: 0,
-            creates_account,
-        };
-        let expected = fees::estimate(&FeeInputs {
-            needs,
-            available,
+        self.plan(
+            from,
+            Operation::TrxTransfer { recipient_exists },
+            bytes,
             prices,
-        });
-        // With no free or staked bandwidth left by the time it is included.
-        let worst = fees::estimate(&FeeInputs {
-            needs,
-            available: AvailableResources::default(),
-            prices,
-        });
-        Ok(FeeEstimate {
-            expected_native: Amount::from_units(expected.total_sun.into()),
-            max_native: Amount::from_units(worst.total_sun.into()),
-            bid: FeeBid::FeeLimit { sun: 0 },
-        })
+        )
+        .await
+    }
+
+    /// A delegation pays bandwidth only. java-tron refuses one to an account that does not
+    /// exist: refused here before anything is signed.
+    async fn price_delegation(
+        &self,
+        from: &TronAddress,
+        receiver: &TronAddress,
+        transfer: &Transfer,
+    ) -> Result<FeeEstimate, PortError> {
+        let bytes = self.bandwidth_bytes(from, transfer, 0)?;
+        if self.client.account(receiver).await?.is_none() {
+            return Err(PortError::permanent(
+                "tron",
+                format!("energy cannot be delegated to {receiver}: the chain has no such account"),
+            ));
+        }
+        let prices = self.client.resource_prices().await?;
+        self.plan(from, Operation::SystemContract, bytes, prices)
+            .await
     }
 
     async fn price_trc20(
@@ -534,8 +619,11 @@ impl TronSender {
                     ),
                 )
             })?;
+        // Whether the recipient holds the token is recorded in the plan; the node's run
+        // already priced a new holder's storage slot into `energy`.
+        let recipient_holds_token = self.client.trc20_balance(token, to).await? > 0;
         let params = self.client.chain_parameters().await?;
-        let prices = ResourcePrices::from_chain_parameters(&params);
+        let prices = fees::resource_prices(&params);
         let fee_limit = fees::fee_limit_sun(energy, &prices, self.settings.energy_margin_percent);
         if let Some(max) = max_fee_limit_sun(&params) {
             if fee_limit > max {
@@ -548,26 +636,17 @@ impl TronSender {
                 ));
             }
         }
-        let (reference, timing) = size_reference(self.settings.tx_lifetime_ms);
-        let bytes = transfer
-            .build(from, fee_limit, reference, timing)?
-            .bandwidth_bytes();
-        let available = self.client.available_resources(from).await?;
-        let expected = fees::estimate(&FeeInputs {
-            needs: TxNeeds {
-                bandwidth_bytes: bytes,
-                energy,
-                creates_account: false,
+        let bytes = self.bandwidth_bytes(from, transfer, fee_limit)?;
+        self.plan(
+            from,
+            Operation::Trc20Transfer {
+                recipient_holds_token,
+                estimated_energy: Some(energy),
             },
-            available,
+            bytes,
             prices,
-        });
-        let max = fee_limit.saturating_add(bytes.saturating_mul(prices.bandwidth_sun));
-        Ok(FeeEstimate {
-            expected_native: Amount::from_units(expected.total_sun.into()),
-            max_native: Amount::from_units(max.into()),
-            bid: FeeBid::FeeLimit { sun: fee_limit },
-        })
+        )
+        .await
     }
 
     /// Where `hash` is on one endpoint (see the module documentation).
@@ -621,6 +700,7 @@ impl TronSender {
                 fee_native: Amount::from_units(fee),
                 // Only swaps read moves from a receipt, and swaps are BSC's.
                 moves: Vec::new(),
+                resources: Some(fees::actual_resources(&info)),
             }));
         }
         match p.transaction_from_pending(hash).await {
@@ -667,6 +747,9 @@ impl ChainSender for TronSender {
             Transfer::Trc20 { token, to, amount } => {
                 self.price_trc20(&from, (token, to, amount), &transfer)
                     .await
+            }
+            Transfer::Energy { receiver, .. } => {
+                self.price_delegation(&from, receiver, &transfer).await
             }
         }
     }

@@ -48,6 +48,8 @@ pub enum TxError {
     AmountTooLarge,
     #[error("the sender and the recipient are the same account")]
     SameAccount,
+    #[error("a delegation is of 1 TRX (1000000 sun) of stake at least")]
+    DelegationTooSmall,
     #[error("fee_limit must be between 1 and 9223372036854775807 sun")]
     FeeLimit,
     #[error("the expiration must be after the timestamp")]
@@ -163,8 +165,8 @@ impl UnsignedTransaction {
     }
 
     /// `raw_data` bytes read back (an [`UnsignedTransaction`] stored as its `raw_data`): one
-    /// `TransferContract` or `TriggerSmartContract`, whose `owner_address` is the account
-    /// that must sign.
+    /// `TransferContract`, `TriggerSmartContract`, `DelegateResourceContract` or
+    /// `UnDelegateResourceContract`, whose `owner_address` is the account that must sign.
     ///
     /// The bytes must be exactly what this module writes for the decoded message (the
     /// canonical protobuf encoding: fields in tag order, no unknown fields, no defaults
@@ -200,9 +202,20 @@ impl UnsignedTransaction {
                     .map_err(|e| TxError::Unsupported(format!("TriggerSmartContract: {e}")))?
                     .owner_address
             }
+            (proto::CONTRACT_TYPE_DELEGATE_RESOURCE, proto::TYPE_URL_DELEGATE_RESOURCE) => {
+                proto::DelegateResourceContract::decode(any.value.as_slice())
+                    .map_err(|e| TxError::Unsupported(format!("DelegateResourceContract: {e}")))?
+                    .owner_address
+            }
+            (proto::CONTRACT_TYPE_UNDELEGATE_RESOURCE, proto::TYPE_URL_UNDELEGATE_RESOURCE) => {
+                proto::UnDelegateResourceContract::decode(any.value.as_slice())
+                    .map_err(|e| TxError::Unsupported(format!("UnDelegateResourceContract: {e}")))?
+                    .owner_address
+            }
             (kind, url) => {
                 return Err(TxError::Unsupported(format!(
-                    "contract type {kind} ({url}) is neither a TRX transfer nor a contract call"
+                    "contract type {kind} ({url}) is not a TRX transfer, a contract call or \
+                     an energy delegation"
                 )))
             }
         };
@@ -377,6 +390,70 @@ pub fn trc20_transfer(
         permission_id: 0,
     };
     let raw = raw_with(contract, ref_block, timing, fee_limit)?;
+    Ok(UnsignedTransaction::from_raw(*owner, &raw))
+}
+
+/// A Stake 2.0 energy delegation: `owner` lends the energy of `balance` sun of its stake for
+/// energy to `receiver` (`DelegateResourceContract`, resource ENERGY, unlocked, so it can be
+/// taken back at any time), or takes it back (`undelegate`: `UnDelegateResourceContract`).
+/// The stake stays the owner's; a system contract, so no `fee_limit`. java-tron refuses a
+/// delegation below 1 TRX (`DelegateResourceActuator`).
+pub fn energy_delegation(
+    owner: &TronAddress,
+    receiver: &TronAddress,
+    balance: Amount,
+    undelegate: bool,
+    ref_block: RefBlock,
+    timing: TxTiming,
+) -> Result<UnsignedTransaction, TxError> {
+    if balance.is_zero() {
+        return Err(TxError::AmountZero);
+    }
+    let balance = i64::try_from(balance.units()).map_err(|_| TxError::AmountTooLarge)?;
+    if !undelegate && balance < 1_000_000 {
+        return Err(TxError::DelegationTooSmall);
+    }
+    if owner == receiver {
+        return Err(TxError::SameAccount);
+    }
+    let owner_address = owner.to_versioned_bytes().to_vec();
+    let receiver_address = receiver.to_versioned_bytes().to_vec();
+    let (kind, type_url, value) = if undelegate {
+        (
+            proto::CONTRACT_TYPE_UNDELEGATE_RESOURCE,
+            proto::TYPE_URL_UNDELEGATE_RESOURCE,
+            proto::UnDelegateResourceContract {
+                owner_address,
+                resource: proto::RESOURCE_CODE_ENERGY,
+                balance,
+                receiver_address,
+            }
+            .encode_to_vec(),
+        )
+    } else {
+        (
+            proto::CONTRACT_TYPE_DELEGATE_RESOURCE,
+            proto::TYPE_URL_DELEGATE_RESOURCE,
+            proto::DelegateResourceContract {
+                owner_address,
+                resource: proto::RESOURCE_CODE_ENERGY,
+                balance,
+                receiver_address,
+                lock: false,
+                lock_period: 0,
+            }
+            .encode_to_vec(),
+        )
+    };
+    let contract = proto::Contract {
+        r#type: kind,
+        parameter: Some(proto::Any {
+            type_url: type_url.into(),
+            value,
+        }),
+        permission_id: 0,
+    };
+    let raw = raw_with(contract, ref_block, timing, 0)?;
     Ok(UnsignedTransaction::from_raw(*owner, &raw))
 }
 
@@ -629,6 +706,56 @@ mod tests {
                 Err(TxError::BadSignature)
             );
         }
+    }
+
+    #[test]
+    fn energy_delegations_are_written_with_java_trons_field_numbers() {
+        let s = signer();
+        let (r, t) = reference();
+        let (from, to) = (owner(&s, 0), owner(&s, 1));
+        let tx = energy_delegation(&from, &to, Amount::from_units(2_000_000), false, r, t).unwrap();
+        let raw = proto::TransactionRaw::decode(tx.raw_data()).unwrap();
+        assert_eq!(raw.fee_limit, 0);
+        let contract = &raw.contract[0];
+        assert_eq!(contract.r#type, 57);
+        let any = contract.parameter.clone().unwrap();
+        assert_eq!(
+            any.type_url,
+            "type.googleapis.com/protocol.DelegateResourceContract"
+        );
+        // owner_address = 1 (bytes), resource = 2 (ENERGY = 1), balance = 3 (varint),
+        // receiver_address = 4 (bytes); lock and lock_period left at their defaults.
+        let mut expected = vec![0x0a, 21];
+        expected.extend_from_slice(&from.to_versioned_bytes());
+        expected.extend_from_slice(&[0x10, 0x01, 0x18, 0x80, 0x89, 0x7a, 0x22, 21]);
+        expected.extend_from_slice(&to.to_versioned_bytes());
+        assert_eq!(any.value, expected);
+
+        let back =
+            energy_delegation(&from, &to, Amount::from_units(2_000_000), true, r, t).unwrap();
+        let raw = proto::TransactionRaw::decode(back.raw_data()).unwrap();
+        assert_eq!(raw.contract[0].r#type, 58);
+        let any = raw.contract[0].parameter.clone().unwrap();
+        assert_eq!(
+            any.type_url,
+            "type.googleapis.com/protocol.UnDelegateResourceContract"
+        );
+        assert_eq!(any.value, expected, "the same four fields");
+
+        for tx in [tx, back] {
+            let read = UnsignedTransaction::from_raw_data(tx.raw_data()).unwrap();
+            assert_eq!(read.owner(), &from);
+            let signed = sign(read, &s, &path(0)).unwrap();
+            assert_eq!(signed.unsigned(), &tx);
+        }
+        let small = energy_delegation(&from, &to, Amount::from_units(999_999), false, r, t);
+        assert_eq!(small, Err(TxError::DelegationTooSmall));
+        // Taking back less than 1 TRX is allowed; nothing, or to oneself, is not.
+        assert!(energy_delegation(&from, &to, Amount::from_units(1), true, r, t).is_ok());
+        let zero = energy_delegation(&from, &to, Amount::ZERO, true, r, t);
+        assert_eq!(zero, Err(TxError::AmountZero));
+        let own = energy_delegation(&from, &from, Amount::from_units(2_000_000), false, r, t);
+        assert_eq!(own, Err(TxError::SameAccount));
     }
 
     #[test]

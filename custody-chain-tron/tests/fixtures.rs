@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use custody_chain_tron::api;
-use custody_chain_tron::fees::{AvailableResources, ResourcePrices};
+use custody_chain_tron::fees::{self, AvailableResources, ResourcePrices};
 use custody_chain_tron::scan::{self, ScanError, TronCatalog};
 use custody_core::amount::Amount;
 use custody_core::asset::AssetCatalog;
@@ -169,11 +169,11 @@ fn the_other_documented_answers_parse() {
     let r: api::AccountResource =
         serde_json::from_str(&fixture("getaccountresource.json")).unwrap();
     assert_eq!(
-        AvailableResources::from_account_resource(&r),
+        fees::available_resources(&r),
         AvailableResources {
             free_bandwidth: 159,
             staked_bandwidth: 0,
-            staked_energy: 0
+            energy: 0
         }
     );
 
@@ -194,10 +194,7 @@ fn the_other_documented_answers_parse() {
 
     let params: api::ChainParameters =
         serde_json::from_str(&fixture("getchainparameters.json")).unwrap();
-    assert_eq!(
-        ResourcePrices::from_chain_parameters(&params),
-        ResourcePrices::MAINNET
-    );
+    assert_eq!(fees::resource_prices(&params), ResourcePrices::MAINNET);
 
     let error: api::Block = serde_json::from_str(&fixture("node_error.json")).unwrap();
     assert!(error.error.unwrap().contains("NumberFormatException"));

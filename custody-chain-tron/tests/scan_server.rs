@@ -325,28 +325,45 @@ async fn fee_inputs_come_from_the_node() {
     );
     let token = TronAddress::parse(USDT).unwrap();
 
-    // A1 holds USDT: about 65k energy; 50k staked left, the rest burned at 210 sun.
-    let inputs = client.trc20_fee_inputs(&a0, &token, &a1).await.unwrap();
-    assert_eq!(inputs.needs.energy, fees::TRC20_TRANSFER_ENERGY_HOLDER);
-    assert_eq!(inputs.available.staked_energy, 50_000);
+    // A1 holds USDT: the documented 64,285 energy; 50k staked left, the rest burned at 210
+    // sun.
+    let inputs = client.trc20_plan_inputs(&a0, &token, &a1).await.unwrap();
+    assert_eq!(
+        inputs.operation.energy(),
+        fees::TRC20_TRANSFER_ENERGY_HOLDER
+    );
+    assert_eq!(inputs.available.energy, 50_000);
     assert_eq!(inputs.prices.energy_sun, 210);
-    let e = fees::estimate(&inputs);
-    assert_eq!(e.energy_sun, 15_000 * 210);
-    assert_eq!(e.bandwidth_sun, 0, "345 of 500 free points left");
+    let p = fees::plan(&inputs);
+    assert_eq!(p.energy_burn_sun, 14_285 * 210);
+    assert_eq!(p.bandwidth_burn_sun, 0, "345 of 500 free points left");
 
-    // A0 holds none: about 130k energy.
-    let inputs = client.trc20_fee_inputs(&a1, &token, &a0).await.unwrap();
-    assert_eq!(inputs.needs.energy, fees::TRC20_TRANSFER_ENERGY_NEW_HOLDER);
-    assert_eq!(fees::estimate(&inputs).total_sun, 130_000 * 210 + 345_000);
+    // A0 holds none: the documented 130,285.
+    let inputs = client.trc20_plan_inputs(&a1, &token, &a0).await.unwrap();
+    assert_eq!(
+        inputs.operation.energy(),
+        fees::TRC20_TRANSFER_ENERGY_NEW_HOLDER
+    );
+    assert_eq!(fees::plan(&inputs).total_burn_sun, 130_285 * 210 + 345_000);
 
     // TRX to an address the chain does not know creates it.
-    let inputs = client.trx_fee_inputs(&a0, &a1).await.unwrap();
-    assert!(inputs.needs.creates_account);
-    assert_eq!(fees::estimate(&inputs).total_sun, 1_100_000);
+    let inputs = client.trx_plan_inputs(&a0, &a1).await.unwrap();
+    assert_eq!(
+        inputs.operation,
+        fees::Operation::TrxTransfer {
+            recipient_exists: false
+        }
+    );
+    assert_eq!(fees::plan(&inputs).total_burn_sun, 1_100_000);
     api.set_trx_balance(A1, 1);
-    let inputs = client.trx_fee_inputs(&a0, &a1).await.unwrap();
-    assert!(!inputs.needs.creates_account);
-    assert_eq!(fees::estimate(&inputs).total_sun, 0);
+    let inputs = client.trx_plan_inputs(&a0, &a1).await.unwrap();
+    assert_eq!(
+        inputs.operation,
+        fees::Operation::TrxTransfer {
+            recipient_exists: true
+        }
+    );
+    assert_eq!(fees::plan(&inputs).total_burn_sun, 0);
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 //! outcomes (duplicate, expired, refused, busy, lost answer), failed TRC20 transfers, pricing,
 //! lookups from lagging endpoints, and endpoints of another network.
 
+use custody_chain_tron::fees::{ActualResources, BandwidthSource, Operation};
 use custody_chain_tron::{
     sign, trx_transfer, RefBlock, SignedTransaction, TronChain, TronSender, TronSenderSettings,
     TronSettings, TxTiming,
@@ -17,8 +18,8 @@ use custody_core::keys::{HdSigner, Mnemonic};
 use custody_core::network::Network;
 use custody_core::ports::chain::{ChainSource, ObservedTransfer};
 use custody_core::ports::sender::{
-    BroadcastOutcome, BuildRequest, ChainSender, FeeBid, Inclusion, Payment, SignedTx, TxLookup,
-    UnsignedTx,
+    BroadcastOutcome, BuildRequest, ChainSender, FeeBid, FeeEstimate, Inclusion, Payment, SignedTx,
+    TxLookup, UnsignedTx,
 };
 use custody_core::ports::signer::{HdPath, Signer};
 use custody_e2e::tron_api::{
@@ -183,6 +184,20 @@ async fn a_trx_payment_is_priced_built_signed_broadcast_and_included() {
     let bandwidth = signed.raw.len() as u128 + 64;
     assert_eq!(price.expected_native.units(), bandwidth * 1_000);
     assert_eq!(price.max_native, price.expected_native);
+    let plan = price.plan.expect("a TRON price carries its plan");
+    assert_eq!(
+        (
+            plan.bandwidth_needed,
+            plan.bandwidth_source,
+            plan.activation_sun
+        ),
+        (
+            u64::try_from(bandwidth).unwrap(),
+            BandwidthSource::Burned,
+            0
+        )
+    );
+    assert_eq!(plan.total_burn_sun, plan.bandwidth_burn_sun);
 
     assert_eq!(sender.broadcast(&signed).await, BroadcastOutcome::Accepted);
     assert_eq!(api.pool(), vec![signed.hash.clone()]);
@@ -202,6 +217,12 @@ async fn a_trx_payment_is_priced_built_signed_broadcast_and_included() {
             succeeded: true,
             fee_native: price.expected_native,
             moves: Vec::new(),
+            // The bandwidth burned, as planned.
+            resources: Some(ActualResources {
+                net_fee: sun(price.expected_native.units()) as u64,
+                fee: sun(price.expected_native.units()) as u64,
+                ..ActualResources::default()
+            }),
         }
     );
     // Upper case and 0x are read too.
@@ -278,6 +299,14 @@ async fn a_usdt_payment_is_priced_from_the_nodes_energy_estimate_and_moves_token
     let bandwidth = (signed.raw.len() as u128 + 64) * 1_000;
     assert_eq!(price.expected_native.units(), energy * 100 + bandwidth);
     assert_eq!(price.max_native.units(), fee_limit + bandwidth);
+    let plan = price.plan.expect("a TRON price carries its plan");
+    assert_eq!(
+        plan.operation,
+        Operation::Trc20Transfer {
+            recipient_holds_token: false,
+            estimated_energy: Some(u64::try_from(energy).unwrap())
+        }
+    );
 
     assert_eq!(sender.broadcast(&signed).await, BroadcastOutcome::Accepted);
     let block = api.produce_block();
@@ -285,6 +314,15 @@ async fn a_usdt_payment_is_priced_from_the_nodes_energy_estimate_and_moves_token
     assert!(inclusion.succeeded);
     assert_eq!(inclusion.block_hash, block.hash);
     assert_eq!(inclusion.fee_native, price.expected_native);
+    // The plan and what the chain charged agree, figure by figure.
+    let actual = inclusion
+        .resources
+        .expect("a TRON inclusion carries its receipt");
+    assert_eq!(actual.energy_usage_total, plan.energy_needed);
+    assert_eq!(actual.energy_usage, plan.energy_from_account);
+    assert_eq!(actual.energy_fee, plan.energy_burn_sun);
+    assert_eq!(actual.net_fee, plan.bandwidth_burn_sun);
+    assert_eq!(actual.fee, plan.total_burn_sun);
 
     assert_eq!(api.trc20_balance(USDT, &hot), 30_000_000);
     assert_eq!(api.trc20_balance(USDT, A1), 20_000_000);
@@ -346,6 +384,202 @@ async fn a_usdt_payment_is_priced_from_the_nodes_energy_estimate_and_moves_token
     );
 }
 
+/// A1's key: the receiver of delegated energy signs its own USDT transfer with it.
+const A1_PATH: HdPath = HdPath {
+    network: Network::Tron,
+    account: 0,
+    index: 1,
+};
+
+fn energy(receiver: &str, sun: u128, undelegate: bool) -> Payment {
+    let balance_sun = Amount::from_units(sun);
+    let receiver = receiver.to_owned();
+    if undelegate {
+        Payment::UndelegateEnergy {
+            receiver,
+            balance_sun,
+        }
+    } else {
+        Payment::DelegateEnergy {
+            receiver,
+            balance_sun,
+        }
+    }
+}
+
+/// Prices, builds, signs with the hot wallet, broadcasts and includes an energy delegation.
+async fn delegate(
+    api: &TronApi,
+    sender: &TronSender,
+    signer: &HdSigner,
+    hot: &str,
+    payment: Payment,
+) -> (FeeEstimate, Inclusion) {
+    let price = sender.price(hot, &payment).await.unwrap();
+    assert_eq!(price.bid, FeeBid::FeeLimit { sun: 0 }, "no code runs");
+    let (_, signed) = build_and_sign(sender, signer, hot, payment, price.bid).await;
+    assert_eq!(sender.broadcast(&signed).await, BroadcastOutcome::Accepted);
+    api.produce_block();
+    (price, included(sender.lookup(&signed.hash).await.unwrap()))
+}
+
+#[tokio::test]
+async fn delegated_energy_makes_the_receivers_usdt_transfer_burn_no_trx_for_energy() {
+    let (api, sender, signer, hot) = setup();
+    // The hot wallet stakes 20,000 TRX for energy: 200,000 energy at the server's 10 per TRX.
+    api.set_energy_stake(&hot, sun(20_000 * TRX));
+    assert_eq!(api.account_resource(&hot)["EnergyLimit"], json!(200_000));
+    api.set_trx_balance(A1, sun(5 * TRX));
+    api.set_trc20_balance(USDT, A1, 10_000_000);
+    // HOLDER is given no USDT in this test: a new holder, 130,285 energy.
+    let pay = usdt(HOLDER, 1_000_000);
+
+    // Before: A1 has no energy, its transfer to a new holder burns 130,285 energy's worth.
+    let before = sender.price(A1, &pay).await.unwrap().plan.unwrap();
+    assert_eq!(
+        (before.energy_from_account, before.energy_burn_sun),
+        (0, 13_028_500)
+    );
+
+    // The hot wallet lends A1 the energy of 14,000 TRX: 140,000 energy. Only bandwidth is
+    // paid, and no TRX leaves the stake.
+    let (price, inclusion) = delegate(
+        &api,
+        &sender,
+        &signer,
+        &hot,
+        energy(A1, 14_000 * TRX, false),
+    )
+    .await;
+    let plan = price.plan.unwrap();
+    assert_eq!(plan.operation, Operation::SystemContract);
+    assert_eq!((plan.energy_needed, plan.activation_sun), (0, 0));
+    assert!(inclusion.succeeded);
+    assert_eq!(inclusion.fee_native, price.expected_native);
+    assert_eq!(
+        api.trx_balance(&hot),
+        Some(sun(100 * TRX - price.expected_native.units()))
+    );
+    assert_eq!(api.delegated_energy(&hot, A1), sun(14_000 * TRX));
+    assert_eq!(api.energy_stake(&hot), sun(6_000 * TRX));
+    assert_eq!(api.account_resource(A1)["EnergyLimit"], json!(140_000));
+    assert_eq!(api.account_resource(&hot)["EnergyLimit"], json!(60_000));
+    // The deposit scanner reads the block and finds no transfer in a delegation.
+    let scanned = chain_on(&api)
+        .scan_block(inclusion.block_number)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(scanned.transfers.is_empty(), "{:?}", scanned.transfers);
+
+    // After: the plan takes all the energy from the delegation, and the chain agrees.
+    let after = sender.price(A1, &pay).await.unwrap();
+    let plan = after.plan.unwrap();
+    assert_eq!(
+        (plan.energy_from_account, plan.energy_burn_sun),
+        (130_285, 0)
+    );
+    let unsigned = sender
+        .build(&request(A1, pay.clone(), after.bid))
+        .await
+        .unwrap();
+    let signature = signer.sign_digest(&A1_PATH, &unsigned.digest).unwrap();
+    let signed = sender.assemble(&unsigned, &signature).unwrap();
+    assert_eq!(sender.broadcast(&signed).await, BroadcastOutcome::Accepted);
+    api.produce_block();
+    let inclusion = included(sender.lookup(&signed.hash).await.unwrap());
+    assert!(inclusion.succeeded);
+    let actual = inclusion.resources.unwrap();
+    assert_eq!(
+        (
+            actual.energy_usage,
+            actual.energy_usage_total,
+            actual.energy_fee
+        ),
+        (130_285, 130_285, 0)
+    );
+    assert_eq!(actual.fee, actual.net_fee, "only bandwidth was burned");
+    assert_eq!(api.trc20_balance(USDT, HOLDER), 1_000_000);
+    assert_eq!(api.trx_balance(A1), Some(sun(5 * TRX) - actual.fee as i64));
+
+    // Taken back: the stake's energy is the hot wallet's again.
+    delegate(&api, &sender, &signer, &hot, energy(A1, 14_000 * TRX, true)).await;
+    assert_eq!(api.delegated_energy(&hot, A1), 0);
+    assert_eq!(api.energy_stake(&hot), sun(20_000 * TRX));
+    assert_eq!(api.account_resource(&hot)["EnergyLimit"], json!(200_000));
+    assert_eq!(
+        api.account_resource(A1)["EnergyLimit"]
+            .as_i64()
+            .unwrap_or(0),
+        0
+    );
+
+    // More than the stake left is refused by the node; an unknown receiver before signing.
+    let too_much = energy(A1, 20_001 * TRX, false);
+    let price = sender.price(&hot, &too_much).await.unwrap();
+    let (_, signed) = build_and_sign(&sender, &signer, &hot, too_much, price.bid).await;
+    match sender.broadcast(&signed).await {
+        BroadcastOutcome::Rejected(why) => assert!(why.contains("FreezeEnergyV2"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let (unknown, _) = signer
+        .keys()
+        .address(&HdPath {
+            index: 2,
+            ..A1_PATH
+        })
+        .unwrap();
+    let e = sender
+        .price(&hot, &energy(&unknown, 1_000 * TRX, false))
+        .await
+        .unwrap_err();
+    assert_eq!(e.retry, Retry::Permanent, "{e}");
+}
+
+/// An address that already holds USDT in the test below.
+const HOLDER: &str = "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy";
+
+#[tokio::test]
+async fn a_usdt_transfer_to_a_new_holder_is_planned_and_charged_more_energy() {
+    let (api, sender, signer, hot) = setup();
+    api.set_trc20_balance(USDT, &hot, 50_000_000);
+    api.set_trc20_balance(USDT, HOLDER, 1);
+    let to_holder = sender.price(&hot, &usdt(HOLDER, 1_000)).await.unwrap();
+    let to_new = sender.price(&hot, &usdt(A1, 1_000)).await.unwrap();
+    let (holder, new) = (to_holder.plan.unwrap(), to_new.plan.unwrap());
+    // The node's estimates are the documented USDT figures, and the plan records whether the
+    // recipient held the token.
+    assert_eq!((holder.energy_needed, new.energy_needed), (64_285, 130_285));
+    assert!(matches!(
+        holder.operation,
+        Operation::Trc20Transfer {
+            recipient_holds_token: true,
+            ..
+        }
+    ));
+    assert!(matches!(
+        new.operation,
+        Operation::Trc20Transfer {
+            recipient_holds_token: false,
+            ..
+        }
+    ));
+    assert_eq!(new.energy_burn_sun - holder.energy_burn_sun, 66_000 * 100);
+    assert!(to_new.expected_native > to_holder.expected_native);
+    assert!(to_new.max_native > to_holder.max_native);
+
+    // Executed, each is charged the energy its plan said.
+    for (to, price, plan) in [(HOLDER, to_holder, holder), (A1, to_new, new)] {
+        let (_, signed) = build_and_sign(&sender, &signer, &hot, usdt(to, 1_000), price.bid).await;
+        assert_eq!(sender.broadcast(&signed).await, BroadcastOutcome::Accepted);
+        api.produce_block();
+        let inclusion = included(sender.lookup(&signed.hash).await.unwrap());
+        let actual = inclusion.resources.unwrap();
+        assert_eq!(actual.energy_usage_total, plan.energy_needed, "to {to}");
+        assert_eq!(actual.fee, plan.total_burn_sun, "to {to}");
+    }
+}
+
 #[tokio::test]
 async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
     let (api, sender, signer, hot) = setup();
@@ -378,6 +612,14 @@ async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
             succeeded: false,
             fee_native: Amount::from_units(fee),
             moves: Vec::new(),
+            // What the receipt says the revert used and burned.
+            resources: Some(ActualResources {
+                energy_usage_total: TRC20_REVERT_ENERGY as u64,
+                energy_fee: TRC20_REVERT_ENERGY as u64 * 100,
+                net_fee: (signed.raw.len() as u64 + 64) * 1_000,
+                fee: u64::try_from(fee).unwrap(),
+                ..ActualResources::default()
+            }),
         }
     );
     assert_eq!(api.trc20_balance(USDT, &hot), 1_000);

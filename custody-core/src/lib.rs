@@ -32,6 +32,7 @@ pub mod testing;
 pub mod time;
 pub mod transfer;
 pub mod treasury;
+pub mod tron;
 pub mod vault;
 pub mod wallet;
 pub mod webhook;

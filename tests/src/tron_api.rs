@@ -7,7 +7,8 @@
 //! `wallet/getnowblock`, `wallet/getblockbynum`, `wallet/gettransactioninfobyblocknum`,
 //! `wallet/gettransactioninfobyid`, `wallet/gettransactionbyid` (transactions in blocks only,
 //! as java-tron), `wallet/gettransactionfrompending`, `walletsolidity/getnowblock`,
-//! `wallet/getaccount`, `wallet/getaccountresource`, `wallet/triggerconstantcontract`
+//! `wallet/getaccount`, `wallet/getaccountresource` (with the energy of staked and delegated
+//! TRX, see below), `wallet/triggerconstantcontract`
 //! (`balanceOf(address)`, and `transfer(address,uint256)` run as its `owner_address`: the
 //! energy it would use, or a revert), `wallet/broadcasthex`, `wallet/getchainparameters`;
 //! anything else is a 404.
@@ -20,7 +21,9 @@
 //! recover (secp256k1 over the txID, `v` 0/1 or 27/28) to the contract's owner → `SIGERROR`;
 //! an unknown owner, a zero amount, a TRX balance short of amount plus account creation fee →
 //! `CONTRACT_VALIDATE_ERROR`; not enough TRX for the bandwidth → `BANDWITH_ERROR`. It executes
-//! TRX transfers and TRC20 `transfer(address,uint256)` calls only (`OTHER_ERROR` otherwise).
+//! TRX transfers, TRC20 `transfer(address,uint256)` calls and Stake 2.0 energy delegations
+//! (`DelegateResourceContract` / `UnDelegateResourceContract` of ENERGY) only (`OTHER_ERROR`
+//! otherwise).
 //! An accepted transaction goes into a pool, and the next block made (by [`TronApi::append`],
 //! [`TronApi::produce_block`], ...) includes the pool's transactions, executed in arrival
 //! order on the server's state: TRX moves (a recipient without an account gets one), TRC20
@@ -32,7 +35,7 @@
 //! grow), else burned at `getTransactionFee`; a new account costs `getCreateAccountFee`
 //! instead of the bandwidth plus `getCreateNewAccountFeeInSystemContract`; energy
 //! ([`TRC20_TRANSFER_ENERGY`], [`TRC20_TRANSFER_ENERGY_NEW_HOLDER`], [`TRC20_REVERT_ENERGY`])
-//! from staked energy, the rest burned at `getEnergyFee`. A pooled transaction that expires,
+//! from the account's energy, the rest burned at `getEnergyFee`. A pooled transaction that expires,
 //! loses its reference block or is no longer valid is dropped ([`TronApi::evicted`]). A
 //! reorganization does not undo what executed transactions did to the state, and the
 //! transactions of dropped blocks do not return to the pool. Tests
@@ -40,6 +43,23 @@
 //! acting on the request ([`TronApi::lose_answers`]), make broadcasts answer a node-state code
 //! such as `SERVER_BUSY` ([`TronApi::refuse_broadcasts`]), and read balances, resources and the
 //! pool back.
+//!
+//! **Energy from stake.** Tests give an account TRX staked for energy
+//! ([`TronApi::set_energy_stake`], Stake 2.0 `frozenV2` ENERGY). Its `EnergyLimit` is the
+//! energy of what it keeps of that stake plus what others delegate to it, by java-tron's
+//! `EnergyProcessor.calculateGlobalEnergyLimitV2`: energy = stake (sun) / 10^6 ×
+//! `TotalEnergyLimit` / `TotalEnergyWeight` (the network's daily energy over the TRX staked
+//! for energy by everyone), computed here in integers, rounded down. The server uses
+//! mainnet's `TotalEnergyLimit` of 180,000,000,000 and a `TotalEnergyWeight` of
+//! 18,000,000,000 TRX ([`TOTAL_ENERGY_LIMIT`], [`TOTAL_ENERGY_WEIGHT`]): 10 energy per TRX
+//! staked (mainnet's weight moves with staking; documented answers show 12.8 and 13.4
+//! billion). An `EnergyLimit` set with [`TronApi::set_account_resource`] is added on top. A
+//! delegation (java-tron `DelegateResourceActuator`) needs at least 1 TRX, an existing
+//! receiver other than the owner, and that much of the owner's stake not already delegated
+//! (`CONTRACT_VALIDATE_ERROR` otherwise); it moves that stake's energy to the receiver, and an
+//! undelegation (at most what was delegated to that receiver) moves it back. Both pay only
+//! bandwidth. The energy the receiver already used is not reclaimed by an undelegation (java-tron
+//! moves a share of its usage back to the owner).
 //!
 //! Block 0, the genesis block, is always served (as a node prints it: no `number` and no
 //! `timestamp`); its `blockID` names the test network, [`TEST_GENESIS_BLOCK_ID`] unless the
@@ -107,14 +127,31 @@ pub const TEST_GENESIS_BLOCK_ID: &str =
     "0000000000000000d541732b444a39550a6c85ff9673524384211bb9f373c16c";
 /// A super representative's address, written as the witness of every block.
 const WITNESS_HEX: &str = "41b2f713d57dbcec679d93a8849fa0cd0e4db594ba";
-/// Energy of a TRC20 `transfer` to an address that holds the token (a USDT transfer's, the
-/// dynamic-energy penalty included).
+/// Energy of a TRC20 `transfer` to an address that holds the token: a mainnet USDT transfer's,
+/// the dynamic-energy penalty included (64,285: TronScan receipts as quoted by
+/// docs.catfee.io, "How Much Energy and Bandwidth Does a USDT Transfer Consume?").
 pub const TRC20_TRANSFER_ENERGY: i64 = 64_285;
 /// Energy of a TRC20 `transfer` to an address whose balance is 0: a new storage slot, about
-/// twice as much.
-pub const TRC20_TRANSFER_ENERGY_NEW_HOLDER: i64 = 129_285;
+/// twice as much (130,285, same source). Both `triggerconstantcontract` and execution charge
+/// it.
+pub const TRC20_TRANSFER_ENERGY_NEW_HOLDER: i64 = 130_285;
 /// Energy of a TRC20 `transfer` that reverts (the sender holds less than the amount).
 pub const TRC20_REVERT_ENERGY: i64 = 8_890;
+
+/// `TotalEnergyLimit`: mainnet's daily energy of the whole network (`getTotalEnergyLimit`).
+pub const TOTAL_ENERGY_LIMIT: i64 = 180_000_000_000;
+/// `TotalEnergyWeight`: TRX staked for energy by the whole network, chosen so that one TRX
+/// staked yields 10 energy.
+pub const TOTAL_ENERGY_WEIGHT: i64 = 18_000_000_000;
+/// Sun per TRX.
+const TRX_PRECISION: i64 = 1_000_000;
+
+/// The energy `stake_sun` of TRX staked for energy yields a day (see the module documentation).
+pub fn energy_of_stake(stake_sun: i64) -> i64 {
+    let energy = i128::from(stake_sun) * i128::from(TOTAL_ENERGY_LIMIT)
+        / (i128::from(TOTAL_ENERGY_WEIGHT) * i128::from(TRX_PRECISION));
+    i64::try_from(energy).unwrap_or(i64::MAX)
+}
 
 fn transfer_energy(recipient_holds: bool) -> i64 {
     if recipient_holds {
@@ -184,6 +221,13 @@ enum TxKind {
         to: String,
         amount: u128,
     },
+    /// Stake 2.0 energy delegation (`undelegate`: taken back) of `balance` sun of stake.
+    Delegation {
+        from: String,
+        to: String,
+        balance: i64,
+        undelegate: bool,
+    },
 }
 
 /// One transaction of a block. Its txID is fixed when it is made, so the same `TxSpec` put in
@@ -250,7 +294,9 @@ impl TxSpec {
     /// The parties of the transaction as `41…` hex: (owner, recipient).
     fn parties(&self) -> (&str, &str) {
         match &self.kind {
-            TxKind::Trx { from, to, .. } | TxKind::Trc20 { from, to, .. } => (from, to),
+            TxKind::Trx { from, to, .. }
+            | TxKind::Trc20 { from, to, .. }
+            | TxKind::Delegation { from, to, .. } => (from, to),
         }
     }
 
@@ -315,6 +361,33 @@ impl TxSpec {
                 }),
                 Some(30_000_000),
             ),
+            TxKind::Delegation {
+                from,
+                to,
+                balance,
+                undelegate,
+            } => {
+                let kind = if *undelegate {
+                    "UnDelegateResourceContract"
+                } else {
+                    "DelegateResourceContract"
+                };
+                (
+                    json!({
+                        "parameter": {
+                            "value": {
+                                "owner_address": from,
+                                "receiver_address": to,
+                                "balance": balance,
+                                "resource": "ENERGY"
+                            },
+                            "type_url": format!("type.googleapis.com/protocol.{kind}")
+                        },
+                        "type": kind
+                    }),
+                    None,
+                )
+            }
         };
         let (mut raw_data, signature) = match &self.signed {
             Some(signed) => {
@@ -425,7 +498,7 @@ impl TxSpec {
             return self.executed_info_json(receipt, number, timestamp);
         }
         match &self.kind {
-            TxKind::Trx { .. } => json!({
+            TxKind::Trx { .. } | TxKind::Delegation { .. } => json!({
                 "id": self.txid,
                 "fee": 268_000,
                 "blockNumber": number,
@@ -567,6 +640,10 @@ struct State {
     trx_balances: HashMap<String, i64>,
     token_balances: HashMap<(String, String), u128>,
     resources: HashMap<String, Value>,
+    /// Sun staked for energy (Stake 2.0) and not delegated, per account.
+    energy_stakes: HashMap<String, i64>,
+    /// Sun of stake whose energy (owner, receiver) delegated.
+    delegations: HashMap<(String, String), i64>,
     chain_parameters: Vec<(String, i64)>,
     mode: Mode,
     requests: VecDeque<RecordedRequest>,
@@ -607,6 +684,8 @@ struct Plan {
     trx_amount: i64,
     /// TRC20 units moved from the owner to the recipient (a successful transfer only).
     token_amount: u128,
+    /// Sun of stake whose energy moves from the owner to the recipient (negative: back).
+    delegated: i64,
     /// `SUCCESS`, `REVERT`, `OUT_OF_ENERGY`.
     result: &'static str,
 }
@@ -735,6 +814,112 @@ impl State {
         }
     }
 
+    /// Stake 2.0 energy of `address`: its own undelegated stake and what is delegated to it,
+    /// plus an `EnergyLimit` a test set directly.
+    fn energy_limit(&self, address: &str) -> i64 {
+        let acquired: i64 = self
+            .delegations
+            .iter()
+            .filter(|((_, to), _)| to == address)
+            .map(|(_, sun)| *sun)
+            .sum();
+        let own = self.energy_stakes.get(address).copied().unwrap_or(0);
+        self.resource(address, "EnergyLimit") + energy_of_stake(own + acquired)
+    }
+
+    /// The `wallet/getaccountresource` answer: what a test set, with `EnergyLimit` counting
+    /// staked and delegated energy and the network totals it is computed from. `{}` for an
+    /// account with nothing (as a node answers for an unknown account).
+    fn account_resource_json(&self, address: &str) -> Value {
+        let mut answer = self
+            .resources
+            .get(address)
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let energy = self.energy_limit(address);
+        if energy != self.resource(address, "EnergyLimit") {
+            answer["EnergyLimit"] = json!(energy);
+        }
+        if answer.as_object().is_some_and(|o| !o.is_empty()) {
+            answer["TotalEnergyLimit"] = json!(TOTAL_ENERGY_LIMIT);
+            answer["TotalEnergyWeight"] = json!(TOTAL_ENERGY_WEIGHT);
+        }
+        answer
+    }
+
+    /// A delegation (or undelegation) of `stake` sun of energy stake from `owner` (with its
+    /// TRX `balance`) to `to`: java-tron `DelegateResourceActuator` and
+    /// `UnDelegateResourceActuator` validation, then bandwidth as any transaction.
+    fn plan_delegation(
+        &self,
+        (owner, balance): (&str, i64),
+        to: &str,
+        stake: i64,
+        undelegate: bool,
+        bytes: i64,
+    ) -> Result<Plan, Refusal> {
+        let invalid = |why: String| {
+            Err((
+                "CONTRACT_VALIDATE_ERROR",
+                format!("contract validate error : {why}"),
+            ))
+        };
+        if undelegate {
+            if stake <= 0 {
+                return invalid("unDelegateBalance must be more than 0TRX".into());
+            }
+            let delegated = self
+                .delegations
+                .get(&(owner.to_owned(), to.to_owned()))
+                .copied()
+                .unwrap_or(0);
+            if delegated < stake {
+                return invalid(format!(
+                    "insufficient delegatedFrozenBalance(Energy), request={stake}, \
+                     unDelegateBalance={delegated}"
+                ));
+            }
+        } else {
+            if stake < TRX_PRECISION {
+                return invalid("delegateBalance must be greater than or equal to 1 TRX".into());
+            }
+            if self.energy_stakes.get(owner).copied().unwrap_or(0) < stake {
+                return invalid(
+                    "delegateBalance must be less than or equal to available FreezeEnergyV2 \
+                     balance"
+                        .into(),
+                );
+            }
+        }
+        if owner == to {
+            return invalid("receiverAddress must not be the same as ownerAddress".into());
+        }
+        if !self.trx_balances.contains_key(to) {
+            return invalid(format!("Account[{to}] not exists"));
+        }
+        let (net_source, net_fee) = self.bandwidth(owner, bytes);
+        if balance < net_fee {
+            return Err(("BANDWITH_ERROR", "AccountResourceInsufficient error".into()));
+        }
+        Ok(Plan {
+            receipt: Receipt {
+                fee: net_fee,
+                net_usage: if net_source == NetSource::Burned {
+                    0
+                } else {
+                    bytes
+                },
+                net_fee,
+                ..Receipt::default()
+            },
+            net_source,
+            trx_amount: 0,
+            token_amount: 0,
+            delegated: if undelegate { -stake } else { stake },
+            result: "SUCCESS",
+        })
+    }
+
     /// What `tx` would do now, or why the node refuses it (contract validation, bandwidth).
     /// The rules of java-tron's `TransferActuator`, `BandwidthProcessor` and `VMActuator`, for
     /// the two kinds of transactions the server executes.
@@ -805,9 +990,15 @@ impl State {
                     net_source,
                     trx_amount: *amount,
                     token_amount: 0,
+                    delegated: 0,
                     result: "SUCCESS",
                 })
             }
+            TxKind::Delegation {
+                balance: stake,
+                undelegate,
+                ..
+            } => self.plan_delegation((owner, balance), to, *stake, *undelegate, bytes),
             TxKind::Trc20 { token, amount, .. } => {
                 let max = self.chain_parameter("getMaxFeeLimit");
                 if signed.fee_limit < 0 || signed.fee_limit > max {
@@ -831,9 +1022,7 @@ impl State {
                 } else {
                     ("REVERT", TRC20_REVERT_ENERGY)
                 };
-                let staked = (self.resource(owner, "EnergyLimit")
-                    - self.resource(owner, "EnergyUsed"))
-                .max(0);
+                let staked = (self.energy_limit(owner) - self.resource(owner, "EnergyUsed")).max(0);
                 let from_stake = energy.min(staked);
                 let price = self.chain_parameter("getEnergyFee");
                 let mut energy_fee = (energy - from_stake) * price;
@@ -862,6 +1051,7 @@ impl State {
                     net_source,
                     trx_amount: 0,
                     token_amount: if result == "SUCCESS" { *amount } else { 0 },
+                    delegated: 0,
                     result,
                 })
             }
@@ -887,7 +1077,18 @@ impl State {
                     .token_balances
                     .entry((token.clone(), owner.clone()))
                     .or_insert(0) -= plan.token_amount;
-                *self.token_balances.entry((token, to)).or_insert(0) += plan.token_amount;
+                *self.token_balances.entry((token, to.clone())).or_insert(0) += plan.token_amount;
+            }
+        }
+        if plan.delegated != 0 {
+            *self.energy_stakes.entry(owner.clone()).or_insert(0) -= plan.delegated;
+            let lent = self
+                .delegations
+                .entry((owner.clone(), to.clone()))
+                .or_insert(0);
+            *lent += plan.delegated;
+            if *lent == 0 {
+                self.delegations.remove(&(owner.clone(), to.clone()));
             }
         }
         let used_key = match plan.net_source {
@@ -1096,6 +1297,8 @@ impl TronApi {
             trx_balances: HashMap::new(),
             token_balances: HashMap::new(),
             resources: HashMap::new(),
+            energy_stakes: HashMap::new(),
+            delegations: HashMap::new(),
             chain_parameters: vec![
                 ("getMaintenanceTimeInterval".into(), 21_600_000),
                 ("getAccountUpgradeCost".into(), 9_999_000_000),
@@ -1353,13 +1556,33 @@ impl TronApi {
     }
 
     /// The `wallet/getaccountresource` answer for `address` as it stands (`{}` when unknown):
-    /// broadcast transactions add to its `freeNetUsed`, `NetUsed` and `EnergyUsed`.
+    /// broadcast transactions add to its `freeNetUsed`, `NetUsed` and `EnergyUsed`; its
+    /// `EnergyLimit` counts staked and delegated energy.
     pub fn account_resource(&self, address: &str) -> Value {
+        self.state().account_resource_json(&hex41(address))
+    }
+
+    /// `address` has `sun` staked for energy (Stake 2.0), none of it delegated.
+    pub fn set_energy_stake(&self, address: &str, sun: i64) {
+        self.state().energy_stakes.insert(hex41(address), sun);
+    }
+
+    /// What `address` keeps of its energy stake (sun), delegations taken out.
+    pub fn energy_stake(&self, address: &str) -> i64 {
         self.state()
-            .resources
+            .energy_stakes
             .get(&hex41(address))
-            .cloned()
-            .unwrap_or_else(|| json!({}))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Sun of stake whose energy `from` delegates to `to`.
+    pub fn delegated_energy(&self, from: &str, to: &str) -> i64 {
+        self.state()
+            .delegations
+            .get(&(hex41(from), hex41(to)))
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -1577,7 +1800,7 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
         }
         "/wallet/getaccountresource" => {
             let address = hex41(body["address"].as_str().unwrap_or_default());
-            value_response(s.resources.get(&address).unwrap_or(&json!({})))
+            value_response(&s.account_resource_json(&address))
         }
         "/wallet/getchainparameters" => {
             let params: Vec<Value> = s
@@ -1775,7 +1998,7 @@ fn address_field(fields: &[(u64, Field<'_>)], number: u64) -> Option<String> {
 }
 
 /// A decoded `protocol.Transaction` the server can execute, or why not (`OTHER_ERROR`: the
-/// server only knows TRX transfers and TRC20 `transfer` calls).
+/// server only knows TRX transfers, TRC20 `transfer` calls and energy delegations).
 fn decode_transaction(tx: &[u8]) -> Result<TxSpec, Refusal> {
     let other = |why: &str| ("OTHER_ERROR", format!("other error : {why}"));
     let top = fields(tx).ok_or_else(|| other("the transaction does not parse"))?;
@@ -1834,6 +2057,23 @@ fn decode_transaction(tx: &[u8]) -> Result<TxSpec, Refusal> {
                 from: owner,
                 to: format!("41{}", &to[24..]),
                 amount: u128::from_str_radix(&amount[32..], 16).expect("hex"),
+            }
+        }
+        (57, "type.googleapis.com/protocol.DelegateResourceContract")
+        | (58, "type.googleapis.com/protocol.UnDelegateResourceContract") => {
+            // balance_contract.proto: owner_address = 1, resource = 2, balance = 3,
+            // receiver_address = 4 (lock = 5, lock_period = 6: delegations only).
+            if int_field(&value, 2) != 1 {
+                return Err(other("the test server delegates ENERGY (resource 1) only"));
+            }
+            if kind == 57 && (int_field(&value, 5) != 0 || int_field(&value, 6) != 0) {
+                return Err(other("the test server makes unlocked delegations only"));
+            }
+            TxKind::Delegation {
+                from: owner,
+                to: address_field(&value, 4).ok_or_else(|| other("no receiver_address"))?,
+                balance: int_field(&value, 3),
+                undelegate: kind == 58,
             }
         }
         (kind, url) => return Err(other(&format!("contract type {kind} ({url})"))),

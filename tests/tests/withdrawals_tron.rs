@@ -3,7 +3,10 @@
 //! paying TRX and USDT from the hot wallet through the outgoing-transaction engine and
 //! following them to 19 confirmations; a TRC20 transfer that reverts on chain ends `failed`
 //! with the hold released; a transaction that expired unseen is rebuilt only once the head is
-//! past its expiration by the confirmation depth, and the destination is paid once.
+//! past its expiration by the confirmation depth, and the destination is paid once. The stored
+//! payment keeps the resource plan it was priced with beside what the chain charged.
+
+use std::path::Path;
 
 use custody_e2e::receiver::set_config;
 use custody_e2e::tron_api::TronApi;
@@ -141,6 +144,34 @@ impl Setup {
     }
 }
 
+/// The resource plan of the attempt that was included and the resources the chain charged
+/// it, as the broadcaster stored them for withdrawal `id` (custody.db, read after the run).
+fn stored_plan_and_actual(dir: &Path, id: &str) -> (Value, Value) {
+    let db = rusqlite::Connection::open_with_flags(
+        dir.join("custody.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let (attempts, included): (String, String) = db
+        .query_row(
+            "SELECT attempts, included FROM outgoing_txs \
+             WHERE purpose = 'withdrawal' AND reference_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let attempts: Value = serde_json::from_str(&attempts).unwrap();
+    let included: Value = serde_json::from_str(&included).unwrap();
+    let attempt = attempts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["hash"] == included["hash"])
+        .expect("the included attempt is stored")
+        .clone();
+    (attempt["plan"].clone(), included["resources"].clone())
+}
+
 #[test]
 fn trx_and_usdt_withdrawals_are_sent_confirmed_and_paid_once() {
     let s = setup();
@@ -155,7 +186,8 @@ fn trx_and_usdt_withdrawals_are_sent_confirmed_and_paid_once() {
         q_old["costs"]
     );
     let total = units(&q_new["costs"]["total_debited_units"]);
-    let id = s.execute(&q_new, "tron-trx-0001");
+    let trx_id = s.execute(&q_new, "tron-trx-0001");
+    let id = trx_id.clone();
     let done = s.settle(&id, "confirmed");
     assert_eq!(s.api.trx_balance(NEW_ACCOUNT), Some(10 * SUN), "paid once");
     let hash = done["tx_hash"].as_str().unwrap();
@@ -178,7 +210,8 @@ fn trx_and_usdt_withdrawals_are_sent_confirmed_and_paid_once() {
     assert!(c_fresh > c_holder, "{c_fresh} vs {c_holder}");
     assert!(units(&q_fresh["costs"]["spread_units"]) > 0);
     let total = units(&q_fresh["costs"]["total_debited_units"]);
-    let id = s.execute(&q_fresh, "tron-usdt-0001");
+    let usdt_id = s.execute(&q_fresh, "tron-usdt-0001");
+    let id = usdt_id.clone();
     s.settle(&id, "confirmed");
     assert_eq!(s.api.trc20_balance(USDT, NEW_ACCOUNT), 5 * TRX);
     assert_eq!(s.api.trc20_balance(USDT, &s.hot), 995 * TRX);
@@ -190,6 +223,28 @@ fn trx_and_usdt_withdrawals_are_sent_confirmed_and_paid_once() {
     assert!(ok, "{out}");
     let mut custody = s.custody;
     custody.stop();
+
+    // Each stored payment holds its plan beside what the chain charged, and they agree.
+    // TRX to a new account: the hot wallet has no bandwidth, so 0.1 TRX instead of it and the
+    // 1 TRX system fee.
+    let (plan, actual) = stored_plan_and_actual(&custody.data_dir(), &trx_id);
+    assert_eq!(plan["operation"]["kind"], "trx_transfer", "{plan}");
+    assert_eq!(plan["operation"]["recipient_exists"], false, "{plan}");
+    assert_eq!(plan["bandwidth_source"], "create_account_fee", "{plan}");
+    assert_eq!(plan["activation_sun"], 1_100_000, "{plan}");
+    assert_eq!(actual["net_fee"], 100_000, "{actual}");
+    assert_eq!(actual["fee"], plan["total_burn_sun"], "{plan} {actual}");
+    // USDT to an address that never held it: the new holder's energy, all of it burned.
+    let (plan, actual) = stored_plan_and_actual(&custody.data_dir(), &usdt_id);
+    assert_eq!(plan["operation"]["recipient_holds_token"], false, "{plan}");
+    assert_eq!(plan["energy_needed"], 130_285, "{plan}");
+    assert_eq!(
+        actual["energy_usage_total"], plan["energy_needed"],
+        "{actual}"
+    );
+    assert_eq!(actual["energy_fee"], plan["energy_burn_sun"], "{actual}");
+    assert_eq!(actual["net_fee"], plan["bandwidth_burn_sun"], "{actual}");
+    assert_eq!(actual["fee"], plan["total_burn_sun"], "{plan} {actual}");
 }
 
 #[test]

@@ -28,6 +28,7 @@ use custody_core::ports::clock::new_uuid;
 use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Signer, Store};
+use custody_core::tron::resources::ResourcePlan;
 use custody_core::{Network, Timestamp};
 use tokio::sync::watch;
 
@@ -175,7 +176,7 @@ impl Broadcaster {
                     return self.unfunded(out, now).await;
                 }
                 self.assign_nonce(&mut out).await?;
-                self.sign_store_send(out, estimate.bid).await
+                self.sign_store_send(out, estimate.bid, estimate.plan).await
             }
             Decision::Reprice => {
                 if !self.may_sign_new(&out).await? {
@@ -202,7 +203,7 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, max_fee(bid), now).await? {
                     return self.check_later(out, now).await;
                 }
-                self.sign_store_send(out, bid).await
+                self.sign_store_send(out, bid, fresh.plan).await
             }
             Decision::Replace { bid } => {
                 // A replacement is a new signature: not while the switches are on, nor while a
@@ -215,7 +216,8 @@ impl Broadcaster {
                     // The earlier attempt stays out there; send it again rather than nothing.
                     return self.send_latest(out).await;
                 }
-                self.sign_store_send(out, bid).await
+                // A replacement's bid comes from the engine; no plan priced it.
+                self.sign_store_send(out, bid, None).await
             }
             Decision::Rebuild => {
                 if !self.may_sign_new(&out).await? {
@@ -231,7 +233,7 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
                 }
-                self.sign_store_send(out, estimate.bid).await
+                self.sign_store_send(out, estimate.bid, estimate.plan).await
             }
             Decision::Broadcast => {
                 // Money that never left (signed, then refused or interrupted) leaves only if it
@@ -457,8 +459,14 @@ impl Broadcaster {
         Ok(false)
     }
 
-    /// Builds and signs a new attempt, stores it, and only then sends it.
-    async fn sign_store_send(&self, mut out: OutgoingTx, bid: FeeBid) -> CoreResult<()> {
+    /// Builds and signs a new attempt, stores it with the plan it was priced with (TRON), and
+    /// only then sends it.
+    async fn sign_store_send(
+        &self,
+        mut out: OutgoingTx,
+        bid: FeeBid,
+        plan: Option<ResourcePlan>,
+    ) -> CoreResult<()> {
         let request = BuildRequest {
             from: out.from.clone(),
             payment: out.payment.clone(),
@@ -478,6 +486,7 @@ impl Broadcaster {
                 signed_at: now,
                 sent_at: None,
                 last_answer: None,
+                plan,
             },
             now,
         )

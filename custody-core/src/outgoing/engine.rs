@@ -367,6 +367,7 @@ mod tests {
             signed_at: at(signed),
             sent_at: sent.map(at),
             last_answer: None,
+            plan: None,
         }
     }
 
@@ -377,6 +378,7 @@ mod tests {
             succeeded: ok,
             fee_native: Amount::from_units(21),
             moves: Vec::new(),
+            resources: None,
         }
     }
 

@@ -145,6 +145,7 @@ mod tests {
             signed_at: Timestamp::from_unix_millis(0),
             sent_at: offered.then(|| Timestamp::from_unix_millis(0)),
             last_answer: None,
+            plan: None,
         });
         t.status = status;
         t

@@ -32,6 +32,7 @@ use crate::network::Network;
 use crate::ports::sender::{FeeBid, Inclusion, Payment, TokenMove};
 use crate::ports::signer::HdPath;
 use crate::time::Timestamp;
+use crate::tron::resources::{ActualResources, ResourcePlan};
 
 /// Why the service pays: the record an outgoing transaction belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -154,6 +155,11 @@ pub struct Attempt {
     pub sent_at: Option<Timestamp>,
     /// What the last broadcast of these bytes was answered.
     pub last_answer: Option<String>,
+    /// TRON: the resource plan this attempt was priced with (what it was expected to use and
+    /// burn), kept to be compared with [`Included::resources`]. Absent from attempts stored
+    /// before plans were kept, and on BSC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<ResourcePlan>,
 }
 
 /// [`FeeBid`] in a stored form.
@@ -211,6 +217,9 @@ pub struct Included {
     /// The token movements its receipt logged (what a swap took and gave).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moves: Vec<TokenMove>,
+    /// TRON: the bandwidth and energy it actually used and burned (its info's receipt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ActualResources>,
 }
 
 impl Included {
@@ -222,6 +231,7 @@ impl Included {
             succeeded: i.succeeded,
             fee_native: i.fee_native,
             moves: i.moves.clone(),
+            resources: i.resources,
         }
     }
 }
@@ -518,5 +528,28 @@ mod ms_opt {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
         Ok(Option::<i64>::deserialize(d)?.map(Timestamp::from_unix_millis))
+    }
+}
+
+#[cfg(test)]
+mod stored_form {
+    use super::*;
+
+    /// Rows written before plans and actual resources were kept still read, without them.
+    #[test]
+    fn attempts_and_inclusions_stored_without_resources_still_read() {
+        let attempt: Attempt = serde_json::from_str(
+            r#"{"hash":"ab","raw":"0102","bid":{"kind":"fee_limit","sun":0},
+                "expires_at_ms":5,"signed_at":1,"sent_at":null,"last_answer":null}"#,
+        )
+        .unwrap();
+        assert_eq!(attempt.plan, None);
+        assert!(!serde_json::to_string(&attempt).unwrap().contains("plan"));
+        let included: Included = serde_json::from_str(
+            r#"{"hash":"ab","block_number":3,"block_hash":"cd","succeeded":true,
+                "fee_native":"268000"}"#,
+        )
+        .unwrap();
+        assert_eq!(included.resources, None);
     }
 }

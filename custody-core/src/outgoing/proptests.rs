@@ -179,6 +179,7 @@ impl Chain {
                 succeeded: self.succeeds,
                 fee_native: Amount::from_units(1),
                 moves: Vec::new(),
+                resources: None,
             });
         }
         if self.node_pool.contains(hash) {
@@ -684,6 +685,7 @@ impl Sim {
                     signed_at: now,
                     sent_at: None,
                     last_answer: None,
+                    plan: None,
                 },
                 now,
             )

@@ -13,6 +13,7 @@ use crate::amount::Amount;
 use crate::error::PortError;
 use crate::network::Network;
 use crate::ports::signer::RecoverableSignature;
+use crate::tron::resources::{ActualResources, ResourcePlan};
 
 /// What an outgoing transaction does. Addresses are in the network's canonical text form.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -47,6 +48,19 @@ pub enum Payment {
         spender: String,
         amount: Amount,
     },
+    /// TRON (Stake 2.0): lends `receiver` the energy of `balance_sun` of the paying account's
+    /// TRX staked for energy (`DelegateResourceContract`, resource ENERGY, unlocked), so that
+    /// its contract calls burn no TRX for that energy. The stake stays the payer's.
+    DelegateEnergy {
+        receiver: String,
+        balance_sun: Amount,
+    },
+    /// TRON (Stake 2.0): takes back the energy of `balance_sun` of stake delegated to
+    /// `receiver` (`UnDelegateResourceContract`).
+    UndelegateEnergy {
+        receiver: String,
+        balance_sun: Amount,
+    },
 }
 
 /// What a payment takes out of the paying wallet besides the fee.
@@ -59,11 +73,13 @@ pub struct Spends<'a> {
 }
 
 impl Payment {
-    /// Who receives it (the spender of an approval).
+    /// Who receives it (the spender of an approval, the receiver of delegated energy).
     pub fn recipient(&self) -> &str {
         match self {
             Payment::Native { to, .. } | Payment::Token { to, .. } | Payment::Swap { to, .. } => to,
             Payment::Approve { spender, .. } => spender,
+            Payment::DelegateEnergy { receiver, .. }
+            | Payment::UndelegateEnergy { receiver, .. } => receiver,
         }
     }
 
@@ -98,7 +114,11 @@ impl Payment {
                     }
                 }
             }
-            Payment::Approve { .. } => Spends {
+            // A delegation lends the stake's energy; the stake (and every sun) stays the
+            // payer's.
+            Payment::Approve { .. }
+            | Payment::DelegateEnergy { .. }
+            | Payment::UndelegateEnergy { .. } => Spends {
                 native: Amount::ZERO,
                 token: None,
             },
@@ -125,6 +145,10 @@ pub struct FeeEstimate {
     /// The most it may cost (gas limit × price, or the fee limit); the hot wallet must hold it.
     pub max_native: Amount,
     pub bid: FeeBid,
+    /// TRON: the resource plan the figures come from (bandwidth, energy, activation), stored
+    /// with the attempt so that it can be checked against what the chain charged. `None` on
+    /// BSC, whose price is gas × price alone.
+    pub plan: Option<ResourcePlan>,
 }
 
 /// What to build.
@@ -205,6 +229,9 @@ pub struct Inclusion {
     /// EVM: the token movements its receipt logged (ERC-20 `Transfer`, and the wrapped
     /// coin's `Deposit`/`Withdrawal`), in log order: what a swap actually took and gave.
     pub moves: Vec<TokenMove>,
+    /// TRON: the bandwidth and energy it used and what it burned for each (its info's
+    /// `receipt` and `fee`). `None` on EVM.
+    pub resources: Option<ActualResources>,
 }
 
 /// One token movement read from a receipt's logs. Addresses in the network's canonical form.
@@ -284,4 +311,40 @@ pub trait ChainSender: Send + Sync {
         address: &str,
         token_contract: Option<&str>,
     ) -> Result<(Amount, Option<Amount>), PortError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_energy_delegation_spends_nothing_and_reads_back() {
+        for payment in [
+            Payment::DelegateEnergy {
+                receiver: "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK".into(),
+                balance_sun: Amount::from_units(14_000_000_000),
+            },
+            Payment::UndelegateEnergy {
+                receiver: "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK".into(),
+                balance_sun: Amount::from_units(14_000_000_000),
+            },
+        ] {
+            assert_eq!(
+                payment.spends(),
+                Spends {
+                    native: Amount::ZERO,
+                    token: None
+                }
+            );
+            assert_eq!(payment.recipient(), "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK");
+            let text = serde_json::to_string(&payment).unwrap();
+            assert_eq!(serde_json::from_str::<Payment>(&text).unwrap(), payment);
+        }
+        let text = serde_json::to_string(&Payment::DelegateEnergy {
+            receiver: "T".into(),
+            balance_sun: Amount::from_units(1),
+        })
+        .unwrap();
+        assert!(text.contains(r#""kind":"delegate_energy""#), "{text}");
+    }
 }

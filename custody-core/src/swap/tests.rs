@@ -224,6 +224,7 @@ fn sent(out: &mut OutgoingTx) {
             signed_at: at(10),
             sent_at: Some(at(11)),
             last_answer: Some("accepted".into()),
+            plan: None,
         },
         at(10),
     )
@@ -244,6 +245,7 @@ fn mined(
             succeeded,
             fee_native: u(fee),
             moves: moves.clone(),
+            resources: None,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         if succeeded {

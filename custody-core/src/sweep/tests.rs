@@ -185,6 +185,7 @@ fn sent(out: &mut OutgoingTx) {
             signed_at: at(10),
             sent_at: Some(at(11)),
             last_answer: Some("accepted".into()),
+            plan: None,
         },
         at(10),
     )
@@ -201,6 +202,7 @@ fn mined(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) {
             succeeded,
             fee_native: u(fee),
             moves: Vec::new(),
+            resources: None,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         if succeeded {
@@ -318,6 +320,7 @@ fn a_token_sweep_waits_for_its_funding_to_be_final() {
             succeeded: true,
             fee_native: u(21_000),
             moves: Vec::new(),
+            resources: None,
         });
         o.transition(OutStatus::Included, "", at(20)).unwrap();
     });

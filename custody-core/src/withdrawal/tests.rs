@@ -186,6 +186,7 @@ fn sent(out: &mut OutgoingTx) {
             signed_at: at(10),
             sent_at: Some(at(11)),
             last_answer: Some("accepted".into()),
+            plan: None,
         },
         at(10),
     )
@@ -202,6 +203,7 @@ fn included(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) + Send + Syn
             succeeded,
             fee_native: u(fee),
             moves: Vec::new(),
+            resources: None,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         let end = if succeeded {

@@ -127,6 +127,7 @@ impl ChainSender for ScriptedChain {
                 gas_limit: 21_000,
                 gas_price_wei: price,
             },
+            plan: None,
         })
     }
 
@@ -205,6 +206,7 @@ impl ChainSender for ScriptedChain {
                 succeeded: true,
                 fee_native: Amount::from_units(21_000_000_000_000),
                 moves: Vec::new(),
+                resources: None,
             }));
         }
         Ok(if self.pool.lock().unwrap().contains_key(hash) {
@@ -587,6 +589,7 @@ async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> Stri
                 signed_at: f.clock.now(),
                 sent_at: None,
                 last_answer: last_answer.map(str::to_owned),
+                plan: None,
             },
             f.clock.now(),
         )

@@ -62,6 +62,19 @@ fn attempt(hash: &str) -> Attempt {
         signed_at: at(20),
         sent_at: Some(at(21)),
         last_answer: Some("accepted".into()),
+        // A TRON plan, so that the round trip covers it (BSC stores none).
+        plan: Some(crate::tron::resources::plan(
+            &crate::tron::resources::PlanInputs {
+                operation: crate::tron::resources::Operation::Trc20Transfer {
+                    recipient_holds_token: false,
+                    estimated_energy: Some(130_285),
+                },
+                bandwidth_bytes: 345,
+                available: crate::tron::resources::AvailableResources::default(),
+                prices: crate::tron::resources::ResourcePrices::MAINNET,
+                energy_margin_percent: 20,
+            },
+        )),
     }
 }
 
@@ -95,6 +108,14 @@ async fn transactions_round_trip_and_only_their_state_moves(store: Arc<dyn Store
             to: "0x0000000000000000000000000000000000000002".into(),
             amount: Amount::from_units(u128::MAX),
         }],
+        resources: Some(crate::tron::resources::ActualResources {
+            energy_usage: 1,
+            energy_usage_total: 130_285,
+            energy_fee: 13_028_400,
+            net_usage: 0,
+            net_fee: 345_000,
+            fee: 13_373_400,
+        }),
     });
     moved.failure_reason = Some("reverted".into());
     moved.next_check_at = at(30);
@@ -179,6 +200,7 @@ async fn claims_are_leases_of_due_unfinished_transactions(store: Arc<dyn Store>)
         succeeded: true,
         fee_native: Amount::from_units(1),
         moves: Vec::new(),
+        resources: None,
     });
     done.transition(OutStatus::Included, "", at(21)).unwrap();
     done.transition(OutStatus::Final, "", at(22)).unwrap();
