@@ -597,28 +597,36 @@ impl TronSender {
             .client
             .simulate_call(from, token, TRC20_TRANSFER_SELECTOR, &parameter)
             .await?;
-        if let Some(why) = call.failure() {
-            return Err(PortError::permanent(
-                "tron",
-                format!(
-                    "the node's run of transfer({to}, {}) on {token} from {from} failed ({why}): \
-                     the transfer cannot be made now (does {from} hold the amount?)",
-                    amount.units()
-                ),
-            ));
-        }
-        let energy = u64::try_from(call.energy_used)
-            .ok()
-            .filter(|e| *e > 0)
-            .ok_or_else(|| {
-                PortError::permanent(
+        let energy = if let Some(why) = call.failure() {
+            // A sender short of the token cannot be run; it is priced at the documented energy
+            // of a transfer to a new holder (the most it takes), so a withdrawal the hot wallet
+            // cannot cover yet is still quoted, then waits for funds with an alert. Any other
+            // failure (a frozen recipient, a paused token) is the transfer's own.
+            if self.client.trc20_balance(token, from).await? >= amount.units() {
+                return Err(PortError::permanent(
                     "tron",
                     format!(
-                        "the node's run of the transfer reports energy_used {}",
-                        call.energy_used
+                        "the node's run of transfer({to}, {}) on {token} from {from} failed \
+                         ({why}) though {from} holds the amount",
+                        amount.units()
                     ),
-                )
-            })?;
+                ));
+            }
+            custody_core::tron::resources::TRC20_TRANSFER_ENERGY_NEW_HOLDER
+        } else {
+            u64::try_from(call.energy_used)
+                .ok()
+                .filter(|e| *e > 0)
+                .ok_or_else(|| {
+                    PortError::permanent(
+                        "tron",
+                        format!(
+                            "the node's run of the transfer reports energy_used {}",
+                            call.energy_used
+                        ),
+                    )
+                })?
+        };
         // Whether the recipient holds the token is recorded in the plan; the node's run
         // already priced a new holder's storage slot into `energy`.
         let recipient_holds_token = self.client.trc20_balance(token, to).await? > 0;

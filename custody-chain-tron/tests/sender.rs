@@ -1166,3 +1166,22 @@ async fn the_reference_block_and_timing_are_the_nodes() {
     assert_eq!(unsigned.payload, expected.raw_data());
     assert_eq!(&unsigned.digest, expected.txid());
 }
+
+#[tokio::test]
+async fn a_usdt_transfer_the_sender_cannot_cover_yet_is_priced_at_the_new_holder_bound() {
+    let (api, sender, _signer, hot) = setup();
+    // The hot wallet holds less USDT than the transfer: the node cannot run it.
+    api.set_trc20_balance(USDT, &hot, 10);
+    api.set_trc20_balance(USDT, HOLDER, 1);
+    let short = sender.price(&hot, &usdt(HOLDER, 1_000)).await.unwrap();
+    let plan = short.plan.unwrap();
+    assert_eq!(
+        plan.energy_needed, 130_285,
+        "the most a USDT transfer takes"
+    );
+    // Covered, the same transfer is priced from the node's run.
+    api.set_trc20_balance(USDT, &hot, 5_000);
+    let covered = sender.price(&hot, &usdt(HOLDER, 1_000)).await.unwrap();
+    assert_eq!(covered.plan.unwrap().energy_needed, 64_285);
+    assert!(short.max_native > covered.max_native);
+}

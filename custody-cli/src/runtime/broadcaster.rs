@@ -52,6 +52,9 @@ pub struct Broadcaster {
 /// How the history note of a wait for funds begins (one alert per wait).
 const HOT_WALLET_SHORT: &str = "waiting: the hot wallet cannot fund it";
 
+/// How the history note of a payment the node refuses to price begins (one alert per wait).
+const CANNOT_PRICE: &str = "waiting: cannot be priced";
+
 /// How the history note of a payment refused for long begins (one alert per attempt).
 const REFUSED_LONG: &str = "waiting: refused by the node";
 
@@ -170,7 +173,9 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, Amount::ZERO, now).await? {
                     return self.unfunded(out, now).await;
                 }
-                let estimate = self.sender.price(&out.from, &out.payment).await?;
+                let Some(estimate) = self.price_or_wait(&mut out, now).await? else {
+                    return self.check_later(out, now).await;
+                };
                 let fee = fee_to_hold(&out, &estimate);
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
@@ -228,7 +233,9 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, Amount::ZERO, now).await? {
                     return self.unfunded(out, now).await;
                 }
-                let estimate = self.sender.price(&out.from, &out.payment).await?;
+                let Some(estimate) = self.price_or_wait(&mut out, now).await? else {
+                    return self.check_later(out, now).await;
+                };
                 let fee = fee_to_hold(&out, &estimate);
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
@@ -359,6 +366,45 @@ impl Broadcaster {
         })
         .await?;
         Ok(ready)
+    }
+
+    /// Prices a payment about to be signed. A permanent refusal (a frozen recipient, a paused
+    /// token, an estimate that always reverts) is not retried in silence: one `outgoing_stuck`
+    /// alert and a note in the history, and the payment waits for an operator (nothing was
+    /// signed, no nonce is held). `None` when it must wait.
+    async fn price_or_wait(
+        &self,
+        out: &mut OutgoingTx,
+        now: Timestamp,
+    ) -> CoreResult<Option<custody_core::ports::sender::FeeEstimate>> {
+        let e = match self.sender.price(&out.from, &out.payment).await {
+            Ok(estimate) => return Ok(Some(estimate)),
+            Err(e) if e.retry == custody_core::error::Retry::Permanent => e,
+            Err(e) => return Err(e.into()),
+        };
+        tracing::warn!(network = %self.network, outgoing = %out.id, error = %e, "a payment cannot be priced");
+        if !out.last_note_starts_with(CANNOT_PRICE) {
+            let (id, reference) = (new_uuid(self.entropy.as_ref()), out.id);
+            let message = format!(
+                "{} outgoing transaction {} ({} {}) cannot be priced: {}; it waits for an operator",
+                self.network,
+                out.id,
+                out.purpose.as_str(),
+                out.reference_id,
+                e.message
+            );
+            self.alert(
+                "outgoing_stuck",
+                "critical",
+                message,
+                ("outgoing_transaction", reference),
+                id,
+                now,
+            )
+            .await?;
+            out.note(format!("{CANNOT_PRICE}: {}", e.message), now);
+        }
+        Ok(None)
     }
 
     /// Gives `out` its sender's next nonce (EVM), in a write fenced by its lease, right before

@@ -55,6 +55,8 @@ struct ScriptedChain {
     /// What `eth_gasPrice` says; the node refuses anything below `min_price`.
     node_price: Mutex<u128>,
     min_price: Mutex<u128>,
+    /// A permanent refusal to price anything (a frozen recipient, a paused token).
+    price_refusal: Mutex<Option<String>>,
 }
 
 impl ScriptedChain {
@@ -113,6 +115,9 @@ impl ChainSender for ScriptedChain {
     }
 
     async fn price(&self, _: &str, payment: &Payment) -> Result<FeeEstimate, PortError> {
+        if let Some(why) = self.price_refusal.lock().unwrap().clone() {
+            return Err(PortError::permanent("scripted", why));
+        }
         // As a node's gas estimate: a token transfer the wallet cannot cover reverts.
         if let Some((_, amount)) = payment.spends().token {
             if amount.units() > *self.token_balance.lock().unwrap() {
@@ -1010,4 +1015,30 @@ async fn no_replacement_is_signed_while_a_lower_nonce_is_out_of_a_block() {
         1,
         "nothing new is signed behind a pending lower nonce"
     );
+}
+
+#[tokio::test]
+async fn a_payment_that_cannot_be_priced_raises_one_alert_and_waits_without_a_nonce() {
+    let f = Fixture::new();
+    *f.chain.balance.lock().unwrap() = 10_000_000_000_000_000;
+    *f.chain.price_refusal.lock().unwrap() = Some("execution reverted: frozen".into());
+    let id = f.create().await;
+    for _ in 0..3 {
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+    }
+    let out = f.get(id).await;
+    assert!(out.attempts.is_empty());
+    assert_eq!(out.nonce, None);
+    assert!(out
+        .history
+        .iter()
+        .any(|h| h.detail.starts_with(CANNOT_PRICE) && h.detail.contains("frozen")));
+    let alerts = alerts_of(&f, "outgoing_stuck").await;
+    assert_eq!(alerts.len(), 1, "one alert per wait, not one per round");
+    // Once the chain prices it again, it goes out.
+    *f.chain.price_refusal.lock().unwrap() = None;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(id).await.status, OutStatus::Sent);
 }
