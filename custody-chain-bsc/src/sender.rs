@@ -364,7 +364,8 @@ impl BscSender {
         BscSender { chain, settings }
     }
 
-    /// The node's gas estimate of `payment` from `from`; `None` when the call would revert.
+    /// The node's gas estimate of `payment` from `from`; `None` when the call would revert or
+    /// the sender cannot pay for it now.
     async fn estimate_gas(
         &self,
         from: &BscAddress,
@@ -389,6 +390,18 @@ impl BscSender {
             // The call would revert (no allowance, no tokens yet): the caller bounds it.
             Err(refusal) if refusal.is_permanent() => {
                 tracing::debug!(error = %refusal.message, "gas estimate reverted");
+                Ok(None)
+            }
+            // The sender holds less than the call's value (a BNB→token swap larger than the hot
+            // wallet's BNB) or its gas: the node cannot estimate it now, which says nothing of
+            // the node's health. The caller bounds it; sending waits until the wallet is funded.
+            Err(refusal)
+                if refusal
+                    .message
+                    .to_ascii_lowercase()
+                    .contains("insufficient funds") =>
+            {
+                tracing::debug!(error = %refusal.message, "gas estimate beyond the sender's funds");
                 Ok(None)
             }
             Err(refusal) => Err(PortError::transient(
