@@ -192,33 +192,36 @@ fn approve_if_short(
     let after = match remaining.checked_sub(amount_in) {
         Some(after) => after,
         None => {
-            // Some tokens refuse to change a non-zero allowance: to zero first.
-            let amounts: &[Amount] = if remaining.is_zero() {
-                &[APPROVE_ALL]
-            } else {
-                &[Amount::ZERO, APPROVE_ALL]
-            };
-            let mut last = ids.approvals[0];
-            for (i, amount) in amounts.iter().enumerate() {
-                let id = ids.approvals[i];
+            // Some tokens (USDT-style) refuse to change a non-zero allowance: to zero first,
+            // unless the count says the allowance is zero. No count means the chain's
+            // allowance is not known — never approved by this store, voided by a failed
+            // approval, or left on chain by a data dir rebuilt from the same seed — and an
+            // `approve` of everything over a non-zero allowance would revert at every swap.
+            let zero_first = known.as_ref().is_none_or(|a| !a.remaining.is_zero());
+            let [zero_id, all_id] = ids.approvals;
+            // The approval of everything names the swap it is for, so its fee is booked to
+            // it; the `approve(0)` names that approval (one approval per reference).
+            let mut approvals = vec![(all_id, APPROVE_ALL, ids.swap)];
+            if zero_first {
+                approvals.insert(0, (zero_id, Amount::ZERO, all_id));
+            }
+            for (id, amount, reference) in approvals {
                 let nonce = tx.allocate_nonce(Network::Bsc, &hot.address, nonce_seed)?;
                 tx.insert_outgoing(&OutgoingTx::new(
                     id,
                     Network::Bsc,
                     Purpose::Approval,
-                    // An approval is its own record: its reference is itself.
-                    id,
+                    reference,
                     hot.address.clone(),
                     hot.path,
                     Payment::Approve {
                         token: token.to_owned(),
                         spender: router.to_owned(),
-                        amount: *amount,
+                        amount,
                     },
                     Some(nonce),
                     now,
                 ))?;
-                last = id;
             }
             tx.put_allowance(&Allowance {
                 network: Network::Bsc,
@@ -226,7 +229,7 @@ fn approve_if_short(
                 token: token.to_owned(),
                 spender: router.to_owned(),
                 remaining: APPROVE_ALL,
-                approval_outgoing_id: last,
+                approval_outgoing_id: all_id,
             })?;
             APPROVE_ALL
                 .checked_sub(amount_in)
@@ -427,16 +430,24 @@ pub fn on_outgoing(
     now: Timestamp,
 ) -> CoreResult<()> {
     match out.purpose {
-        Purpose::Approval => on_approval(tx, out),
+        Purpose::Approval => on_approval(tx, out, native, now),
         Purpose::Swap => on_swap(tx, entropy, out, native, now),
         Purpose::Withdrawal | Purpose::Sweep | Purpose::Funding => Ok(()),
     }
 }
 
-/// An approval that failed on chain grants nothing: forget the count, so the next swap
-/// approves again (the swaps counted on it fail on chain and release their holds).
-fn on_approval(tx: &mut dyn WriteTx, out: &OutgoingTx) -> CoreResult<()> {
-    if out.status != OutStatus::Failed {
+/// An approval in a block burned gas, whether it succeeded or reverted: the house's expense,
+/// booked once it is final (network fees debited, the treasury's native coin credited) so that
+/// the books follow the hot wallet on chain. An approval that failed on chain also grants
+/// nothing: forget the count, so the next swap approves again, from zero (the swaps counted on
+/// it fail on chain and release their holds).
+fn on_approval(
+    tx: &mut dyn WriteTx,
+    out: &OutgoingTx,
+    native: &AssetId,
+    now: Timestamp,
+) -> CoreResult<()> {
+    if !matches!(out.status, OutStatus::Final | OutStatus::Failed) {
         return Ok(());
     }
     let Payment::Approve { token, spender, .. } = &out.payment else {
@@ -445,11 +456,59 @@ fn on_approval(tx: &mut dyn WriteTx, out: &OutgoingTx) -> CoreResult<()> {
             out.id
         )));
     };
-    let counted = tx.allowance(Network::Bsc, &out.from, token, spender)?;
-    if counted.is_some_and(|a| a.approval_outgoing_id == out.id) {
-        tx.drop_allowance(Network::Bsc, &out.from, token, spender)?;
+    let fee = out
+        .included
+        .as_ref()
+        .map(|i| i.fee_native)
+        .filter(|f| !f.is_zero());
+    // The ledger transaction takes the approval's id: booked once however often its final
+    // state is saved.
+    if let Some(fee) = fee {
+        if tx.ledger_transaction(out.id)?.is_none() {
+            let swap = swap_of_approval(tx, out)?;
+            ledger::post(
+                tx,
+                &TxMeta {
+                    id: out.id,
+                    reference_type: ReferenceType::Swap,
+                    reference_id: swap,
+                    created_at: now,
+                },
+                TxKind::NetworkFee,
+                &[
+                    Leg::debit(
+                        AccountKey::system(SystemAccount::NetworkFees, native.clone()),
+                        fee,
+                    ),
+                    Leg::credit(
+                        AccountKey::system(SystemAccount::Treasury, native.clone()),
+                        fee,
+                    ),
+                ],
+            )?;
+        }
+    }
+    if out.status == OutStatus::Failed {
+        let counted = tx.allowance(Network::Bsc, &out.from, token, spender)?;
+        if counted.is_some_and(|a| a.approval_outgoing_id == out.id) {
+            tx.drop_allowance(Network::Bsc, &out.from, token, spender)?;
+        }
     }
     Ok(())
+}
+
+/// The swap an approval was queued for: its reference, or (an `approve(0)`) its reference's.
+/// Approvals queued before they named their swap referenced themselves: their own id then.
+fn swap_of_approval(tx: &mut dyn WriteTx, out: &OutgoingTx) -> CoreResult<Uuid> {
+    let mut reference = out.reference_id;
+    if reference != out.id && tx.swap_by_id(reference)?.is_none() {
+        if let Some(next) = tx.outgoing(reference)? {
+            if next.purpose == Purpose::Approval {
+                reference = next.reference_id;
+            }
+        }
+    }
+    Ok(reference)
 }
 
 fn on_swap(

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::*;
 use crate::asset::{Asset, AssetCatalog, AssetId};
 use crate::error::{CoreError, ErrorCode};
-use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
+use crate::ledger::{self, AccountKey, ReferenceType, SystemAccount, TxKind, TxMeta, UserAccount};
 use crate::network::Network;
 use crate::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
 use crate::ports::sender::{MoveKind, Payment, TokenMove};
@@ -199,6 +199,39 @@ impl Fx {
         (b.available.units(), b.reserved.units())
     }
 
+    /// The approvals of the hot wallet still in flight, by nonce: (id, nonce, amount approved).
+    fn approvals(&self) -> Vec<(Uuid, Option<u64>, Amount)> {
+        let mut all: Vec<_> = block_on(read(self.store.as_ref(), |tx| {
+            Ok(tx.outgoing_in_flight(Network::Bsc, HOT)?)
+        }))
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.purpose == Purpose::Approval)
+        .map(|t| match t.payment {
+            Payment::Approve { amount, .. } => (t.id, t.nonce, amount),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+        all.sort_by_key(|(_, nonce, _)| *nonce);
+        all
+    }
+
+    /// (debits, credits) posted on the house's BNB account `name`.
+    fn house(&self, name: &str) -> (u128, u128) {
+        let account = match name {
+            "network_fees" => SystemAccount::NetworkFees,
+            "treasury" => SystemAccount::Treasury,
+            other => panic!("{other}"),
+        };
+        let key = AccountKey::system(account, AssetId::new(Network::Bsc, "BNB".to_owned()));
+        let b = block_on(read(self.store.as_ref(), move |tx| {
+            Ok(tx.ledger_account(&key)?)
+        }))
+        .unwrap()
+        .unwrap_or_default();
+        (b.debits_posted.units(), b.credits_posted.units())
+    }
+
     fn reconciles(&self) {
         let report = block_on(read(self.store.as_ref(), |tx| Ok(ledger::reconcile(tx)?))).unwrap();
         assert!(report.balanced, "{:?}", report.discrepancies);
@@ -282,7 +315,6 @@ fn a_token_swap_approves_the_router_once_then_swaps_under_the_next_nonces() {
     assert_eq!(s.status, SwapStatus::Reserved);
     assert_eq!(fx.balance("USDT"), (10_000_000 - 1_010_062, 1_010_062));
     let swap_tx = fx.outgoing(s.outgoing_id);
-    assert_eq!(swap_tx.nonce, Some(8), "after the approval's");
     let Payment::Swap {
         min_out,
         deadline_s,
@@ -298,21 +330,88 @@ fn a_token_swap_approves_the_router_once_then_swaps_under_the_next_nonces() {
         (u(980_100), false, false)
     );
     assert_eq!(*deadline_s, (T0 as u64 + 1) / 1_000 + 600);
-    let approval = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.outgoing_in_flight(Network::Bsc, HOT)?)
-    }))
-    .unwrap()
-    .into_iter()
-    .find(|t| t.purpose == Purpose::Approval)
-    .expect("an approval");
-    assert_eq!(approval.nonce, Some(7));
-    assert!(
-        matches!(&approval.payment, Payment::Approve { amount, .. } if *amount == u(u128::MAX))
-    );
+    // The store has no count: the chain's allowance is not known, so zero first, then all.
+    let approvals = fx.approvals();
+    let amounts: Vec<_> = approvals.iter().map(|(_, nonce, a)| (*nonce, *a)).collect();
+    assert_eq!(amounts, [(Some(7), u(0)), (Some(8), u(u128::MAX))]);
+    assert_eq!(swap_tx.nonce, Some(9), "after the approvals");
     // A second swap of the same token needs no approval: one nonce, the next.
     let q2 = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
     let s2 = fx.execute(&q2, 2).unwrap();
-    assert_eq!(fx.outgoing(s2.outgoing_id).nonce, Some(9));
+    assert_eq!(fx.outgoing(s2.outgoing_id).nonce, Some(10));
+    assert_eq!(fx.approvals().len(), 2);
+}
+
+#[test]
+fn approval_fees_are_booked_to_the_swap_when_final_and_when_reverted() {
+    let fx = Fx::new("USDT", 10_000_000);
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    let approvals = fx.approvals();
+    let (zero, all) = (approvals[0].0, approvals[1].0);
+    // approve(0) succeeds and burns 25; approve(everything) reverts and still burns 35.
+    fx.engine(zero, sent);
+    fx.engine(zero, mined(25, true, Vec::new()));
+    fx.engine(all, sent);
+    fx.engine(all, mined(35, false, Vec::new()));
+    assert_eq!(fx.house("network_fees"), (60, 0), "debited 25 + 35");
+    assert_eq!(
+        fx.house("treasury"),
+        (0, 60),
+        "the hot wallet's BNB paid it"
+    );
+    for id in [zero, all] {
+        let booked = block_on(read(fx.store.as_ref(), move |tx| {
+            Ok(tx.ledger_transaction(id)?)
+        }))
+        .unwrap()
+        .expect("the approval's fee is booked");
+        assert_eq!(booked.kind, TxKind::NetworkFee);
+        assert_eq!(
+            (booked.reference_type, booked.reference_id),
+            (ReferenceType::Swap, s.id)
+        );
+    }
+    // Its final state saved again books nothing twice.
+    fx.engine(all, |_| {});
+    assert_eq!(fx.house("network_fees"), (60, 0));
+    // An approval that never reached a block burned nothing.
+    fx.reconciles();
+}
+
+#[test]
+fn after_a_failed_approval_the_next_swap_sets_the_allowance_to_zero_first() {
+    let fx = Fx::new("USDT", 10_000_000);
+    // A data dir rebuilt from the same seed: the chain kept an allowance the store never
+    // counted, so approving everything over it reverts (USDT-style tokens).
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    let first = fx.approvals();
+    let all = first.last().unwrap().0;
+    fx.engine(all, sent);
+    fx.engine(all, mined(35, false, Vec::new()));
+    fx.engine(s.outgoing_id, sent);
+    fx.engine(s.outgoing_id, mined(30, false, Vec::new()));
+    let none = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
+    }))
+    .unwrap();
+    assert_eq!(none, None, "the failed approval voids the count");
+    let q2 = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s2 = fx.execute(&q2, 2).unwrap();
+    let again: Vec<_> = fx
+        .approvals()
+        .into_iter()
+        .filter(|(id, _, _)| first.iter().all(|(f, _, _)| f != id))
+        .map(|(_, nonce, amount)| (nonce, amount))
+        .collect();
+    assert_eq!(
+        again,
+        [(Some(10), u(0)), (Some(11), u(u128::MAX))],
+        "to zero, then everything"
+    );
+    assert_eq!(fx.outgoing(s2.outgoing_id).nonce, Some(12));
+    fx.reconciles();
 }
 
 #[test]
