@@ -580,10 +580,19 @@ impl ChainSender for BscSender {
                 _ => None,
             }
             .unwrap_or(0);
+            // A receipt always carries its `logs` (empty when there are none); one without is
+            // an endpoint's bad answer, not a transaction that moved nothing: read as nothing
+            // moved, a swap's settlement would find no input or output and stop the service.
+            // Asked again, a sound endpoint answers it.
             let logs = receipt
                 .get("logs")
                 .and_then(Value::as_array)
-                .map_or(&[][..], Vec::as_slice);
+                .ok_or_else(|| {
+                    PortError::transient(
+                        PORT,
+                        format!("the receipt of {h} has no logs array: asking again"),
+                    )
+                })?;
             return Ok(TxLookup::Included(Inclusion {
                 block_number,
                 block_hash,
