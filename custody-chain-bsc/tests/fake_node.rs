@@ -1,18 +1,27 @@
 //! The BSC adapters against fake endpoints on loopback that answer what a real node rarely does:
-//! a receipt without its `logs`.
+//! a receipt without its `logs`, and router calls refused for other reasons than a revert.
 
 use std::sync::Arc;
 
-use custody_chain_bsc::{BscChain, BscSender, BscSenderSettings, BscSettings};
+use custody_chain_bsc::{
+    BscChain, BscDexRouter, BscSender, BscSenderSettings, BscSettings, DexSettings,
+};
+use custody_core::address::BscAddress;
 use custody_core::amount::Amount;
 use custody_core::asset::{Asset, AssetKind};
 use custody_core::error::Retry;
+use custody_core::ports::dex::{is_no_pool, DexRouter};
 use custody_core::ports::sender::{ChainSender, TxLookup};
 use custody_core::Network;
 use serde_json::{json, Value};
 use support::fake_endpoint;
 
 mod support;
+
+const ROUTER: &str = "0x10ed43c718714eb63d5aa57b78b54704e256024e";
+const FACTORY: &str = "0xca143ce32fe78f1f7019d7d551a6402fc5350c73";
+const WBNB: &str = "0xbb4cdb9cbd36b01bd1cbaebf2de08d9173bc095c";
+const USDT: &str = "0x55d398326f99059ff775485246999027b3197955";
 
 /// A node on chain 56 that answers every other call with `answer(method, params)`: `Ok`
 /// result or `Err` JSON-RPC error object. Single calls and batches alike.
@@ -95,5 +104,85 @@ async fn a_receipt_without_logs_is_asked_again_never_read_as_nothing_moved() {
             assert_eq!(e.retry, Retry::Transient, "{e}");
             assert!(e.message.contains("no logs"), "{e}");
         }
+    }
+}
+
+fn word(address: &str) -> String {
+    format!("0x{:0>64}", address.trim_start_matches("0x"))
+}
+
+/// A router built on the configured factory and WBNB whose `getAmountsOut` (and, with
+/// `factory_reverts`, its `factory()`) is answered with `error`.
+fn router(error: Value, factory_reverts: bool) -> BscDexRouter {
+    let url = node(move |method, params| {
+        assert_eq!(method, "eth_call");
+        let data = params[0]["data"].as_str().unwrap();
+        match &data[..10] {
+            // factory()
+            "0xc45a0155" if factory_reverts => {
+                Err(json!({"code": 3, "message": "execution reverted", "data": "0x"}))
+            }
+            "0xc45a0155" => Ok(json!(word(FACTORY))),
+            // WETH()
+            "0xad5c4648" => Ok(json!(word(WBNB))),
+            // getAmountsOut(uint256,address[])
+            "0xd06ca61f" => Err(error.clone()),
+            other => panic!("unexpected call {other}"),
+        }
+    });
+    let a = |s: &str| BscAddress::parse(s).unwrap();
+    BscDexRouter::new(
+        chain(url),
+        DexSettings {
+            router: a(ROUTER),
+            factory: a(FACTORY),
+            wrapped_native: a(WBNB),
+        },
+    )
+}
+
+#[tokio::test]
+async fn only_a_revert_of_the_router_means_the_path_has_no_pool() {
+    let path = [
+        BscAddress::parse(WBNB).unwrap().to_string(),
+        BscAddress::parse(USDT).unwrap().to_string(),
+    ];
+    let cases = [
+        (
+            json!({"code": 3, "message": "execution reverted: UniswapV2Library: INSUFFICIENT_LIQUIDITY", "data": "0x"}),
+            false,
+            true,
+        ),
+        (
+            json!({"code": -32000, "message": "execution reverted"}),
+            false,
+            true,
+        ),
+        // The endpoint refuses the call itself: nothing is known of the pools.
+        (
+            json!({"code": -32601, "message": "the method eth_call does not exist/is not available"}),
+            false,
+            false,
+        ),
+        (
+            json!({"code": -32602, "message": "invalid params: invalid type"}),
+            false,
+            false,
+        ),
+        // A router that reverts factory() is not a Uniswap V2 router: misconfigured.
+        (
+            json!({"code": 3, "message": "execution reverted"}),
+            true,
+            false,
+        ),
+    ];
+    for (error, factory_reverts, no_pool) in cases {
+        let dex = router(error.clone(), factory_reverts);
+        let e = dex
+            .amounts_out(Amount::from_units(1_000), &path)
+            .await
+            .unwrap_err();
+        assert_eq!(is_no_pool(&e), no_pool, "{error}: {e}");
+        assert_eq!(e.retry, Retry::Permanent, "{error}: {e}");
     }
 }
