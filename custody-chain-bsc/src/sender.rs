@@ -593,12 +593,36 @@ impl ChainSender for BscSender {
                         format!("the receipt of {h} has no logs array: asking again"),
                     )
                 })?;
+            // A reverted swap failed on its price or its deadline, which only the block's time
+            // tells apart; read for failed receipts only (one call more, and rarely).
+            let block_time_ms = if status == 1 {
+                None
+            } else {
+                let block = self
+                    .chain
+                    .rpc()
+                    .call(
+                        "eth_getBlockByHash",
+                        json!([format!("0x{block_hash}"), false]),
+                    )
+                    .await?;
+                if block.is_null() {
+                    return Err(PortError::transient(
+                        PORT,
+                        format!("block {block_hash} of {h} is not known yet: asking again"),
+                    ));
+                }
+                let seconds =
+                    codec::quantity_u64(field(&block, "timestamp")?).map_err(malformed)?;
+                Some(i64::try_from(seconds.saturating_mul(1_000)).unwrap_or(i64::MAX))
+            };
             return Ok(TxLookup::Included(Inclusion {
                 block_number,
                 block_hash,
                 succeeded: status == 1,
                 fee_native: Amount::from_units(gas_used.saturating_mul(price)),
                 moves: receipt_moves(logs),
+                block_time_ms,
             }));
         }
         let tx = self

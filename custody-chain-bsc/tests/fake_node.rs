@@ -107,6 +107,36 @@ async fn a_receipt_without_logs_is_asked_again_never_read_as_nothing_moved() {
     }
 }
 
+#[tokio::test]
+async fn a_failed_receipt_carries_its_blocks_time_to_tell_a_deadline_from_a_price() {
+    for status in ["0x0", "0x1"] {
+        let url = node(move |method, params| match method {
+            "eth_getTransactionReceipt" => {
+                let mut r = receipt(true);
+                r["status"] = json!(status);
+                Ok(r)
+            }
+            "eth_getBlockByHash" => {
+                assert_eq!(params[0], json!(format!("0x{}", "cd".repeat(32))));
+                Ok(json!({ "number": "0x10", "timestamp": "0x6553f100" }))
+            }
+            other => Err(json!({"code": -32601, "message": format!("no {other} here")})),
+        });
+        let sender = BscSender::new(chain(url), BscSenderSettings::default());
+        let Ok(TxLookup::Included(i)) = sender.lookup(&"ab".repeat(32)).await else {
+            panic!("included")
+        };
+        if status == "0x0" {
+            assert!(!i.succeeded);
+            assert_eq!(i.block_time_ms, Some(0x6553_f100 * 1_000));
+        } else {
+            // A success needs no block time: nothing more is asked of the node.
+            assert!(i.succeeded);
+            assert_eq!(i.block_time_ms, None);
+        }
+    }
+}
+
 fn word(address: &str) -> String {
     format!("0x{:0>64}", address.trim_start_matches("0x"))
 }

@@ -202,6 +202,11 @@ async fn token_payments_are_priced_by_the_node_and_a_revert_is_included_failed()
         panic!("included")
     };
     assert!(!i.succeeded, "a reverted transfer is included, failed");
+    let (_, now_ms) = f.sender.head().await.unwrap();
+    assert!(
+        i.block_time_ms.is_some_and(|t| t > 0 && t <= now_ms),
+        "with its block's time: {i:?}"
+    );
     assert!(i.fee_native.units() > 0, "and still pays its gas");
 }
 

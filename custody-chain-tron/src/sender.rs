@@ -621,6 +621,7 @@ impl TronSender {
                 fee_native: Amount::from_units(fee),
                 // Only swaps read moves from a receipt, and swaps are BSC's.
                 moves: Vec::new(),
+                block_time_ms: None,
             }));
         }
         match p.transaction_from_pending(hash).await {

@@ -202,6 +202,7 @@ async fn a_trx_payment_is_priced_built_signed_broadcast_and_included() {
             succeeded: true,
             fee_native: price.expected_native,
             moves: Vec::new(),
+            block_time_ms: None,
         }
     );
     // Upper case and 0x are read too.
@@ -378,6 +379,7 @@ async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
             succeeded: false,
             fee_native: Amount::from_units(fee),
             moves: Vec::new(),
+            block_time_ms: None,
         }
     );
     assert_eq!(api.trc20_balance(USDT, &hot), 1_000);

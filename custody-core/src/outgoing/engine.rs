@@ -377,6 +377,7 @@ mod tests {
             succeeded: ok,
             fee_native: Amount::from_units(21),
             moves: Vec::new(),
+            block_time_ms: None,
         }
     }
 

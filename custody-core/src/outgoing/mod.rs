@@ -211,6 +211,9 @@ pub struct Included {
     /// The token movements its receipt logged (what a swap took and gave).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moves: Vec<TokenMove>,
+    /// The block's timestamp (Unix ms), when the adapter read it (see [`Inclusion`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_time_ms: Option<i64>,
 }
 
 impl Included {
@@ -222,6 +225,7 @@ impl Included {
             succeeded: i.succeeded,
             fee_native: i.fee_native,
             moves: i.moves.clone(),
+            block_time_ms: i.block_time_ms,
         }
     }
 }

@@ -179,6 +179,7 @@ impl Chain {
                 succeeded: self.succeeds,
                 fee_native: Amount::from_units(1),
                 moves: Vec::new(),
+                block_time_ms: None,
             });
         }
         if self.node_pool.contains(hash) {

@@ -205,6 +205,9 @@ pub struct Inclusion {
     /// EVM: the token movements its receipt logged (ERC-20 `Transfer`, and the wrapped
     /// coin's `Deposit`/`Withdrawal`), in log order: what a swap actually took and gave.
     pub moves: Vec<TokenMove>,
+    /// The block's timestamp (Unix ms) when the adapter read it: BSC reads it for a failed
+    /// receipt, where it tells a swap whose deadline passed from one whose price moved.
+    pub block_time_ms: Option<i64>,
 }
 
 /// One token movement read from a receipt's logs. Addresses in the network's canonical form.

@@ -420,6 +420,24 @@ pub fn actual_amounts(
     Some((taken, given))
 }
 
+/// Why a swap reverted, for its `failure_reason`. The router reverts a swap mined in a block
+/// later than its deadline (`deadline >= block.timestamp` fails), or one that would give less
+/// than the minimum output: with the deadline ruled out by the block's time, the price moved
+/// (the approvals are the service's own transactions, whose outcome it records on their own).
+fn revert_reason(block_time_ms: Option<i64>, deadline_s: u64) -> String {
+    let deadline_ms = i64::try_from(deadline_s.saturating_mul(1_000)).unwrap_or(i64::MAX);
+    match block_time_ms {
+        Some(t) if t > deadline_ms => format!(
+            "the swap reverted on chain: the deadline passed (mined at {} s, deadline {deadline_s} s)",
+            t / 1_000
+        ),
+        Some(_) => "the swap reverted on chain: the price moved past the minimum output".to_owned(),
+        None => "the swap reverted on chain: the price moved past the minimum output, or the \
+                 deadline passed"
+            .to_owned(),
+    }
+}
+
 /// Brings the swap (or the allowance an approval set) paid by `out` up to date with it, in the
 /// transaction that recorded `out`'s move.
 pub fn on_outgoing(
@@ -548,6 +566,7 @@ fn on_swap(
         native_in,
         native_out,
         to,
+        deadline_s,
         ..
     } = &out.payment
     else {
@@ -671,11 +690,11 @@ fn on_swap(
                     }
                 }
             }
-            s.failure_reason = Some(match &out.failure_reason {
-                Some(r) if out.included.is_none() => r.clone(),
-                _ => "the swap reverted on chain: the price moved past the minimum output, \
-                      the deadline passed, or the router was not approved"
-                    .to_owned(),
+            s.failure_reason = Some(match (&out.included, &out.failure_reason) {
+                (None, Some(r)) => r.clone(),
+                (included, _) => {
+                    revert_reason(included.as_ref().and_then(|i| i.block_time_ms), *deadline_s)
+                }
             });
             s.transition(SwapStatus::Failed, now).map_err(invariant)?;
             tx.update_swap(&s)?;

@@ -270,6 +270,16 @@ fn mined(
     succeeded: bool,
     moves: Vec<TokenMove>,
 ) -> impl Fn(&mut OutgoingTx) + Send + Sync {
+    mined_at(fee, succeeded, moves, None)
+}
+
+/// Mined in a block of time `block_time_ms` (when the adapter read it).
+fn mined_at(
+    fee: u128,
+    succeeded: bool,
+    moves: Vec<TokenMove>,
+    block_time_ms: Option<i64>,
+) -> impl Fn(&mut OutgoingTx) + Send + Sync {
     move |out: &mut OutgoingTx| {
         out.included = Some(Included {
             hash: "ab".repeat(32),
@@ -278,6 +288,7 @@ fn mined(
             succeeded,
             fee_native: u(fee),
             moves: moves.clone(),
+            block_time_ms,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         if succeeded {
@@ -456,6 +467,34 @@ fn a_reverted_swap_releases_the_hold_and_gives_the_allowance_back() {
     .unwrap()
     .unwrap();
     assert_eq!(left.remaining, u(u128::MAX));
+    fx.reconciles();
+}
+
+#[test]
+fn a_revert_says_the_deadline_passed_only_when_the_block_is_past_it() {
+    let fx = Fx::new("USDT", 10_000_000);
+    // Executed at T0 + 1 ms with a deadline of 600 s.
+    let deadline_ms = (T0 + 1) / 1_000 * 1_000 + 600_000;
+    for (block_time, says) in [
+        (deadline_ms + 3_000, "deadline passed"),
+        (deadline_ms, "price moved past the minimum output"),
+    ] {
+        let q = fx.quote("USDT", "USDC", 1_000, 990).unwrap();
+        let s = fx.execute(&q, 1).unwrap();
+        fx.engine(s.outgoing_id, sent);
+        fx.engine(
+            s.outgoing_id,
+            mined_at(30, false, Vec::new(), Some(block_time)),
+        );
+        let reason = fx.get(&s).failure_reason.unwrap();
+        assert!(reason.contains(says), "{block_time}: {reason}");
+        let other = if says.starts_with("deadline") {
+            "price"
+        } else {
+            "deadline"
+        };
+        assert!(!reason.contains(other), "one cause, not a list: {reason}");
+    }
     fx.reconciles();
 }
 

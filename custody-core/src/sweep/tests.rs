@@ -197,6 +197,7 @@ fn mined(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) {
             succeeded,
             fee_native: u(fee),
             moves: Vec::new(),
+            block_time_ms: None,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         if succeeded {
@@ -319,6 +320,7 @@ fn a_token_sweep_waits_for_its_funding_to_be_final() {
             succeeded: true,
             fee_native: u(21_000),
             moves: Vec::new(),
+            block_time_ms: None,
         });
         o.transition(OutStatus::Included, "", at(20)).unwrap();
     });

@@ -202,6 +202,7 @@ fn included(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) + Send + Syn
             succeeded,
             fee_native: u(fee),
             moves: Vec::new(),
+            block_time_ms: None,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         let end = if succeeded {

@@ -205,6 +205,7 @@ impl ChainSender for ScriptedChain {
                 succeeded: true,
                 fee_native: Amount::from_units(21_000_000_000_000),
                 moves: Vec::new(),
+                block_time_ms: None,
             }));
         }
         Ok(if self.pool.lock().unwrap().contains_key(hash) {

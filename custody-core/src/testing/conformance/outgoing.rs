@@ -93,6 +93,7 @@ async fn transactions_round_trip_and_only_their_state_moves(store: Arc<dyn Store
             to: "0x0000000000000000000000000000000000000002".into(),
             amount: Amount::from_units(u128::MAX),
         }],
+        block_time_ms: Some(1_800_000_000_000),
     });
     moved.failure_reason = Some("reverted".into());
     moved.next_check_at = at(30);
@@ -177,6 +178,7 @@ async fn claims_are_leases_of_due_unfinished_transactions(store: Arc<dyn Store>)
         succeeded: true,
         fee_native: Amount::from_units(1),
         moves: Vec::new(),
+        block_time_ms: None,
     });
     done.transition(OutStatus::Included, "", at(21)).unwrap();
     done.transition(OutStatus::Final, "", at(22)).unwrap();
