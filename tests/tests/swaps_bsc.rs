@@ -105,11 +105,20 @@ impl Setup<'_> {
         })
     }
 
-    /// Mines to depth and waits for the swap's end.
+    /// Mines to depth and waits for the swap's end, mining on while it waits: a swap can be
+    /// broadcast before an approval ahead of it in nonce order, and is then mined only once that
+    /// approval is sent, in a block after those mined here.
     fn settle(&self, id: &str, status: &str) -> Value {
         self.wait(id, "broadcasted");
         self.anvil.mine(16);
-        self.wait(id, status)
+        self.custody.wait_for(60, status, || {
+            let v = self.client().get(&format!("/v1/swaps/{id}")).json();
+            if v["status"] == status {
+                return Some(v);
+            }
+            self.anvil.mine(1);
+            None
+        })
     }
 
     fn available(&self, asset: &str) -> u128 {
