@@ -386,7 +386,6 @@ fn approval_fees_are_booked_to_the_swap_when_final_and_when_reverted() {
     // Its final state saved again books nothing twice.
     fx.engine(all, |_| {});
     assert_eq!(fx.house("network_fees"), (60, 0));
-    // An approval that never reached a block burned nothing.
     fx.reconciles();
 }
 
