@@ -4,7 +4,9 @@
 //! `amounts_out` is the router's own `getAmountsOut(amountIn, path)` run with `eth_call` at the
 //! latest block: never a price computed here, nor a fee constant that might not match the
 //! router. A call the router reverts (no pair, no liquidity, an identical pair of tokens) is a
-//! permanent error; a node that cannot be reached, a transient one.
+//! permanent error starting with [`ROUTER_REVERTED`]; an endpoint that refuses the call itself
+//! (method not found, invalid params) is permanent without it; a node that cannot be reached,
+//! a transient one.
 //!
 //! Before its first quote the router is checked once against the configuration: its
 //! `factory()` and `WETH()` must be the configured factory and wrapped coin, or every quote is
@@ -17,7 +19,7 @@ use async_trait::async_trait;
 use custody_core::address::BscAddress;
 use custody_core::amount::Amount;
 use custody_core::error::PortError;
-use custody_core::ports::dex::DexRouter;
+use custody_core::ports::dex::{is_no_pool, DexRouter, ROUTER_REVERTED};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
@@ -77,11 +79,16 @@ impl BscDexRouter {
         match answer {
             Ok(v) => codec::data(&v)
                 .map_err(|e| PortError::permanent(PORT, format!("malformed answer: {e}"))),
-            // A revert (no pair, no liquidity) is an answer; a node that lags ("header not
-            // found") or is busy is not.
+            // A revert (no pair, no liquidity) is the router's answer; a node that lags
+            // ("header not found") or is busy is not, and neither is an endpoint that refuses
+            // the call itself (method not found, invalid params): that says nothing of pools.
+            Err(refusal) if refusal.is_revert() => Err(PortError::permanent(
+                PORT,
+                format!("{ROUTER_REVERTED}: {}", refusal.message),
+            )),
             Err(refusal) if refusal.is_permanent() => Err(PortError::permanent(
                 PORT,
-                format!("the router refused: {}", refusal.message),
+                format!("the node refused the router call: {}", refusal.message),
             )),
             Err(refusal) => Err(PortError::transient(
                 PORT,
@@ -91,7 +98,21 @@ impl BscDexRouter {
     }
 
     async fn address_of(&self, data: Vec<u8>, what: &str) -> Result<BscAddress, PortError> {
-        let word = self.call(data).await?;
+        let word = self.call(data).await.map_err(|e| {
+            if is_no_pool(&e) {
+                // A contract that reverts `factory()` or `WETH()` is not a Uniswap V2 router:
+                // the configuration is wrong, not a pool missing.
+                PortError::permanent(
+                    PORT,
+                    format!(
+                        "the configured router {} does not answer {what}: {}",
+                        self.settings.router, e.message
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
         codec::word_address(&word)
             .map_err(|e| PortError::permanent(PORT, format!("the router's {what}: {e}")))
     }

@@ -121,6 +121,12 @@ impl RpcError {
             || m.contains("does not exist/is not available")
     }
 
+    /// The call ran and reverted (code 3 carries the revert data; some nodes answer -32000
+    /// "execution reverted"): an answer of the contract, not of the node.
+    pub fn is_revert(&self) -> bool {
+        self.code == 3 || self.message.to_ascii_lowercase().contains("revert")
+    }
+
     /// The node has no such method (or does not offer it on this endpoint).
     pub fn is_method_not_found(&self) -> bool {
         let m = self.message.to_ascii_lowercase();

@@ -375,7 +375,8 @@ impl BscSender {
         BscSender { chain, settings }
     }
 
-    /// The node's gas estimate of `payment` from `from`; `None` when the call would revert.
+    /// The node's gas estimate of `payment` from `from`; `None` when the call would revert or
+    /// the sender cannot pay for it now.
     async fn estimate_gas(
         &self,
         from: &BscAddress,
@@ -400,6 +401,18 @@ impl BscSender {
             // The call would revert (no allowance, no tokens yet): the caller bounds it.
             Err(refusal) if refusal.is_permanent() => {
                 tracing::debug!(error = %refusal.message, "gas estimate reverted");
+                Ok(None)
+            }
+            // The sender holds less than the call's value (a BNB→token swap larger than the hot
+            // wallet's BNB) or its gas: the node cannot estimate it now, which says nothing of
+            // the node's health. The caller bounds it; sending waits until the wallet is funded.
+            Err(refusal)
+                if refusal
+                    .message
+                    .to_ascii_lowercase()
+                    .contains("insufficient funds") =>
+            {
+                tracing::debug!(error = %refusal.message, "gas estimate beyond the sender's funds");
                 Ok(None)
             }
             Err(refusal) => Err(PortError::transient(
@@ -582,10 +595,42 @@ impl ChainSender for BscSender {
                 _ => None,
             }
             .unwrap_or(0);
+            // A receipt always carries its `logs` (empty when there are none); one without is
+            // an endpoint's bad answer, not a transaction that moved nothing: read as nothing
+            // moved, a swap's settlement would find no input or output and stop the service.
+            // Asked again, a sound endpoint answers it.
             let logs = receipt
                 .get("logs")
                 .and_then(Value::as_array)
-                .map_or(&[][..], Vec::as_slice);
+                .ok_or_else(|| {
+                    PortError::transient(
+                        PORT,
+                        format!("the receipt of {h} has no logs array: asking again"),
+                    )
+                })?;
+            // A reverted swap failed on its price or its deadline, which only the block's time
+            // tells apart; read for failed receipts only (one call more, and rarely).
+            let block_time_ms = if status == 1 {
+                None
+            } else {
+                let block = self
+                    .chain
+                    .rpc()
+                    .call(
+                        "eth_getBlockByHash",
+                        json!([format!("0x{block_hash}"), false]),
+                    )
+                    .await?;
+                if block.is_null() {
+                    return Err(PortError::transient(
+                        PORT,
+                        format!("block {block_hash} of {h} is not known yet: asking again"),
+                    ));
+                }
+                let seconds =
+                    codec::quantity_u64(field(&block, "timestamp")?).map_err(malformed)?;
+                Some(i64::try_from(seconds.saturating_mul(1_000)).unwrap_or(i64::MAX))
+            };
             return Ok(TxLookup::Included(Inclusion {
                 block_number,
                 block_hash,
@@ -593,6 +638,7 @@ impl ChainSender for BscSender {
                 fee_native: Amount::from_units(gas_used.saturating_mul(price)),
                 moves: receipt_moves(logs),
                 resources: None,
+                block_time_ms,
             }));
         }
         let tx = self

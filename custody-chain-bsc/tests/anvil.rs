@@ -2,7 +2,6 @@
 //! for the failure classes. Each test starts its own node; a test skips (with a message) only
 //! when anvil is not installed at all — `scripts/test.sh` installs it.
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +15,9 @@ use custody_core::ports::ChainSource;
 use custody_core::{Amount, Network};
 use custody_e2e::anvil::{free_port, value_tx, Anvil};
 use serde_json::{json, Value};
+use support::fake_endpoint;
+
+mod support;
 
 macro_rules! anvil_or_skip {
     () => {
@@ -454,59 +456,6 @@ async fn a_silent_endpoint_times_out_as_transient() {
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(err.retry, Retry::Transient, "{err}");
     assert!(err.message.contains("300 ms"), "{err}");
-}
-
-/// A fake JSON-RPC endpoint on loopback: `answer(body)` gives (HTTP status, body) for each
-/// request. One request per connection (`Connection: close`).
-fn fake_endpoint<F>(answer: F) -> String
-where
-    F: Fn(&Value) -> (u16, String) + Send + Sync + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let answer = Arc::new(answer);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let answer = answer.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                let body_start = loop {
-                    let n = stream.read(&mut chunk).unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break p + 4;
-                    }
-                };
-                let head = String::from_utf8_lossy(&buf[..body_start]).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .map(|v| v.trim().parse().unwrap())
-                    .unwrap_or(0);
-                while buf.len() < body_start + length {
-                    let n = stream.read(&mut chunk).unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                }
-                let request: Value =
-                    serde_json::from_slice(&buf[body_start..body_start + length]).unwrap();
-                let (status, body) = answer(&request);
-                let response = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes());
-            });
-        }
-    });
-    format!("http://127.0.0.1:{port}")
 }
 
 #[tokio::test]

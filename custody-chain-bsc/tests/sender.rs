@@ -202,7 +202,46 @@ async fn token_payments_are_priced_by_the_node_and_a_revert_is_included_failed()
         panic!("included")
     };
     assert!(!i.succeeded, "a reverted transfer is included, failed");
+    let (_, now_ms) = f.sender.head().await.unwrap();
+    assert!(
+        i.block_time_ms.is_some_and(|t| t > 0 && t <= now_ms),
+        "with its block's time: {i:?}"
+    );
     assert!(i.fee_native.units() > 0, "and still pays its gas");
+}
+
+#[tokio::test]
+async fn a_bnb_swap_beyond_the_senders_balance_is_priced_at_the_swap_bound() {
+    let Some(f) = fixture() else { return };
+    let held = f.anvil.balance(&f.from);
+    let swap = |wei: u128| Payment::Swap {
+        router: eip55("0x10ed43c718714eb63d5aa57b78b54704e256024e"),
+        path: vec![
+            eip55("0xbb4cdb9cbd36b01bd1cbaebf2de08d9173bc095c"),
+            eip55("0x55d398326f99059ff775485246999027b3197955"),
+        ],
+        amount_in: Amount::from_units(wei),
+        min_out: Amount::ZERO,
+        native_in: true,
+        native_out: false,
+        to: f.from.clone(),
+        deadline_s: u64::MAX,
+    };
+    // The node answers "insufficient funds" for a value above the balance: not a node that is
+    // down, so the quote is priced at the bound of a one-hop swap (the swap waits for funds).
+    let bounded = f.sender.price(&f.from, &swap(held + 1)).await.unwrap();
+    let FeeBid::Gas {
+        gas_limit,
+        gas_price_wei,
+    } = bounded.bid
+    else {
+        panic!("{bounded:?}")
+    };
+    assert_eq!(gas_limit, 250_000);
+    assert_eq!(bounded.expected_native.units(), 250_000 * gas_price_wei);
+    // Within the balance the node estimates it (no router at that address: a plain call).
+    let estimated = f.sender.price(&f.from, &swap(1)).await.unwrap();
+    assert!(estimated.expected_native < bounded.expected_native);
 }
 
 #[tokio::test]

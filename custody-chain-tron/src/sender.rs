@@ -709,6 +709,7 @@ impl TronSender {
                 // Only swaps read moves from a receipt, and swaps are BSC's.
                 moves: Vec::new(),
                 resources: Some(fees::actual_resources(&info)),
+                block_time_ms: None,
             }));
         }
         match p.transaction_from_pending(hash).await {

@@ -223,6 +223,7 @@ async fn a_trx_payment_is_priced_built_signed_broadcast_and_included() {
                 fee: sun(price.expected_native.units()) as u64,
                 ..ActualResources::default()
             }),
+            block_time_ms: None,
         }
     );
     // Upper case and 0x are read too.
@@ -585,10 +586,9 @@ async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
     let (api, sender, signer, hot) = setup();
     api.set_trc20_balance(USDT, &hot, 1_000);
 
-    // The node's run of the transfer reverts: no price.
-    let e = sender.price(&hot, &usdt(A1, 5_000)).await.unwrap_err();
-    assert_eq!(e.retry, Retry::Permanent, "{e}");
-    assert!(e.message.contains("REVERT opcode executed"), "{e}");
+    // The node's run of the transfer reverts (the wallet is short): priced at the bound.
+    let priced = sender.price(&hot, &usdt(A1, 5_000)).await.unwrap();
+    assert_eq!(priced.plan.unwrap().energy_needed, 130_285);
 
     // Sent anyway: the node accepts it (contract execution is not validation) and the block
     // holds it as REVERT, with the energy and bandwidth it burned.
@@ -620,6 +620,7 @@ async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
                 fee: u64::try_from(fee).unwrap(),
                 ..ActualResources::default()
             }),
+            block_time_ms: None,
         }
     );
     assert_eq!(api.trc20_balance(USDT, &hot), 1_000);

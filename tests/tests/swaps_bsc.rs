@@ -1,8 +1,10 @@
 //! Swaps end to end on anvil through `custody serve`, against the Uniswap V2 contracts npm ships,
 //! placed at PancakeSwap's and the catalog tokens' mainnet addresses (custody_e2e::dex), with the
-//! default catalog and `[swaps]`: token→token through WBNB, BNB→token and token→BNB, the router
-//! approved once, the user credited what the router actually gave, and a swap whose pool moved
-//! past the slippage failing with its hold released.
+//! default catalog and `[swaps]`: token→token through WBNB (with no direct pool, and with a dust
+//! one), BNB→token and token→BNB with the hot wallet's balances on the node and the user's in the
+//! ledger, the router approved once, the user credited what the router actually gave, replays
+//! and spent quotes, operators' switches, and a swap whose pool moved past the slippage failing
+//! with its hold released.
 
 use custody_e2e::anvil::Anvil;
 use custody_e2e::dex::{Dex, USDC, USDT, WBNB};
@@ -103,11 +105,20 @@ impl Setup<'_> {
         })
     }
 
-    /// Mines to depth and waits for the swap's end.
+    /// Mines to depth and waits for the swap's end, mining on while it waits: a swap can be
+    /// broadcast before an approval ahead of it in nonce order, and is then mined only once that
+    /// approval is sent, in a block after those mined here.
     fn settle(&self, id: &str, status: &str) -> Value {
         self.wait(id, "broadcasted");
         self.anvil.mine(16);
-        self.wait(id, status)
+        self.custody.wait_for(60, status, || {
+            let v = self.client().get(&format!("/v1/swaps/{id}")).json();
+            if v["status"] == status {
+                return Some(v);
+            }
+            self.anvil.mine(1);
+            None
+        })
     }
 
     fn available(&self, asset: &str) -> u128 {
@@ -144,10 +155,20 @@ fn swaps_route_through_wbnb_credit_the_actual_output_and_settle_the_hold() {
         "VALIDATION_FAILED",
     );
 
+    // USDT → USDC has no direct pool at all: through WBNB.
+    let amount = 100 * E18;
+    let q = s.quote("USDT", "USDC", amount, 100);
+    assert_eq!(q["route"], json!(["USDT", "BNB", "USDC"]));
+    let via = *s
+        .dex
+        .amounts_out(amount, &[USDT, WBNB, USDC])
+        .last()
+        .unwrap();
+    assert_eq!(units(&q["expected_amount_out_units"]), via);
+
     // USDT → USDC has only a dust direct pool (anyone can create one): through WBNB, where the
     // router gives far more, priced by the router itself.
     s.dex.add_liquidity(USDT, USDC, 10_000, 10_000);
-    let amount = 100 * E18;
     assert!(*s.dex.amounts_out(amount, &[USDT, USDC]).last().unwrap() > 0);
     let q = s.quote("USDT", "USDC", amount, 100);
     assert_eq!(q["route"], json!(["USDT", "BNB", "USDC"]));
@@ -172,6 +193,26 @@ fn swaps_route_through_wbnb_credit_the_actual_output_and_settle_the_hold() {
     let w = s.execute(&q, "swap-usdt-usdc-1");
     assert_eq!(w["status"], "reserved");
     assert_eq!(s.available("USDT"), 1_000 * E18 - total);
+    // The same key and body: the stored answer, and nothing executed again.
+    let replay = c.post(
+        "/v1/swaps",
+        &json!({ "quote_id": q["id"] }),
+        Some("swap-usdt-usdc-1"),
+    );
+    assert_eq!(replay.status, 201);
+    assert_eq!(replay.header("Idempotent-Replayed"), Some("true"));
+    assert_eq!(replay.json(), w);
+    // Under another key the quote is spent.
+    let again = c.post(
+        "/v1/swaps",
+        &json!({ "quote_id": q["id"] }),
+        Some("swap-usdt-usdc-2"),
+    );
+    assert_eq!(
+        (again.status, again.code()),
+        (409, "QUOTE_ALREADY_USED".to_owned())
+    );
+    assert_eq!(s.available("USDT"), 1_000 * E18 - total, "held once");
     let done = s.settle(w["id"].as_str().unwrap(), "confirmed");
     let got = s.anvil.token_balance(USDC, &s.hot) - usdc_before;
     assert_eq!(units(&done["actual_amount_out_units"]), got);
@@ -191,30 +232,81 @@ fn swaps_route_through_wbnb_credit_the_actual_output_and_settle_the_hold() {
     assert_eq!(steps, ["reserved", "broadcasted", "confirmed"]);
 
     // BNB → USDT and USDT → BNB (the wrapped coin's moves read from the receipt).
+    let gas_paid = |done: &Value| {
+        let receipt = s.anvil.mined(done["tx_hash"].as_str().unwrap());
+        custody_e2e::anvil::hex_u128(&receipt["gasUsed"])
+            * custody_e2e::anvil::hex_u128(&receipt["effectiveGasPrice"])
+    };
     let bnb_in = E18 / 2;
     let q = s.quote("BNB", "USDT", bnb_in, 50);
     assert_eq!(q["route"], json!(["BNB", "USDT"]));
-    let usdt_before = s.anvil.token_balance(USDT, &s.hot);
+    let bnb_total = units(&q["costs"]["total_debited_units"]);
+    let (usdt_before, bnb_before) = (s.anvil.token_balance(USDT, &s.hot), s.anvil.balance(&s.hot));
+    let usdt_user = s.available("USDT");
     let w = s.execute(&q, "swap-bnb-usdt-1");
     let done = s.settle(w["id"].as_str().unwrap(), "confirmed");
     let got_usdt = s.anvil.token_balance(USDT, &s.hot) - usdt_before;
     assert_eq!(units(&done["actual_amount_out_units"]), got_usdt);
-    assert_eq!(s.available("USDT"), 1_000 * E18 - total + got_usdt);
+    // The hot wallet paid exactly amount_in and the gas in BNB, and received the output.
+    assert_eq!(
+        s.anvil.balance(&s.hot),
+        bnb_before - bnb_in - gas_paid(&done)
+    );
+    // The user paid the quoted total in BNB and was credited the actual output in USDT.
+    assert_eq!(s.available("BNB"), 5 * E18 - bnb_total);
+    assert_eq!(s.available("USDT"), usdt_user + got_usdt);
+    assert_eq!(usdt_user, 1_000 * E18 - total);
 
-    let q = s.quote("USDT", "BNB", 50 * E18, 50);
-    let bnb_before = s.anvil.balance(&s.hot);
+    let usdt_in = 50 * E18;
+    let q = s.quote("USDT", "BNB", usdt_in, 50);
+    let usdt_total = units(&q["costs"]["total_debited_units"]);
+    let (usdt_before, bnb_before) = (s.anvil.token_balance(USDT, &s.hot), s.anvil.balance(&s.hot));
+    let (usdt_user, bnb_user) = (s.available("USDT"), s.available("BNB"));
     let w = s.execute(&q, "swap-usdt-bnb-1");
     let done = s.settle(w["id"].as_str().unwrap(), "confirmed");
     let got_bnb = units(&done["actual_amount_out_units"]);
     assert!(got_bnb > 0);
-    let receipt = s.anvil.mined(done["tx_hash"].as_str().unwrap());
-    let gas_paid = custody_e2e::anvil::hex_u128(&receipt["gasUsed"])
-        * custody_e2e::anvil::hex_u128(&receipt["effectiveGasPrice"]);
-    assert_eq!(s.anvil.balance(&s.hot), bnb_before + got_bnb - gas_paid);
+    // The router was approved for USDT by the first swap: only the swap left the hot wallet.
+    assert_eq!(
+        s.anvil.balance(&s.hot),
+        bnb_before + got_bnb - gas_paid(&done)
+    );
+    assert_eq!(s.anvil.token_balance(USDT, &s.hot), usdt_before - usdt_in);
+    assert_eq!(s.available("USDT"), usdt_user - usdt_total);
+    assert_eq!(s.available("BNB"), bnb_user + got_bnb);
+
+    // A BNB quote larger than the hot wallet's BNB (10) is priced, not a 503: the node cannot
+    // estimate it now, and the swap would wait for funds.
+    let q = s.quote("BNB", "USDT", 20 * E18, 50);
+    assert!(units(&q["costs"]["network_cost_units"]) > 0);
+
+    // Operators' switches refuse quotes with their codes, and quotes work again once off.
+    let ops = s.custody.credential("ops", &["--admin"]);
+    let admin = s.custody.client(&ops);
+    let swap_quote = json!({ "external_user_id": "alice", "asset_in": "USDT",
+                             "asset_out": "BNB", "amount_in_units": (E18).to_string() });
+    for (key, code) in [
+        ("kill_switch.swaps", "KILL_SWITCH_ACTIVE"),
+        ("maintenance.BSC", "MAINTENANCE"),
+    ] {
+        let set = |enabled: bool| {
+            let r = admin.post(
+                "/v1/admin/controls",
+                &json!({ "control_key": key, "enabled": enabled, "reason": "swap test" }),
+                None,
+            );
+            assert_eq!(r.status, 200, "{:?}", r.json());
+        };
+        set(true);
+        let r = c.post("/v1/swaps/quote", &swap_quote, None);
+        assert_eq!((r.status, r.code()), (503, code.to_owned()), "{key}");
+        set(false);
+        let r = c.post("/v1/swaps/quote", &swap_quote, None);
+        assert_eq!(r.status, 201, "{key} off: {:?}", r.json());
+    }
 
     // Operators see every tenant's swaps; the ledger reconciles.
-    let ops = s.custody.credential("ops", &["--admin"]);
-    let listed = s.custody.client(&ops).get("/v1/admin/swaps?limit=2").json();
+    let listed = admin.get("/v1/admin/swaps?limit=2").json();
     assert_eq!(listed["data"].as_array().unwrap().len(), 2);
     assert_eq!(listed["has_more"], true);
     assert_eq!(listed["data"][0]["tenant"], "acme");

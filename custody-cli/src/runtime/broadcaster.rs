@@ -321,7 +321,8 @@ impl Broadcaster {
     }
 
     /// Whether new money may leave for `out`: no kill switch of its purpose, no maintenance of
-    /// its network, and (for a withdrawal) no reorganization debt of its user in its asset.
+    /// its network, and (for a withdrawal or a swap) no reorganization debt of its user in the
+    /// asset it spends.
     async fn may_sign_new(&self, out: &OutgoingTx) -> CoreResult<bool> {
         let keys = [
             purpose_switch(out.purpose).to_owned(),
@@ -334,17 +335,22 @@ impl Broadcaster {
                     return Ok(true);
                 }
             }
-            if purpose == Purpose::Withdrawal {
-                if let Some(w) = tx.withdrawal_by_id(reference)? {
-                    let owed = tx.owed_after_reorg_units(
-                        &w.tenant,
-                        &w.external_user_id,
-                        w.network,
-                        &w.asset,
-                    )?;
-                    if !owed.is_zero() {
-                        return Ok(true);
-                    }
+            // The user's money that leaves: a withdrawal's asset, a swap's asset_in.
+            let spender = match purpose {
+                Purpose::Withdrawal => tx
+                    .withdrawal_by_id(reference)?
+                    .map(|w| (w.tenant, w.external_user_id, w.network, w.asset)),
+                Purpose::Swap => tx
+                    .swap_by_id(reference)?
+                    .map(|s| (s.tenant, s.external_user_id, Network::Bsc, s.asset_in)),
+                _ => None,
+            };
+            if let Some((tenant, user, network, asset)) = spender {
+                if !tx
+                    .owed_after_reorg_units(&tenant, &user, network, &asset)?
+                    .is_zero()
+                {
+                    return Ok(true);
                 }
             }
             Ok(false)

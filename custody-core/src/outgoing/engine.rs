@@ -379,6 +379,7 @@ mod tests {
             fee_native: Amount::from_units(21),
             moves: Vec::new(),
             resources: None,
+            block_time_ms: None,
         }
     }
 

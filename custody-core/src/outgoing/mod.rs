@@ -220,6 +220,9 @@ pub struct Included {
     /// TRON: the bandwidth and energy it actually used and burned (its info's receipt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ActualResources>,
+    /// The block's timestamp (Unix ms), when the adapter read it (see [`Inclusion`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_time_ms: Option<i64>,
 }
 
 impl Included {
@@ -232,6 +235,7 @@ impl Included {
             fee_native: i.fee_native,
             moves: i.moves.clone(),
             resources: i.resources,
+            block_time_ms: i.block_time_ms,
         }
     }
 }

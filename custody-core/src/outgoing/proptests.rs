@@ -180,6 +180,7 @@ impl Chain {
                 fee_native: Amount::from_units(1),
                 moves: Vec::new(),
                 resources: None,
+                block_time_ms: None,
             });
         }
         if self.node_pool.contains(hash) {

@@ -232,6 +232,9 @@ pub struct Inclusion {
     /// TRON: the bandwidth and energy it used and what it burned for each (its info's
     /// `receipt` and `fee`). `None` on EVM.
     pub resources: Option<ActualResources>,
+    /// The block's timestamp (Unix ms) when the adapter read it: BSC reads it for a failed
+    /// receipt, where it tells a swap whose deadline passed from one whose price moved.
+    pub block_time_ms: Option<i64>,
 }
 
 /// One token movement read from a receipt's logs. Addresses in the network's canonical form.

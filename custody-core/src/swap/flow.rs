@@ -192,27 +192,32 @@ fn approve_if_short(
     let after = match remaining.checked_sub(amount_in) {
         Some(after) => after,
         None => {
-            // Some tokens refuse to change a non-zero allowance: to zero first.
-            let amounts: &[Amount] = if remaining.is_zero() {
-                &[APPROVE_ALL]
-            } else {
-                &[Amount::ZERO, APPROVE_ALL]
-            };
+            // Some tokens (USDT-style) refuse to change a non-zero allowance: to zero first,
+            // unless the count says the allowance is zero. No count means the chain's
+            // allowance is not known — never approved by this store, voided by a failed
+            // approval, or left on chain by a data dir rebuilt from the same seed — and an
+            // `approve` of everything over a non-zero allowance would revert at every swap.
+            let zero_first = known.as_ref().is_none_or(|a| !a.remaining.is_zero());
+            let [zero_id, all_id] = ids.approvals;
+            // The approval of everything names the swap it is for, so its fee is booked to
+            // it; the `approve(0)` names that approval (one approval per reference).
+            let mut approvals = vec![(all_id, APPROVE_ALL, ids.swap)];
+            if zero_first {
+                approvals.insert(0, (zero_id, Amount::ZERO, all_id));
+            }
             let mut last: Option<Uuid> = None;
-            for (i, amount) in amounts.iter().enumerate() {
-                let id = ids.approvals[i];
+            for (id, amount, reference) in approvals {
                 let approval = OutgoingTx::new(
                     id,
                     Network::Bsc,
                     Purpose::Approval,
-                    // An approval is its own record: its reference is itself.
-                    id,
+                    reference,
                     hot.address.clone(),
                     hot.path,
                     Payment::Approve {
                         token: token.to_owned(),
                         spender: router.to_owned(),
-                        amount: *amount,
+                        amount,
                     },
                     None,
                     now,
@@ -232,7 +237,7 @@ fn approve_if_short(
                 token: token.to_owned(),
                 spender: router.to_owned(),
                 remaining: APPROVE_ALL,
-                approval_outgoing_id: last.unwrap_or(ids.approvals[0]),
+                approval_outgoing_id: all_id,
             })?;
             let after = APPROVE_ALL
                 .checked_sub(amount_in)
@@ -242,7 +247,7 @@ fn approve_if_short(
                 .ok_or_else(|| CoreError::Invariant("an allowance just counted is gone".into()))?;
             counted.remaining = after;
             tx.put_allowance(&counted)?;
-            return Ok(last);
+            return Ok(Some(all_id));
         }
     };
     let mut counted = tx
@@ -425,6 +430,24 @@ pub fn actual_amounts(
     Some((taken, given))
 }
 
+/// Why a swap reverted, for its `failure_reason`. The router reverts a swap mined in a block
+/// later than its deadline (`deadline >= block.timestamp` fails), or one that would give less
+/// than the minimum output: with the deadline ruled out by the block's time, the price moved
+/// (the approvals are the service's own transactions, whose outcome it records on their own).
+fn revert_reason(block_time_ms: Option<i64>, deadline_s: u64) -> String {
+    let deadline_ms = i64::try_from(deadline_s.saturating_mul(1_000)).unwrap_or(i64::MAX);
+    match block_time_ms {
+        Some(t) if t > deadline_ms => format!(
+            "the swap reverted on chain: the deadline passed (mined at {} s, deadline {deadline_s} s)",
+            t / 1_000
+        ),
+        Some(_) => "the swap reverted on chain: the price moved past the minimum output".to_owned(),
+        None => "the swap reverted on chain: the price moved past the minimum output, or the \
+                 deadline passed"
+            .to_owned(),
+    }
+}
+
 /// Brings the swap (or the allowance an approval set) paid by `out` up to date with it, in the
 /// transaction that recorded `out`'s move.
 pub fn on_outgoing(
@@ -435,16 +458,24 @@ pub fn on_outgoing(
     now: Timestamp,
 ) -> CoreResult<()> {
     match out.purpose {
-        Purpose::Approval => on_approval(tx, out),
+        Purpose::Approval => on_approval(tx, out, native, now),
         Purpose::Swap => on_swap(tx, entropy, out, native, now),
         Purpose::Withdrawal | Purpose::Sweep | Purpose::Funding => Ok(()),
     }
 }
 
-/// An approval that failed on chain grants nothing: forget the count, so the next swap
-/// approves again (the swaps counted on it fail on chain and release their holds).
-fn on_approval(tx: &mut dyn WriteTx, out: &OutgoingTx) -> CoreResult<()> {
-    if out.status != OutStatus::Failed {
+/// An approval in a block burned gas, whether it succeeded or reverted: the house's expense,
+/// booked once it is final (network fees debited, the treasury's native coin credited) so that
+/// the books follow the hot wallet on chain. An approval that failed on chain also grants
+/// nothing: forget the count, so the next swap approves again, from zero (the swaps counted on
+/// it fail on chain and release their holds).
+fn on_approval(
+    tx: &mut dyn WriteTx,
+    out: &OutgoingTx,
+    native: &AssetId,
+    now: Timestamp,
+) -> CoreResult<()> {
+    if !matches!(out.status, OutStatus::Final | OutStatus::Failed) {
         return Ok(());
     }
     let Payment::Approve { token, spender, .. } = &out.payment else {
@@ -453,11 +484,59 @@ fn on_approval(tx: &mut dyn WriteTx, out: &OutgoingTx) -> CoreResult<()> {
             out.id
         )));
     };
-    let counted = tx.allowance(Network::Bsc, &out.from, token, spender)?;
-    if counted.is_some_and(|a| a.approval_outgoing_id == out.id) {
-        tx.drop_allowance(Network::Bsc, &out.from, token, spender)?;
+    let fee = out
+        .included
+        .as_ref()
+        .map(|i| i.fee_native)
+        .filter(|f| !f.is_zero());
+    // The ledger transaction takes the approval's id: booked once however often its final
+    // state is saved.
+    if let Some(fee) = fee {
+        if tx.ledger_transaction(out.id)?.is_none() {
+            let swap = swap_of_approval(tx, out)?;
+            ledger::post(
+                tx,
+                &TxMeta {
+                    id: out.id,
+                    reference_type: ReferenceType::Swap,
+                    reference_id: swap,
+                    created_at: now,
+                },
+                TxKind::NetworkFee,
+                &[
+                    Leg::debit(
+                        AccountKey::system(SystemAccount::NetworkFees, native.clone()),
+                        fee,
+                    ),
+                    Leg::credit(
+                        AccountKey::system(SystemAccount::Treasury, native.clone()),
+                        fee,
+                    ),
+                ],
+            )?;
+        }
+    }
+    if out.status == OutStatus::Failed {
+        let counted = tx.allowance(Network::Bsc, &out.from, token, spender)?;
+        if counted.is_some_and(|a| a.approval_outgoing_id == out.id) {
+            tx.drop_allowance(Network::Bsc, &out.from, token, spender)?;
+        }
     }
     Ok(())
+}
+
+/// The swap an approval was queued for: its reference, or (an `approve(0)`) its reference's.
+/// Approvals queued before they named their swap referenced themselves: their own id then.
+fn swap_of_approval(tx: &mut dyn WriteTx, out: &OutgoingTx) -> CoreResult<Uuid> {
+    let mut reference = out.reference_id;
+    if reference != out.id && tx.swap_by_id(reference)?.is_none() {
+        if let Some(next) = tx.outgoing(reference)? {
+            if next.purpose == Purpose::Approval {
+                reference = next.reference_id;
+            }
+        }
+    }
+    Ok(reference)
 }
 
 fn on_swap(
@@ -497,6 +576,7 @@ fn on_swap(
         native_in,
         native_out,
         to,
+        deadline_s,
         ..
     } = &out.payment
     else {
@@ -620,11 +700,11 @@ fn on_swap(
                     }
                 }
             }
-            s.failure_reason = Some(match &out.failure_reason {
-                Some(r) if out.included.is_none() => r.clone(),
-                _ => "the swap reverted on chain: the price moved past the minimum output, \
-                      the deadline passed, or the router was not approved"
-                    .to_owned(),
+            s.failure_reason = Some(match (&out.included, &out.failure_reason) {
+                (None, Some(r)) => r.clone(),
+                (included, _) => {
+                    revert_reason(included.as_ref().and_then(|i| i.block_time_ms), *deadline_s)
+                }
             });
             s.transition(SwapStatus::Failed, now).map_err(invariant)?;
             tx.update_swap(&s)?;

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::*;
 use crate::asset::{Asset, AssetCatalog, AssetId};
 use crate::error::{CoreError, ErrorCode};
-use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
+use crate::ledger::{self, AccountKey, ReferenceType, SystemAccount, TxKind, TxMeta, UserAccount};
 use crate::network::Network;
 use crate::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
 use crate::ports::sender::{MoveKind, Payment, TokenMove};
@@ -198,6 +198,50 @@ impl Fx {
         (b.available.units(), b.reserved.units())
     }
 
+    /// The approvals of the hot wallet still in flight, by nonce: (id, nonce, amount approved).
+    /// The unfinished approvals as (id, the one it goes out after, amount), in the order
+    /// they go out (each after the one it names).
+    fn approvals(&self) -> Vec<(Uuid, Option<Uuid>, Amount)> {
+        let mut left: Vec<_> = block_on(read(self.store.as_ref(), |tx| {
+            Ok(tx.outgoing_in_flight(Network::Bsc, HOT)?)
+        }))
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.purpose == Purpose::Approval)
+        .map(|t| match t.payment {
+            Payment::Approve { amount, .. } => (t.id, t.after, amount),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+        let mut ordered = Vec::new();
+        while !left.is_empty() {
+            let ready = left
+                .iter()
+                .position(|(_, after, _)| {
+                    after.is_none_or(|a| left.iter().all(|(id, _, _)| *id != a))
+                })
+                .expect("the order has no cycle");
+            ordered.push(left.remove(ready));
+        }
+        ordered
+    }
+
+    /// (debits, credits) posted on the house's BNB account `name`.
+    fn house(&self, name: &str) -> (u128, u128) {
+        let account = match name {
+            "network_fees" => SystemAccount::NetworkFees,
+            "treasury" => SystemAccount::Treasury,
+            other => panic!("{other}"),
+        };
+        let key = AccountKey::system(account, AssetId::new(Network::Bsc, "BNB".to_owned()));
+        let b = block_on(read(self.store.as_ref(), move |tx| {
+            Ok(tx.ledger_account(&key)?)
+        }))
+        .unwrap()
+        .unwrap_or_default();
+        (b.debits_posted.units(), b.credits_posted.units())
+    }
+
     fn reconciles(&self) {
         let report = block_on(read(self.store.as_ref(), |tx| Ok(ledger::reconcile(tx)?))).unwrap();
         assert!(report.balanced, "{:?}", report.discrepancies);
@@ -237,6 +281,16 @@ fn mined(
     succeeded: bool,
     moves: Vec<TokenMove>,
 ) -> impl Fn(&mut OutgoingTx) + Send + Sync {
+    mined_at(fee, succeeded, moves, None)
+}
+
+/// Mined in a block of time `block_time_ms` (when the adapter read it).
+fn mined_at(
+    fee: u128,
+    succeeded: bool,
+    moves: Vec<TokenMove>,
+    block_time_ms: Option<i64>,
+) -> impl Fn(&mut OutgoingTx) + Send + Sync {
     move |out: &mut OutgoingTx| {
         out.included = Some(Included {
             hash: "ab".repeat(32),
@@ -246,6 +300,7 @@ fn mined(
             fee_native: u(fee),
             moves: moves.clone(),
             resources: None,
+            block_time_ms,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         if succeeded {
@@ -302,35 +357,95 @@ fn a_token_swap_approves_the_router_once_then_swaps_after_the_approval() {
         (u(980_100), false, false)
     );
     assert_eq!(*deadline_s, (T0 as u64 + 1) / 1_000 + 600);
-    let approval = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.outgoing_in_flight(Network::Bsc, HOT)?)
-    }))
-    .unwrap()
-    .into_iter()
-    .find(|t| t.purpose == Purpose::Approval)
-    .expect("an approval");
+    // The store has no count: the chain's allowance is not known, so zero first, then all.
+    let approvals = fx.approvals();
+    let amounts: Vec<_> = approvals.iter().map(|(_, _, a)| *a).collect();
+    assert_eq!(amounts, [u(0), u(u128::MAX)]);
+    assert_eq!(approvals[0].1, None);
+    assert_eq!(
+        approvals[1].1,
+        Some(approvals[0].0),
+        "everything after the zero"
+    );
     assert_eq!(
         swap_tx.after,
-        Some(approval.id),
-        "signed after the approval"
-    );
-    assert_eq!(approval.after, None);
-    assert!(
-        matches!(&approval.payment, Payment::Approve { amount, .. } if *amount == u(u128::MAX))
+        Some(approvals[1].0),
+        "the swap after the approvals"
     );
     // A second swap of the same token needs no approval of its own, but it relies on the
     // first one's: it goes out after it too.
     let q2 = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
     let s2 = fx.execute(&q2, 2).unwrap();
-    assert_eq!(fx.outgoing(s2.outgoing_id).after, Some(approval.id));
-    let approvals = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.outgoing_in_flight(Network::Bsc, HOT)?)
+    assert_eq!(fx.outgoing(s2.outgoing_id).after, Some(approvals[1].0));
+    assert_eq!(fx.approvals().len(), 2);
+}
+
+#[test]
+fn approval_fees_are_booked_to_the_swap_when_final_and_when_reverted() {
+    let fx = Fx::new("USDT", 10_000_000);
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    let approvals = fx.approvals();
+    let (zero, all) = (approvals[0].0, approvals[1].0);
+    // approve(0) succeeds and burns 25; approve(everything) reverts and still burns 35.
+    fx.engine(zero, sent);
+    fx.engine(zero, mined(25, true, Vec::new()));
+    fx.engine(all, sent);
+    fx.engine(all, mined(35, false, Vec::new()));
+    assert_eq!(fx.house("network_fees"), (60, 0), "debited 25 + 35");
+    assert_eq!(
+        fx.house("treasury"),
+        (0, 60),
+        "the hot wallet's BNB paid it"
+    );
+    for id in [zero, all] {
+        let booked = block_on(read(fx.store.as_ref(), move |tx| {
+            Ok(tx.ledger_transaction(id)?)
+        }))
+        .unwrap()
+        .expect("the approval's fee is booked");
+        assert_eq!(booked.kind, TxKind::NetworkFee);
+        assert_eq!(
+            (booked.reference_type, booked.reference_id),
+            (ReferenceType::Swap, s.id)
+        );
+    }
+    // Its final state saved again books nothing twice.
+    fx.engine(all, |_| {});
+    assert_eq!(fx.house("network_fees"), (60, 0));
+    fx.reconciles();
+}
+
+#[test]
+fn after_a_failed_approval_the_next_swap_sets_the_allowance_to_zero_first() {
+    let fx = Fx::new("USDT", 10_000_000);
+    // A data dir rebuilt from the same seed: the chain kept an allowance the store never
+    // counted, so approving everything over it reverts (USDT-style tokens).
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    let first = fx.approvals();
+    let all = first.last().unwrap().0;
+    fx.engine(all, sent);
+    fx.engine(all, mined(35, false, Vec::new()));
+    fx.engine(s.outgoing_id, sent);
+    fx.engine(s.outgoing_id, mined(30, false, Vec::new()));
+    let none = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
     }))
-    .unwrap()
-    .into_iter()
-    .filter(|t| t.purpose == Purpose::Approval)
-    .count();
-    assert_eq!(approvals, 1);
+    .unwrap();
+    assert_eq!(none, None, "the failed approval voids the count");
+    let q2 = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s2 = fx.execute(&q2, 2).unwrap();
+    let again: Vec<_> = fx
+        .approvals()
+        .into_iter()
+        .filter(|(id, _, _)| first.iter().all(|(f, _, _)| f != id))
+        .collect();
+    let amounts: Vec<_> = again.iter().map(|(_, _, amount)| *amount).collect();
+    assert_eq!(amounts, [u(0), u(u128::MAX)], "to zero, then everything");
+    assert_eq!(again[1].1, Some(again[0].0));
+    assert_eq!(fx.outgoing(s2.outgoing_id).after, Some(again[1].0));
+    fx.reconciles();
 }
 
 #[test]
@@ -375,6 +490,34 @@ fn a_reverted_swap_releases_the_hold_and_gives_the_allowance_back() {
     .unwrap()
     .unwrap();
     assert_eq!(left.remaining, u(u128::MAX));
+    fx.reconciles();
+}
+
+#[test]
+fn a_revert_says_the_deadline_passed_only_when_the_block_is_past_it() {
+    let fx = Fx::new("USDT", 10_000_000);
+    // Executed at T0 + 1 ms with a deadline of 600 s.
+    let deadline_ms = (T0 + 1) / 1_000 * 1_000 + 600_000;
+    for (block_time, says) in [
+        (deadline_ms + 3_000, "deadline passed"),
+        (deadline_ms, "price moved past the minimum output"),
+    ] {
+        let q = fx.quote("USDT", "USDC", 1_000, 990).unwrap();
+        let s = fx.execute(&q, 1).unwrap();
+        fx.engine(s.outgoing_id, sent);
+        fx.engine(
+            s.outgoing_id,
+            mined_at(30, false, Vec::new(), Some(block_time)),
+        );
+        let reason = fx.get(&s).failure_reason.unwrap();
+        assert!(reason.contains(says), "{block_time}: {reason}");
+        let other = if says.starts_with("deadline") {
+            "price"
+        } else {
+            "deadline"
+        };
+        assert!(!reason.contains(other), "one cause, not a list: {reason}");
+    }
     fx.reconciles();
 }
 

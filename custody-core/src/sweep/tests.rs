@@ -203,6 +203,7 @@ fn mined(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) {
             fee_native: u(fee),
             moves: Vec::new(),
             resources: None,
+            block_time_ms: None,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         if succeeded {
@@ -321,6 +322,7 @@ fn a_token_sweep_waits_for_its_funding_to_be_final() {
             fee_native: u(21_000),
             moves: Vec::new(),
             resources: None,
+            block_time_ms: None,
         });
         o.transition(OutStatus::Included, "", at(20)).unwrap();
     });

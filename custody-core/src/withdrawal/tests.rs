@@ -204,6 +204,7 @@ fn included(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) + Send + Syn
             fee_native: u(fee),
             moves: Vec::new(),
             resources: None,
+            block_time_ms: None,
         });
         out.transition(OutStatus::Included, "", at(20)).unwrap();
         let end = if succeeded {

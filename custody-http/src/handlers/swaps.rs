@@ -4,10 +4,10 @@
 
 use custody_core::amount::Amount;
 use custody_core::asset::{Asset, AssetLookup};
-use custody_core::error::{CoreResult, ErrorCode, PortError, Refusal, Retry};
+use custody_core::error::{CoreResult, ErrorCode, PortError, Refusal};
 use custody_core::idempotency::StoredResponse;
 use custody_core::ports::clock::new_uuid;
-use custody_core::ports::dex::DexRouter;
+use custody_core::ports::dex::{is_no_pool, DexRouter};
 use custody_core::ports::sender::Payment;
 use custody_core::ports::store::{read, write};
 use custody_core::swap::{self, SwapExecuteIds, SwapQuoteRequest, SLIPPAGE_BPS_DEFAULT};
@@ -57,7 +57,7 @@ fn token_of(asset: &Asset, wrapped: &str) -> String {
 /// path cannot be quoted; anything else (a node that cannot be reached, a router that fails its
 /// configuration check, a malformed answer) is a 503.
 fn no_pool(e: PortError) -> Result<(), Refusal> {
-    if e.retry == Retry::Permanent && e.message.starts_with("the router refused") {
+    if is_no_pool(&e) {
         Ok(())
     } else {
         tracing::warn!(error = %e.message, "the DEX router cannot quote");

@@ -17,6 +17,10 @@ use serde_json::{json, Value};
 
 const E18: u128 = 1_000_000_000_000_000_000;
 
+/// Where the printed withdrawal sends: an address nobody holds a key of, so its balance on the
+/// devnet is only what withdrawals paid it.
+const WITHDRAWAL_DESTINATION: &str = "0x00000000000000000000000000000000000000D5";
+
 fn custody(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(custody_e2e::custody_bin())
         .arg("--data-dir")
@@ -82,9 +86,14 @@ fn up(dir: &Path, listen: &str) {
          \x20 scripts/signed-curl.sh {d}/demo-credential.json POST /v1/wallets '{{\"external_user_id\":\"alice\",\"network\":\"BSC\"}}' key-alice-0001\n\
          \x20 cargo run -q -p custody-e2e --bin devnet -- send {d} <alice's address> USDT 250000000000000000000\n\
          \x20 scripts/signed-curl.sh {d}/demo-credential.json GET '/v1/deposits'\n\
+         Swap: quote, then execute the quote's id, then follow it:\n\
          \x20 scripts/signed-curl.sh {d}/demo-credential.json POST /v1/swaps/quote '{{\"external_user_id\":\"alice\",\"asset_in\":\"USDT\",\"asset_out\":\"BNB\",\"amount_in_units\":\"100000000000000000000\"}}'\n\
-         \x20 scripts/signed-curl.sh {d}/demo-credential.json POST /v1/swaps '{{\"quote_id\":\"<id>\"}}' key-swap-0001\n\
-         \x20 scripts/signed-curl.sh {d}/demo-credential.json POST /v1/withdrawals/quote '{{\"external_user_id\":\"alice\",\"network\":\"BSC\",\"asset\":\"USDT\",\"destination_address\":\"0x00000000000000000000000000000000000000D5\",\"amount_units\":\"10000000000000000000\"}}'\n\
+         \x20 scripts/signed-curl.sh {d}/demo-credential.json POST /v1/swaps '{{\"quote_id\":\"<the quote's id>\"}}' key-swap-0001\n\
+         \x20 scripts/signed-curl.sh {d}/demo-credential.json GET /v1/swaps/<the swap's id>\n\
+         Withdrawal: quote, then execute the quote's id, then follow it:\n\
+         \x20 scripts/signed-curl.sh {d}/demo-credential.json POST /v1/withdrawals/quote '{{\"external_user_id\":\"alice\",\"network\":\"BSC\",\"asset\":\"USDT\",\"destination_address\":\"{WITHDRAWAL_DESTINATION}\",\"amount_units\":\"10000000000000000000\"}}'\n\
+         \x20 scripts/signed-curl.sh {d}/demo-credential.json POST /v1/withdrawals '{{\"quote_id\":\"<the quote's id>\"}}' key-withdrawal-0001\n\
+         \x20 scripts/signed-curl.sh {d}/demo-credential.json GET /v1/withdrawals/<the withdrawal's id>\n\
          Ctrl-C stops both.",
         url = anvil.url(),
     );

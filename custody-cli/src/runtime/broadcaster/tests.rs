@@ -212,6 +212,7 @@ impl ChainSender for ScriptedChain {
                 fee_native: Amount::from_units(21_000_000_000_000),
                 moves: Vec::new(),
                 resources: None,
+                block_time_ms: None,
             }));
         }
         Ok(if self.pool.lock().unwrap().contains_key(hash) {
@@ -353,6 +354,89 @@ impl Fixture {
                 path: hot_wallet_path(Network::Bsc),
             };
             withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, now)
+        })
+        .await
+        .unwrap();
+        ids.outgoing
+    }
+
+    /// A funded user's BNB→USDT swap, executed (no approval for the native coin): its
+    /// outgoing transaction's id.
+    async fn create_swap(&self) -> Uuid {
+        use custody_core::ledger::{self, ReferenceType, TxMeta, UserAccount};
+        use custody_core::swap::{self, RouterSettings, SwapExecuteIds, SwapQuoteRequest};
+        use custody_core::withdrawal::{FeePolicy, HotWallet, Rate};
+        let now = self.clock.now();
+        let tenant = custody_core::TenantId::parse("acme").unwrap();
+        let catalog = custody_core::AssetCatalog::mainnet();
+        let (bnb, usdt) = (
+            catalog.get(Network::Bsc, "BNB").unwrap().clone(),
+            catalog.get(Network::Bsc, "USDT").unwrap().clone(),
+        );
+        let wbnb = "0xbb4CdB9CBd36B01bD1cBaEBF2De08d9173bc095c";
+        let quote_id = Uuid::new_v4();
+        let ids = SwapExecuteIds {
+            swap: Uuid::new_v4(),
+            outgoing: Uuid::new_v4(),
+            approvals: [Uuid::new_v4(), Uuid::new_v4()],
+            hold_tx: Uuid::new_v4(),
+            created_event: Uuid::new_v4(),
+            balance_event: Uuid::new_v4(),
+        };
+        write(self.b.store.as_ref(), move |tx| {
+            let user = UserAccount::new(
+                "acme".to_owned(),
+                "alice".to_owned(),
+                custody_core::AssetId::new(Network::Bsc, "BNB".to_owned()),
+            );
+            let meta = TxMeta {
+                id: Uuid::new_v4(),
+                reference_type: ReferenceType::Deposit,
+                reference_id: Uuid::new_v4(),
+                created_at: now,
+            };
+            ledger::credit_deposit(tx, &meta, &user, Amount::from_units(1_000_000))?;
+            let request = SwapQuoteRequest {
+                tenant: tenant.clone(),
+                external_user_id: "alice".into(),
+                asset_in: bnb.clone(),
+                asset_out: usdt.clone(),
+                amount_in: Amount::from_units(1_000),
+                slippage_bps: 50,
+                route: vec!["BNB".into(), "USDT".into()],
+                path: vec![wbnb.into(), usdt.contract.clone().unwrap()],
+                expected_amount_out: Amount::from_units(600_000),
+                policy: FeePolicy {
+                    min_amount_units: Amount::from_units(1),
+                    max_amount_units: Amount::from_units(1_000_000),
+                    markup_bps: 0,
+                    service_fee_units: Amount::ZERO,
+                    service_fee_bps: 0,
+                    spread_bps: 0,
+                },
+                network_native: Amount::from_units(100),
+                rate: Rate::NATIVE,
+            };
+            swap::create_quote(tx, quote_id, &request, now)?;
+            let hot = HotWallet {
+                address: "0x00000000000000000000000000000000000000aa".into(),
+                path: hot_wallet_path(Network::Bsc),
+            };
+            let router = RouterSettings {
+                router: "0x10ED43C718714eb63d5aA57B78B54704E256024E".into(),
+                wrapped_native: wbnb.into(),
+                deadline_s: 600,
+            };
+            swap::execute(
+                tx,
+                ids,
+                &tenant,
+                quote_id,
+                (&bnb, &usdt),
+                &hot,
+                &router,
+                now,
+            )
         })
         .await
         .unwrap();
@@ -658,12 +742,9 @@ async fn money_that_never_left_stays_while_a_switch_is_on() {
     );
 }
 
-#[tokio::test]
-async fn a_reorg_debt_of_the_user_stops_a_withdrawal_that_has_not_left() {
+/// Alice owes `owed` BNB after a reorganization (a reversed deposit with a shortfall).
+async fn owes_bnb(f: &Fixture, owed: u128) {
     use custody_core::deposit::{Deposit, DepositStatus};
-    let f = Fixture::new();
-    let id = f.create().await;
-    // Alice owes BNB after a reorganization (a reversed deposit with a shortfall).
     let signer = Arc::clone(&f.b.signer);
     let now = f.clock.now();
     write(f.b.store.as_ref(), move |tx| {
@@ -697,7 +778,7 @@ async fn a_reorg_debt_of_the_user_stops_a_withdrawal_that_has_not_left() {
             status: DepositStatus::Reversed,
             history: Vec::new(),
             credit_tx_id: None,
-            shortfall: Amount::from_units(50),
+            shortfall: Amount::from_units(owed),
             created_at: now,
             updated_at: now,
         })?;
@@ -705,6 +786,13 @@ async fn a_reorg_debt_of_the_user_stops_a_withdrawal_that_has_not_left() {
     })
     .await
     .unwrap();
+}
+
+#[tokio::test]
+async fn a_reorg_debt_of_the_user_stops_a_withdrawal_that_has_not_left() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    owes_bnb(&f, 50).await;
     for _ in 0..3 {
         f.advance(16_000);
         f.b.round().await.unwrap();
@@ -712,6 +800,29 @@ async fn a_reorg_debt_of_the_user_stops_a_withdrawal_that_has_not_left() {
     assert!(
         f.get(id).await.attempts.is_empty(),
         "nothing signed for a user who owes"
+    );
+    assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_reorg_debt_of_the_user_stops_a_swap_of_that_asset_that_has_not_left() {
+    // Without a debt the same swap is signed and sent: the fixture is not what stops it.
+    let free = Fixture::new();
+    let sent = free.create_swap().await;
+    free.advance(16_000);
+    free.b.round().await.unwrap();
+    assert_eq!(free.get(sent).await.attempts.len(), 1);
+
+    let f = Fixture::new();
+    let id = f.create_swap().await;
+    owes_bnb(&f, 50).await;
+    for _ in 0..3 {
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+    }
+    assert!(
+        f.get(id).await.attempts.is_empty(),
+        "nothing signed for a user who owes the BNB the swap spends"
     );
     assert!(f.chain.broadcasts.lock().unwrap().is_empty());
 }

@@ -116,6 +116,7 @@ async fn transactions_round_trip_and_only_their_state_moves(store: Arc<dyn Store
             net_fee: 345_000,
             fee: 13_373_400,
         }),
+        block_time_ms: Some(1_800_000_000_000),
     });
     moved.failure_reason = Some("reverted".into());
     moved.next_check_at = at(30);
@@ -201,6 +202,7 @@ async fn claims_are_leases_of_due_unfinished_transactions(store: Arc<dyn Store>)
         fee_native: Amount::from_units(1),
         moves: Vec::new(),
         resources: None,
+        block_time_ms: None,
     });
     done.transition(OutStatus::Included, "", at(21)).unwrap();
     done.transition(OutStatus::Final, "", at(22)).unwrap();
