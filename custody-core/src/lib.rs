@@ -22,6 +22,7 @@ pub mod network;
 pub mod outbox;
 pub mod outgoing;
 pub mod ports;
+pub mod reconcile;
 pub mod secret;
 pub mod swap;
 pub mod tenant;

@@ -75,3 +75,8 @@ fn swaps() {
 fn outgoing() {
     block_on(conformance::outgoing_suite(make));
 }
+
+#[test]
+fn reconciliations() {
+    block_on(conformance::reconciliation_suite(make));
+}

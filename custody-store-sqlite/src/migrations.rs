@@ -47,6 +47,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0010_withdrawals_newest_first.sql"),
     ),
     ("0011_swaps", include_str!("../migrations/0011_swaps.sql")),
+    (
+        "0012_reconciliations",
+        include_str!("../migrations/0012_reconciliations.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

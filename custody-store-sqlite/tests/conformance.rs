@@ -94,3 +94,8 @@ async fn swaps() {
 async fn outgoing() {
     conformance::outgoing_suite(make).await;
 }
+
+#[tokio::test]
+async fn reconciliations() {
+    conformance::reconciliation_suite(make).await;
+}

@@ -27,6 +27,7 @@ pub trait ReadTx:
     + crate::swap::SwapReads
     + crate::admin::AlertReads
     + crate::admin::ControlReads
+    + crate::reconcile::ReconciliationReads
 {
 }
 
@@ -44,6 +45,7 @@ impl<T> ReadTx for T where
         + crate::swap::SwapReads
         + crate::admin::AlertReads
         + crate::admin::ControlReads
+        + crate::reconcile::ReconciliationReads
 {
 }
 
@@ -67,6 +69,7 @@ pub trait WriteTx:
     + crate::swap::SwapRepo
     + crate::admin::AlertRepo
     + crate::admin::ControlRepo
+    + crate::reconcile::ReconciliationRepo
 {
 }
 
@@ -87,6 +90,7 @@ impl<T> WriteTx for T where
         + crate::swap::SwapRepo
         + crate::admin::AlertRepo
         + crate::admin::ControlRepo
+        + crate::reconcile::ReconciliationRepo
 {
 }
 

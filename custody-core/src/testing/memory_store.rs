@@ -17,6 +17,8 @@
 //! Secrets (credentials' HMAC and TOTP keys, endpoint secrets) are kept exactly as given and
 //! returned as they are: sealing is not this store's business.
 
+mod reconciliations;
+
 use std::any::Any;
 use std::cmp::Reverse;
 use std::collections::btree_map::Entry as MapEntry;
@@ -150,6 +152,8 @@ struct State {
     swap_quotes: Vec<crate::swap::SwapQuote>,
     swaps: Vec<crate::swap::Swap>,
     allowances: Vec<crate::swap::Allowance>,
+    /// Reconciliation runs, each with its lease in `lease`.
+    reconciliations: Vec<crate::reconcile::Reconciliation>,
 }
 
 impl State {

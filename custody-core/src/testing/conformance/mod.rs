@@ -22,6 +22,7 @@ mod deposit;
 mod idempotency;
 mod ledger;
 mod outgoing;
+mod reconciliation;
 mod swap;
 mod transactions;
 mod wallet;
@@ -49,6 +50,7 @@ pub use ledger::{
     StoreLedger,
 };
 pub use outgoing::outgoing_suite;
+pub use reconciliation::reconciliation_suite;
 pub use swap::swap_suite;
 pub use transactions::transactions_suite;
 pub use wallet::wallet_suite;
@@ -69,6 +71,7 @@ pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
     outgoing_suite(&make).await;
     withdrawal_suite(&make).await;
     swap_suite(&make).await;
+    reconciliation_suite(&make).await;
 }
 
 /// Announces a case, then runs it: on a failure, the last name printed is the failing case.
