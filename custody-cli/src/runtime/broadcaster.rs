@@ -300,7 +300,8 @@ impl Broadcaster {
     }
 
     /// Whether new money may leave for `out`: no kill switch of its purpose, no maintenance of
-    /// its network, and (for a withdrawal) no reorganization debt of its user in its asset.
+    /// its network, no TREASURY shortfall control of an asset it moves, and (for a withdrawal)
+    /// no reorganization debt of its user in its asset.
     async fn may_sign_new(&self, out: &OutgoingTx) -> CoreResult<bool> {
         let keys = [
             purpose_switch(out.purpose).to_owned(),
@@ -312,6 +313,9 @@ impl Broadcaster {
                 if restricted(tx, key)? {
                     return Ok(true);
                 }
+            }
+            if custody_core::reconcile::halted_for_payment(tx, purpose, reference)? {
+                return Ok(true);
             }
             if purpose == Purpose::Withdrawal {
                 if let Some(w) = tx.withdrawal_by_id(reference)? {

@@ -518,6 +518,8 @@ async fn nothing_new_is_signed_while_a_kill_switch_is_on() {
         "kill_switch.withdrawals",
         "maintenance.BSC",
         "kill_switch.global",
+        // The TREASURY reconciliation's automatic control of the withdrawn asset (BNB).
+        "treasury_shortfall.BSC.BNB",
     ] {
         let now = f.clock.now();
         write(f.b.store.as_ref(), move |tx| {
