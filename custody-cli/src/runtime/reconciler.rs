@@ -145,10 +145,10 @@ impl Reconciler {
                 .await
                 .map_err(|e| format!("the treasury could not be read: {e}"))?;
         let figures: Vec<_> = rows.into_iter().flat_map(|r| r.assets).collect();
-        let found = reconcile::treasury::decide(&figures)?;
+        let outcome = reconcile::treasury::decide(&figures);
         let (run, entropy, now) = (run.clone(), Arc::clone(&self.entropy), self.clock.now());
         write(self.store.as_ref(), move |tx| {
-            reconcile::finish_treasury(tx, entropy.as_ref(), &run, &found, now)
+            reconcile::finish_treasury(tx, entropy.as_ref(), &run, &outcome, now)
         })
         .await
         .map_err(|e| format!("the result could not be recorded: {e}"))

@@ -83,7 +83,8 @@ pub struct Reconciliation {
     pub scope: Scope,
     pub status: RunStatus,
     /// `Some` once completed; `None` while scheduled or running, and for a failed run (which
-    /// proved nothing either way).
+    /// proved nothing either way; a TREASURY run failed for one unreadable asset still lists
+    /// the shortfalls it found among the others).
     pub balanced: Option<bool>,
     /// Each with the figures on both sides (LEDGER: the message of `ledger::reconcile`;
     /// TREASURY: [`super::treasury::Discrepancy`]).

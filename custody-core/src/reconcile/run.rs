@@ -13,7 +13,7 @@ use crate::time::Timestamp;
 
 use super::halt::shortfall_key;
 use super::record::{Reconciliation, RunStatus, Scope};
-use super::treasury::Discrepancy;
+use super::treasury::Outcome;
 
 /// Who schedules runs on its own and turns the shortfall controls on.
 pub const SYSTEM_ACTOR: &str = "system:reconciliation";
@@ -121,20 +121,30 @@ pub fn finish_ledger(
 /// (audited as [`SYSTEM_ACTOR`], the figures as reason) with a critical `treasury_shortfall`
 /// alert, unless that control is on already: withdrawals and swaps of the asset stop until an
 /// operator turns it off. A shortfall that persists turns it on again at the next run.
+///
+/// A run with an asset whose holdings could not be read is `failed` (it proved nothing for
+/// that asset), yet the shortfalls it found among the others are listed and acted on all the
+/// same: one unreadable token must not hide a shortfall of another asset.
 pub fn finish_treasury(
     tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
     run: &Reconciliation,
-    found: &[Discrepancy],
+    outcome: &Outcome,
     now: Timestamp,
 ) -> CoreResult<Reconciliation> {
-    let discrepancies = found
+    let discrepancies = outcome
+        .shortfalls
         .iter()
         .map(|d| serde_json::to_value(d).expect("a discrepancy serializes"))
         .collect();
-    let done = completed(run, discrepancies, now);
+    let mut done = completed(run, discrepancies, now);
+    if !outcome.unreadable.is_empty() {
+        done.status = RunStatus::Failed;
+        done.balanced = None;
+        done.failure_reason = Some(outcome.unreadable.join("; ").chars().take(1000).collect());
+    }
     finish(tx, &done)?;
-    for d in found {
+    for d in &outcome.shortfalls {
         let key = shortfall_key(&d.asset_id());
         if tx.control(&key)?.is_some_and(|c| c.enabled) {
             continue;

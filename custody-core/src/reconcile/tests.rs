@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use uuid::Uuid;
 
-use super::treasury::{decide, in_transit, HeldPayment};
+use super::treasury::{decide, in_transit, HeldPayment, Outcome};
 use super::*;
 use crate::admin::{restricted, set_control};
 use crate::asset::AssetId;
@@ -47,8 +47,8 @@ fn figures(hot: u128, deposits: u128, transit: u128, liabilities: u128) -> Asset
 
 #[test]
 fn holdings_equal_to_liabilities_are_balanced_and_less_is_short_with_both_sides() {
-    assert_eq!(decide(&[figures(40, 60, 0, 100)]), Ok(vec![]));
-    let found = decide(&[figures(40, 50, 5, 100)]).unwrap();
+    assert_eq!(decide(&[figures(40, 60, 0, 100)]), Outcome::default());
+    let found = decide(&[figures(40, 50, 5, 100)]).shortfalls;
     assert_eq!(found.len(), 1);
     let d = &found[0];
     assert_eq!(
@@ -66,12 +66,27 @@ fn holdings_equal_to_liabilities_are_balanced_and_less_is_short_with_both_sides(
 }
 
 #[test]
-fn unreadable_holdings_decide_nothing() {
+fn unreadable_holdings_decide_nothing_of_their_asset_and_do_not_hide_another() {
     let mut f = figures(1, 1, 0, 100);
     f.deposit_addresses_units = None;
     f.errors.push("deposit address 0xabc: timeout".into());
-    let err = decide(&[f]).unwrap_err();
-    assert!(err.contains("timeout"), "{err}");
+    let mut usdt = figures(0, 5, 0, 9);
+    usdt.asset = "USDT".into();
+    let outcome = decide(&[f, usdt]);
+    assert_eq!(outcome.unreadable.len(), 1);
+    assert!(
+        outcome.unreadable[0].contains("BSC BNB could not be read: deposit address 0xabc: timeout"),
+        "{:?}",
+        outcome.unreadable
+    );
+    assert_eq!(outcome.shortfalls.len(), 1);
+    assert_eq!(
+        (
+            outcome.shortfalls[0].asset.as_str(),
+            outcome.shortfalls[0].shortfall_units
+        ),
+        ("USDT", u(4))
+    );
 }
 
 #[test]
@@ -174,7 +189,7 @@ proptest! {
         // Users deposited at least what they hold for their payments.
         let deposits = total + 1_000;
         let f = healthy(deposits, on_hot, house, &payments);
-        prop_assert_eq!(decide(&[f.clone()]), Ok(vec![]), "{:?}", f);
+        prop_assert_eq!(decide(&[f.clone()]), Outcome::default(), "{:?}", f);
     }
 
     /// Funds moved away beyond the house's share are found once nothing is in flight, by the
@@ -187,7 +202,7 @@ proptest! {
     ) {
         let taken = (house + taken_past_house).min(deposits + house);
         let f = figures(0, deposits + house - taken, 0, deposits);
-        let found = decide(&[f]).unwrap();
+        let found = decide(&[f]).shortfalls;
         prop_assert_eq!(found.len(), 1);
         prop_assert_eq!(found[0].shortfall_units, u(taken - house));
     }
@@ -217,7 +232,7 @@ fn a_shortfall_turns_its_control_on_once_audited_with_an_alert_and_stops_the_ass
     }))
     .unwrap();
     let run = claim_one(&s, at(1));
-    let found = decide(&[figures(0, 90, 0, 100)]).unwrap();
+    let found = decide(&[figures(0, 90, 0, 100)]);
     let (r, f) = (run.clone(), found.clone());
     let done = block_on(write(&s, move |tx| {
         finish_treasury(tx, &CountingEntropy::new(7), &r, &f, at(2))
@@ -309,6 +324,28 @@ fn a_shortfall_turns_its_control_on_once_audited_with_an_alert_and_stops_the_ass
         "treasury_shortfall.BSC.BNB"
     )?)))
     .unwrap());
+}
+
+#[test]
+fn a_treasury_run_with_an_unreadable_asset_fails_yet_acts_on_the_shortfalls_it_found() {
+    let s = store();
+    block_on(write(&s, |tx| {
+        request(tx, Uuid::from_u128(1), Scope::Treasury, SYSTEM_ACTOR, at(0))
+    }))
+    .unwrap();
+    let run = claim_one(&s, at(1));
+    let outcome = Outcome {
+        shortfalls: decide(&[figures(0, 90, 0, 100)]).shortfalls,
+        unreadable: vec!["the on-chain holdings of BSC USDT could not be read: no code".into()],
+    };
+    let done = block_on(write(&s, move |tx| {
+        finish_treasury(tx, &CountingEntropy::new(7), &run, &outcome, at(2))
+    }))
+    .unwrap();
+    assert_eq!((done.status, done.balanced), (RunStatus::Failed, None));
+    assert!(done.failure_reason.unwrap().contains("BSC USDT"));
+    assert_eq!(done.discrepancies.len(), 1);
+    assert!(!block_on(read(&s, |tx| Ok(refuse_if_halted(tx, &[bnb()]).is_ok()))).unwrap());
 }
 
 #[test]

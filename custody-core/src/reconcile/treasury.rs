@@ -111,18 +111,29 @@ impl Discrepancy {
     }
 }
 
-/// The shortfalls among `figures`. `Err` names the first (network, asset) whose on-chain
-/// figures could not be read: a run decides on complete figures or not at all.
-pub fn decide(figures: &[AssetFigures]) -> Result<Vec<Discrepancy>, String> {
-    let mut out = Vec::new();
+/// What a TREASURY run found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Outcome {
+    /// The (network, asset)s short, with their figures.
+    pub shortfalls: Vec<Discrepancy>,
+    /// Why each (network, asset) whose on-chain holdings could not be read was not decided.
+    pub unreadable: Vec<String>,
+}
+
+/// Decides every (network, asset) of `figures` whose on-chain holdings were read. One that
+/// could not be read (a node down, a token contract missing) is listed in `unreadable` and
+/// decided on nothing; it does not keep the others from being checked.
+pub fn decide(figures: &[AssetFigures]) -> Outcome {
+    let mut out = Outcome::default();
     for f in figures {
         let (Some(hot), Some(deposits)) = (f.hot_wallet_units, f.deposit_addresses_units) else {
-            return Err(format!(
+            out.unreadable.push(format!(
                 "the on-chain holdings of {} {} could not be read: {}",
                 f.network,
                 f.asset,
                 f.errors.join("; ")
             ));
+            continue;
         };
         let holdings = hot
             .checked_add(deposits)
@@ -130,7 +141,7 @@ pub fn decide(figures: &[AssetFigures]) -> Result<Vec<Discrepancy>, String> {
             .unwrap_or(Amount::MAX);
         if let Some(short) = f.user_liabilities_units.checked_sub(holdings) {
             if !short.is_zero() {
-                out.push(Discrepancy {
+                out.shortfalls.push(Discrepancy {
                     network: f.network,
                     asset: f.asset.clone(),
                     hot_wallet_units: hot,
@@ -144,5 +155,5 @@ pub fn decide(figures: &[AssetFigures]) -> Result<Vec<Discrepancy>, String> {
             }
         }
     }
-    Ok(out)
+    out
 }
