@@ -42,8 +42,9 @@ pub struct Reconciler {
 
 impl Reconciler {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let started = self.clock.now();
         loop {
-            if let Err(e) = self.tick(&shutdown).await {
+            if let Err(e) = self.tick(started, &shutdown).await {
                 tracing::warn!(error = %e, "reconciler tick failed");
             }
             tokio::select! {
@@ -56,8 +57,13 @@ impl Reconciler {
         }
     }
 
-    /// Schedules what is due, then carries out due runs.
-    pub async fn tick(&self, shutdown: &watch::Receiver<bool>) -> CoreResult<()> {
+    /// Schedules what is due (a scope's first run one period after `started`), then carries
+    /// out due runs.
+    pub async fn tick(
+        &self,
+        started: custody_core::Timestamp,
+        shutdown: &watch::Receiver<bool>,
+    ) -> CoreResult<()> {
         for &(scope, every) in &self.every_ms {
             if every == 0 {
                 continue;
@@ -66,7 +72,7 @@ impl Reconciler {
             let now = self.clock.now();
             let every = i64::try_from(every).unwrap_or(i64::MAX);
             if let Some(run) = write(self.store.as_ref(), move |tx| {
-                reconcile::schedule_due(tx, id, scope, every, now)
+                reconcile::schedule_due(tx, id, scope, every, started, now)
             })
             .await?
             {

@@ -31,20 +31,26 @@ pub fn request(
     Ok(run)
 }
 
-/// Schedules a run of `scope` when its newest run is `every_ms` old or older (or there is
-/// none), and none is waiting or running. Read and written in one job, which the store runs as
-/// if alone (`ports::store`): instances sharing the store never schedule the same period twice.
+/// Schedules a run of `scope` when its newest run is `every_ms` old or older, and none is
+/// waiting or running. With no run yet, the first is due `every_ms` after `started` (the
+/// scheduler's start, as the holdings check's first pass): a fresh service is not judged
+/// before it had a period to settle. Read and written in one job, which the store runs as if
+/// alone (`ports::store`): instances sharing the store never schedule the same period twice.
 pub fn schedule_due(
     tx: &mut dyn WriteTx,
     id: Uuid,
     scope: Scope,
     every_ms: i64,
+    started: Timestamp,
     now: Timestamp,
 ) -> CoreResult<Option<Reconciliation>> {
-    if let Some(latest) = tx.latest_reconciliation(scope)? {
-        if !latest.status.is_finished() || latest.created_at.plus_millis(every_ms) > now {
-            return Ok(None);
-        }
+    let since = match tx.latest_reconciliation(scope)? {
+        Some(latest) if !latest.status.is_finished() => return Ok(None),
+        Some(latest) => latest.created_at,
+        None => started,
+    };
+    if since.plus_millis(every_ms) > now {
+        return Ok(None);
     }
     request(tx, id, scope, SYSTEM_ACTOR, now).map(Some)
 }

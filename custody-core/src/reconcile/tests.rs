@@ -385,12 +385,23 @@ fn the_schedule_adds_a_run_once_per_period_and_never_beside_an_unfinished_one() 
     let s = store();
     let due = |n: u128, now: Timestamp| {
         block_on(write(&s, move |tx| {
-            schedule_due(tx, Uuid::from_u128(n), Scope::Ledger, 600_000, now)
+            schedule_due(
+                tx,
+                Uuid::from_u128(n),
+                Scope::Ledger,
+                600_000,
+                at(-600_000),
+                now,
+            )
         }))
         .unwrap()
         .is_some()
     };
-    assert!(due(1, at(0)), "none yet: due");
+    assert!(
+        !due(0, at(-1)),
+        "none yet: the first one period after the start"
+    );
+    assert!(due(1, at(0)), "none yet: one period after the start");
     assert!(!due(2, at(700_000)), "the first is still scheduled");
     let run = claim_one(&s, at(700_000));
     let report = LedgerReport {
@@ -413,6 +424,7 @@ fn the_schedule_adds_a_run_once_per_period_and_never_beside_an_unfinished_one() 
         Uuid::from_u128(6),
         Scope::Treasury,
         3_600_000,
+        at(-3_600_000),
         at(0)
     )))
     .unwrap()
