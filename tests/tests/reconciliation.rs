@@ -245,3 +245,59 @@ fn a_treasury_shortfall_stops_bnb_withdrawals_until_an_operator_lifts_it() {
     assert_eq!(figures["deposit_addresses"], 1);
     custody.stop();
 }
+
+#[test]
+fn the_scheduled_ledger_run_finds_a_discrepancy_forced_in_the_database() {
+    let mut custody = Custody::init();
+    let dir = custody.data_dir();
+    set_config(&dir, "reconciliation", "ledger_every_ms", "1000");
+    set_config(&dir, "reconciliation", "treasury_every_ms", "0");
+    set_config(&dir, "reconciliation", "poll_interval_ms", "100");
+    let ops = custody.credential("ops", &["--admin", "--rate-limit", "100000"]);
+    let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    custody.start();
+    custody.client(&cred).wallet("alice", "TRON");
+    custody.adjust("acme", "alice", "TRON", "USDT", true, "1234");
+    custody.stop();
+    // The account's cached total no longer equals its entries.
+    let db = rusqlite::Connection::open(dir.join("custody.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE ledger_accounts SET credits_posted = '99999' WHERE credits_posted = '1234'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    custody.start();
+    let admin = custody.client(&ops);
+    let run = custody.wait_for(30, "a scheduled LEDGER run", || {
+        let list = admin.get("/v1/admin/reconciliations").json();
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["scope"] == "LEDGER" && r["balanced"] == false)
+            .cloned()
+    });
+    assert_eq!(run["requested_by"], "system:reconciliation");
+    assert_eq!(run["status"], "completed", "{run}");
+    let messages: Vec<_> = run["discrepancies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(messages.iter().any(|m| m.contains("99999")), "{messages:?}");
+    let alerts = admin.get("/v1/admin/alerts").json();
+    let alert = alerts["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "ledger_discrepancy")
+        .expect("a ledger_discrepancy alert")
+        .clone();
+    assert_eq!(alert["severity"], "critical");
+    assert_eq!(alert["reference_id"], run["id"]);
+    custody.stop();
+}
