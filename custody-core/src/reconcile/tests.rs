@@ -189,7 +189,7 @@ proptest! {
         // Users deposited at least what they hold for their payments.
         let deposits = total + 1_000;
         let f = healthy(deposits, on_hot, house, &payments);
-        prop_assert_eq!(decide(&[f.clone()]), Outcome::default(), "{:?}", f);
+        prop_assert_eq!(decide(std::slice::from_ref(&f)), Outcome::default(), "{:?}", f);
     }
 
     /// Funds moved away beyond the house's share are found once nothing is in flight, by the
