@@ -410,6 +410,27 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 Arc::new(OsEntropy),
             ),
         )?;
+        let reconciler = custody_cli::runtime::reconciler::Reconciler {
+            store: Arc::clone(&store),
+            clock: Arc::clone(&clock),
+            entropy: Arc::new(OsEntropy),
+            chains: chains.sources.clone(),
+            hot_wallets: hot_wallets.clone(),
+            catalog: Arc::new(catalog.clone()),
+            every_ms: vec![
+                (
+                    custody_core::reconcile::Scope::Ledger,
+                    config.reconciliation.ledger_every_ms,
+                ),
+                (
+                    custody_core::reconcile::Scope::Treasury,
+                    config.reconciliation.treasury_every_ms,
+                ),
+            ],
+            poll_interval: std::time::Duration::from_millis(config.reconciliation.poll_interval_ms),
+            lease: std::time::Duration::from_millis(config.reconciliation.lease_ms),
+        };
+        background.spawn("reconciler", move |stop| reconciler.run(stop));
         let pruner = Pruner {
             store: Arc::clone(&store),
             clock,

@@ -22,6 +22,8 @@ pub struct Config {
     pub sweeps: SweepsConfig,
     #[serde(default)]
     pub webhooks: crate::webhooks::WebhooksConfig,
+    #[serde(default)]
+    pub reconciliation: ReconciliationConfig,
     /// Withdrawal fee policies per (network, asset) (decisions §11); a catalog asset without
     /// one gets [`default_fee_policy`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -106,6 +108,22 @@ mod defaults {
         custody_http::HttpLimits::default().idle_timeout_ms
     }
 
+    pub fn ledger_every_ms() -> u64 {
+        600_000
+    }
+
+    pub fn treasury_every_ms() -> u64 {
+        3_600_000
+    }
+
+    pub fn reconcile_poll_interval_ms() -> u64 {
+        1_000
+    }
+
+    pub fn reconcile_lease_ms() -> u64 {
+        600_000
+    }
+
     pub fn body_read_timeout_ms() -> u64 {
         custody_http::HttpLimits::default().body_read_timeout_ms
     }
@@ -149,6 +167,56 @@ impl ServerConfig {
             idle_timeout_ms: self.idle_timeout_ms,
             body_read_timeout_ms: self.body_read_timeout_ms,
         })
+    }
+}
+
+/// `[reconciliation]`: how often the service reconciles on its own (decisions §14), and how
+/// the reconciler picks up runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconciliationConfig {
+    /// A LEDGER run this long after the last one; 0 schedules none.
+    #[serde(default = "defaults::ledger_every_ms")]
+    pub ledger_every_ms: u64,
+    /// A TREASURY run this long after the last one; 0 schedules none.
+    #[serde(default = "defaults::treasury_every_ms")]
+    pub treasury_every_ms: u64,
+    /// How often the reconciler looks for runs to carry out (requested ones included).
+    #[serde(default = "defaults::reconcile_poll_interval_ms")]
+    pub poll_interval_ms: u64,
+    /// How long a run is one runner's before another instance may take it over.
+    #[serde(default = "defaults::reconcile_lease_ms")]
+    pub lease_ms: u64,
+}
+
+impl Default for ReconciliationConfig {
+    fn default() -> Self {
+        ReconciliationConfig {
+            ledger_every_ms: defaults::ledger_every_ms(),
+            treasury_every_ms: defaults::treasury_every_ms(),
+            poll_interval_ms: defaults::reconcile_poll_interval_ms(),
+            lease_ms: defaults::reconcile_lease_ms(),
+        }
+    }
+}
+
+impl ReconciliationConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.poll_interval_ms < 100 {
+            return Err(format!(
+                "[reconciliation] poll_interval_ms = {}: must be at least 100",
+                self.poll_interval_ms
+            ));
+        }
+        if self.lease_ms < 10_000 {
+            return Err(format!(
+                "[reconciliation] lease_ms = {}: must be at least 10000 (a TREASURY run reads \
+                 every deposit address; a lease shorter than a run lets another instance run it \
+                 again)",
+                self.lease_ms
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -661,6 +729,7 @@ impl Config {
             swaps: SwapsConfig::default(),
             sweeps: SweepsConfig::default(),
             webhooks: crate::webhooks::WebhooksConfig::default(),
+            reconciliation: ReconciliationConfig::default(),
             fee_policies: Vec::new(),
             native_rates: Vec::new(),
         }
@@ -677,6 +746,7 @@ impl Config {
                 self.sweeps.policies(&catalog, network)?;
             }
         }
+        self.reconciliation.validate()?;
         for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
             chain.sending.validate(section)?;
             if chain.confirmations < 1 {
@@ -1089,5 +1159,38 @@ mod tests {
         let mut zero = back.server.clone();
         zero.body_read_timeout_ms = 0;
         assert!(zero.limits().unwrap_err().contains("body_read_timeout_ms"));
+    }
+
+    #[test]
+    fn the_reconciliation_schedule_is_written_by_init_read_and_checked() {
+        let c = load_edited(&[
+            ("ledger_every_ms = 600000", "ledger_every_ms = 5000"),
+            ("treasury_every_ms = 3600000", "treasury_every_ms = 0"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.reconciliation,
+            ReconciliationConfig {
+                ledger_every_ms: 5_000,
+                treasury_every_ms: 0,
+                poll_interval_ms: 1_000,
+                lease_ms: 600_000,
+            }
+        );
+        // A file written before the section existed gets the defaults of decisions §14.
+        let mut text = toml::to_string_pretty(&Config::default_for_init()).unwrap();
+        let start = text.find("[reconciliation]").unwrap();
+        let last = "lease_ms = 600000\n";
+        let end = start + text[start..].find(last).unwrap() + last.len();
+        text.replace_range(start..end, "");
+        assert!(!text.contains("every_ms"), "{text}");
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back.reconciliation.ledger_every_ms, 600_000);
+        assert_eq!(back.reconciliation.treasury_every_ms, 3_600_000);
+        let err = load_edited(&[("lease_ms = 600000", "lease_ms = 999")]).unwrap_err();
+        assert!(err.contains("[reconciliation] lease_ms = 999"), "{err}");
+        let err =
+            load_edited(&[("treasury_every_ms = 3600000", "treasury_every_ms = -1")]).unwrap_err();
+        assert!(err.contains("treasury_every_ms"), "{err}");
     }
 }

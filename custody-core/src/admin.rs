@@ -90,18 +90,41 @@ pub fn restricted(repo: &mut dyn ControlReads, key: &str) -> Result<bool, PortEr
     Ok(false)
 }
 
+fn unknown_key() -> crate::error::Refusal {
+    crate::error::Refusal::validation(
+        "control_key",
+        format!(
+            "must be one of {} or treasury_shortfall.<NETWORK>.<ASSET> of a catalog asset",
+            CONTROL_KEYS.join(", ")
+        ),
+    )
+}
+
+/// [`check_control_update`] for an operator's request: a `treasury_shortfall.<NETWORK>.<ASSET>`
+/// key must also name an asset of `catalog` (decisions §8: any other key is a 422).
+pub fn check_control_request<'a>(
+    key: &str,
+    reason: &'a str,
+    catalog: &crate::asset::AssetCatalog,
+) -> Result<&'a str, crate::error::Refusal> {
+    if let Some(asset) = crate::reconcile::parse_shortfall_key(key) {
+        if catalog.get(asset.network, &asset.code).is_none() {
+            return Err(unknown_key());
+        }
+    }
+    check_control_update(key, reason)
+}
+
 /// Checks a control update before anything else is (second factors included): the key is
-/// known and the reason, trimmed, is 1 to 500 characters. Returns the trimmed reason.
+/// one of [`CONTROL_KEYS`] or shaped as an automatic `treasury_shortfall.<NETWORK>.<ASSET>`
+/// control, and the reason, trimmed, is 1 to 500 characters. Returns the trimmed reason.
 pub fn check_control_update<'a>(
     key: &str,
     reason: &'a str,
 ) -> Result<&'a str, crate::error::Refusal> {
     use crate::error::Refusal;
-    if !CONTROL_KEYS.contains(&key) {
-        return Err(Refusal::validation(
-            "control_key",
-            format!("must be one of {}", CONTROL_KEYS.join(", ")),
-        ));
+    if !CONTROL_KEYS.contains(&key) && crate::reconcile::parse_shortfall_key(key).is_none() {
+        return Err(unknown_key());
     }
     let reason = reason.trim();
     if reason.is_empty() || reason.chars().count() > 500 {

@@ -23,6 +23,7 @@ pub mod outbox;
 pub mod outgoing;
 pub mod ports;
 pub mod pricing;
+pub mod reconcile;
 pub mod secret;
 pub mod swap;
 pub mod sweep;

@@ -1,6 +1,8 @@
 //! The treasury view of decisions §11: each network's hot wallet with its on-chain balances,
-//! what is still on its way out of it, and the next nonce (BSC). One shape for `custody
-//! treasury show` and `/admin/treasuries`.
+//! what is still on its way out of it, and the next nonce (BSC); and per (network, asset) the
+//! figures the TREASURY reconciliation decides on ([`AssetFigures`]: hot wallet and
+//! deposit-address holdings, user liabilities, in transit, pending outgoing). One shape for
+//! `custody treasury show`, `/admin/treasuries`, the dashboard and the reconciliation.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,10 +13,11 @@ use crate::amount::Amount;
 use crate::asset::AssetCatalog;
 use crate::error::CoreResult;
 use crate::network::Network;
-use crate::outgoing::OutgoingTx;
+use crate::outgoing::{OutgoingTx, Purpose};
 use crate::ports::sender::Payment;
-use crate::ports::store::read;
+use crate::ports::store::{read, ReadTx};
 use crate::ports::{ChainSource, Store};
+use crate::reconcile::treasury::{in_transit, HeldPayment};
 use crate::withdrawal::HotWallet;
 
 /// One asset's on-chain balance, or why it could not be read.
@@ -35,6 +38,36 @@ pub struct PendingOutgoing {
     pub transactions: u64,
 }
 
+/// One (network, asset): on-chain holdings against what users are owed. See
+/// [`crate::reconcile::treasury`] for the rule and why `in_transit_units` counts with the
+/// holdings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AssetFigures {
+    pub network: Network,
+    pub asset: String,
+    /// The hot wallet's on-chain balance; `None` when it could not be read.
+    pub hot_wallet_units: Option<Amount>,
+    /// The sum of every deposit address's on-chain balance; `None` when one could not be read.
+    pub deposit_addresses_units: Option<Amount>,
+    pub deposit_addresses: u64,
+    /// Holds of withdrawals and swaps whose payment is signed and unfinished.
+    pub in_transit_units: Amount,
+    /// Available + reserved of every user account of the asset.
+    pub user_liabilities_units: Amount,
+    /// What unfinished payments still take out of the hot wallet.
+    pub pending_outgoing_units: Amount,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+impl AssetFigures {
+    /// Hot wallet + deposit addresses, when both were read.
+    pub fn onchain_units(&self) -> Option<Amount> {
+        self.hot_wallet_units?
+            .checked_add(self.deposit_addresses_units?)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TreasuryRow {
     pub network: Network,
@@ -44,6 +77,8 @@ pub struct TreasuryRow {
     pub pending_outgoing: Vec<PendingOutgoing>,
     /// BSC: the nonce the store hands out next (`None` before the first payment).
     pub next_nonce: Option<u64>,
+    /// Per catalog asset of the network.
+    pub assets: Vec<AssetFigures>,
 }
 
 /// What a payment takes out of the wallet, as (asset code, units) by the catalog ("?" for a
@@ -97,8 +132,123 @@ pub fn pending_outgoing(
         .collect()
 }
 
+fn no_endpoint(network: Network) -> String {
+    format!(
+        "no [{}] endpoint is configured",
+        network.as_str().to_lowercase()
+    )
+}
+
+/// Reads `address`'s balance of every catalog asset of `network`.
+async fn balances_of(
+    chain: Option<&Arc<dyn ChainSource>>,
+    catalog: &AssetCatalog,
+    network: Network,
+    address: &str,
+) -> Vec<TreasuryBalance> {
+    let mut out = Vec::new();
+    for asset in catalog.of_network(network) {
+        let (units, block_number, error) = match chain {
+            None => (None, None, Some(no_endpoint(network))),
+            Some(chain) => match chain.balance(address, asset).await {
+                Ok(b) => (Some(b.units), Some(b.block_number), None),
+                Err(e) => (None, None, Some(e.message)),
+            },
+        };
+        out.push(TreasuryBalance {
+            asset: asset.code.clone(),
+            units,
+            block_number,
+            error,
+        });
+    }
+    out
+}
+
+/// The deposit addresses' balances summed per asset (catalog order): `None` for an asset of
+/// which some address could not be read, with the first such error.
+async fn deposit_holdings(
+    chain: Option<&Arc<dyn ChainSource>>,
+    catalog: &AssetCatalog,
+    network: Network,
+    addresses: &[String],
+) -> Vec<(Option<Amount>, Option<String>)> {
+    let mut sums: Vec<(Option<Amount>, Option<String>)> = catalog
+        .of_network(network)
+        .map(|_| (Some(Amount::ZERO), None))
+        .collect();
+    for address in addresses {
+        let balances = balances_of(chain, catalog, network, address).await;
+        for (sum, b) in sums.iter_mut().zip(balances) {
+            match (sum.0, b.units) {
+                (Some(total), Some(units)) => {
+                    sum.0 = Some(total.checked_add(units).unwrap_or(Amount::MAX))
+                }
+                (_, None) => {
+                    sum.0 = None;
+                    if sum.1.is_none() {
+                        sum.1 = b.error.map(|e| format!("deposit address {address}: {e}"));
+                    }
+                }
+                (None, Some(_)) => {}
+            }
+        }
+    }
+    sums
+}
+
+/// What the store says of one network, read in one snapshot.
+struct Books {
+    in_flight: Vec<OutgoingTx>,
+    next_nonce: Option<u64>,
+    held: Vec<HeldPayment>,
+    liabilities: BTreeMap<crate::AssetId, Amount>,
+}
+
+fn read_books(tx: &mut dyn ReadTx, network: Network, hot: &str) -> CoreResult<Books> {
+    let in_flight = tx.outgoing_in_flight(network, hot)?;
+    let mut held = Vec::new();
+    for out in &in_flight {
+        // Exhaustive: a new purpose must say whether a user's hold pays for it.
+        let payment = match out.purpose {
+            Purpose::Withdrawal => tx.withdrawal_by_id(out.reference_id)?.map(|w| {
+                (
+                    crate::AssetId::new(w.network, w.asset),
+                    w.costs.total_debited_units,
+                )
+            }),
+            Purpose::Swap => tx.swap_by_id(out.reference_id)?.map(|s| {
+                (
+                    crate::AssetId::new(network, s.asset_in),
+                    s.costs.total_debited_units,
+                )
+            }),
+            // No user's hold: an approval moves nothing, and sweeps and fundings move funds
+            // between addresses the holdings count already (only their fees leave).
+            Purpose::Approval | Purpose::Sweep | Purpose::Funding => None,
+        };
+        if let Some((asset, hold)) = payment {
+            held.push(HeldPayment {
+                asset,
+                hold,
+                status: out.status,
+            });
+        }
+    }
+    Ok(Books {
+        next_nonce: tx.next_nonce(network, hot)?,
+        liabilities: crate::admin::user_liabilities(tx)?,
+        in_flight,
+        held,
+    })
+}
+
 /// The treasury rows of `hot_wallets`, reading balances from `chains` (a network without an
-/// adapter says so in each balance's `error`).
+/// adapter says so in each balance's `error`). Every deposit address's balance of every
+/// catalog asset is read: one request each.
+///
+/// The chain is read before the store, so that a payment signed in between is counted in
+/// transit while its funds are still read on chain (see [`crate::reconcile::treasury`]).
 pub async fn rows(
     hot_wallets: &BTreeMap<Network, HotWallet>,
     chains: &BTreeMap<Network, Arc<dyn ChainSource>>,
@@ -107,50 +257,50 @@ pub async fn rows(
 ) -> CoreResult<Vec<TreasuryRow>> {
     let mut out = Vec::with_capacity(hot_wallets.len());
     for (&network, hot) in hot_wallets {
-        let mut balances = Vec::new();
-        for asset in catalog.of_network(network) {
-            let b = match chains.get(&network) {
-                None => TreasuryBalance {
-                    asset: asset.code.clone(),
-                    units: None,
-                    block_number: None,
-                    error: Some(format!(
-                        "no [{}] endpoint is configured",
-                        network.as_str().to_lowercase()
-                    )),
-                },
-                Some(chain) => match chain.balance(&hot.address, asset).await {
-                    Ok(b) => TreasuryBalance {
-                        asset: asset.code.clone(),
-                        units: Some(b.units),
-                        block_number: Some(b.block_number),
-                        error: None,
-                    },
-                    Err(e) => TreasuryBalance {
-                        asset: asset.code.clone(),
-                        units: None,
-                        block_number: None,
-                        error: Some(e.message),
-                    },
-                },
-            };
-            balances.push(b);
-        }
+        let chain = chains.get(&network);
+        let balances = balances_of(chain, catalog, network, &hot.address).await;
+        let addresses = read(store, move |tx| Ok(tx.wallet_addresses(network)?)).await?;
+        let deposits = deposit_holdings(chain, catalog, network, &addresses).await;
         let address = hot.address.clone();
-        let (in_flight, next_nonce) = read(store, move |tx| {
-            Ok((
-                tx.outgoing_in_flight(network, &address)?,
-                tx.next_nonce(network, &address)?,
-            ))
-        })
-        .await?;
+        let books = read(store, move |tx| read_books(tx, network, &address)).await?;
+        let pending = pending_outgoing(catalog, network, &books.in_flight);
+        let transit = in_transit(&books.held);
+        let assets = catalog
+            .of_network(network)
+            .zip(&balances)
+            .zip(&pending)
+            .zip(deposits)
+            .map(
+                |(((asset, hot_b), pending), (deposit_units, deposit_error))| AssetFigures {
+                    network,
+                    asset: asset.code.clone(),
+                    hot_wallet_units: hot_b.units,
+                    deposit_addresses_units: deposit_units,
+                    deposit_addresses: u64::try_from(addresses.len()).unwrap_or(u64::MAX),
+                    in_transit_units: transit.get(&asset.id()).copied().unwrap_or_default(),
+                    user_liabilities_units: books
+                        .liabilities
+                        .get(&asset.id())
+                        .copied()
+                        .unwrap_or_default(),
+                    pending_outgoing_units: pending.units,
+                    errors: hot_b
+                        .error
+                        .iter()
+                        .map(|e| format!("hot wallet: {e}"))
+                        .chain(deposit_error)
+                        .collect(),
+                },
+            )
+            .collect();
         out.push(TreasuryRow {
             network,
             address: hot.address.clone(),
             derivation_path: hot.path.render(),
             balances,
-            pending_outgoing: pending_outgoing(catalog, network, &in_flight),
-            next_nonce,
+            pending_outgoing: pending,
+            next_nonce: books.next_nonce,
+            assets,
         });
     }
     Ok(out)
@@ -159,7 +309,7 @@ pub async fn rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outgoing::{OutStatus, Purpose};
+    use crate::outgoing::OutStatus;
     use crate::ports::signer::HdPath;
     use crate::time::Timestamp;
     use uuid::Uuid;

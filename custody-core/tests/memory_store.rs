@@ -80,3 +80,8 @@ fn outgoing() {
 fn sweeps() {
     block_on(conformance::sweep_suite(make));
 }
+
+#[test]
+fn reconciliations() {
+    block_on(conformance::reconciliation_suite(make));
+}

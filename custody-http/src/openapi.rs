@@ -43,6 +43,7 @@ fn success_schema(route: &Route) -> Value {
         RouteId::GetDeposit => json!({ "$ref": "#/components/schemas/Deposit" }),
         RouteId::AdminDashboard => json!({ "type": "object" }),
         RouteId::AdminUpdateControl => json!({ "$ref": "#/components/schemas/Control" }),
+        RouteId::AdminReconcile => json!({ "$ref": "#/components/schemas/ReconcileScheduled" }),
         RouteId::AdminList => list_of_any(),
     }
 }
@@ -57,6 +58,7 @@ fn request_schema(route: &Route) -> Option<Value> {
         RouteId::AdminUpdateControl => {
             Some(json!({ "$ref": "#/components/schemas/ControlUpdate" }))
         }
+        RouteId::AdminReconcile => Some(json!({ "$ref": "#/components/schemas/Reconcile" })),
         RouteId::QuoteWithdrawal => {
             Some(json!({ "$ref": "#/components/schemas/WithdrawalQuoteRequest" }))
         }
@@ -128,7 +130,10 @@ fn parameters(route: &Route) -> Vec<Value> {
 fn takes_second_factors(route: &Route) -> bool {
     matches!(
         route.id,
-        RouteId::AdminUpdateControl | RouteId::CreateWithdrawal | RouteId::CreateSwap
+        RouteId::AdminUpdateControl
+            | RouteId::AdminReconcile
+            | RouteId::CreateWithdrawal
+            | RouteId::CreateSwap
     )
 }
 
@@ -615,9 +620,36 @@ fn component_schemas() -> Value {
             "type": "object", "additionalProperties": false,
             "required": ["control_key", "enabled", "reason"],
             "properties": {
-                "control_key": { "type": "string", "enum": custody_core::admin::CONTROL_KEYS },
+                "control_key": { "anyOf": [
+                    { "type": "string", "enum": custody_core::admin::CONTROL_KEYS },
+                    {
+                        "type": "string",
+                        "pattern": "^treasury_shortfall\\.(BSC|TRON)\\.[A-Z0-9]{1,16}$",
+                        "description": "the automatic control a TREASURY shortfall turns on, for an asset of the catalog (any other asset: 422)"
+                    }
+                ] },
                 "enabled": { "type": "boolean" },
                 "reason": { "type": "string", "minLength": 1, "maxLength": 500 }
+            }
+        }),
+    );
+    schemas.insert(
+        "Reconcile".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["scope"],
+            "properties": { "scope": { "type": "string", "enum": ["LEDGER", "TREASURY"] } }
+        }),
+    );
+    schemas.insert(
+        "ReconcileScheduled".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["id", "scope", "status"],
+            "properties": {
+                "id": { "type": "string", "format": "uuid" },
+                "scope": { "type": "string", "enum": ["LEDGER", "TREASURY"] },
+                "status": { "const": "scheduled" }
             }
         }),
     );

@@ -26,6 +26,7 @@ pub enum RouteId {
     GetDeposit,
     AdminDashboard,
     AdminUpdateControl,
+    AdminReconcile,
     AdminList,
 }
 
@@ -295,6 +296,18 @@ pub const ROUTES: &[Route] = &[
         idempotency_key: false,
         query: &[],
         success_status: 200,
+    },
+    Route {
+        id: RouteId::AdminReconcile,
+        method: "POST",
+        template: "/admin/reconcile",
+        operation_id: "triggerReconciliation",
+        summary: "Schedules a LEDGER or TREASURY reconciliation; its result appears in /admin/reconciliations",
+        tag: "Admin",
+        access: Access::Admin,
+        idempotency_key: false,
+        query: &[],
+        success_status: 202,
     },
     Route {
         id: RouteId::AdminList,

@@ -52,6 +52,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0013_outgoing_order",
         include_str!("../migrations/0013_outgoing_order.sql"),
     ),
+    (
+        "0014_reconciliations",
+        include_str!("../migrations/0014_reconciliations.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -99,3 +99,8 @@ async fn outgoing() {
 async fn sweeps() {
     conformance::sweep_suite(make).await;
 }
+
+#[tokio::test]
+async fn reconciliations() {
+    conformance::reconciliation_suite(make).await;
+}

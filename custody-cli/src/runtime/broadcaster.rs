@@ -321,8 +321,8 @@ impl Broadcaster {
     }
 
     /// Whether new money may leave for `out`: no kill switch of its purpose, no maintenance of
-    /// its network, and (for a withdrawal or a swap) no reorganization debt of its user in the
-    /// asset it spends.
+    /// its network, no TREASURY shortfall control of an asset it moves, and (for a withdrawal
+    /// or a swap) no reorganization debt of its user in the asset it spends.
     async fn may_sign_new(&self, out: &OutgoingTx) -> CoreResult<bool> {
         let keys = [
             purpose_switch(out.purpose).to_owned(),
@@ -334,6 +334,9 @@ impl Broadcaster {
                 if restricted(tx, key)? {
                     return Ok(true);
                 }
+            }
+            if custody_core::reconcile::halted_for_payment(tx, purpose, reference)? {
+                return Ok(true);
             }
             // The user's money that leaves: a withdrawal's asset, a swap's asset_in.
             let spender = match purpose {

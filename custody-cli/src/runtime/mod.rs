@@ -9,6 +9,7 @@
 //! | broadcaster, one per network (wired with the withdrawals) | `broadcaster.rs` | `outgoing::decide` (send, send again, replace, rebuild, inclusion, reorg, final) |
 //! | holdings check, one per network | `holdings.rs` | `deposit::holdings::unexplained` |
 //! | pruning of nonces and idempotency records | `pruner.rs` | retention of `auth` and `idempotency` |
+//! | reconciliation (scheduled and requested LEDGER / TREASURY runs) | `reconciler.rs` | `reconcile::schedule_due`, `reconcile::claim`, `ledger::reconcile`, `reconcile::treasury::decide`, `reconcile::finish_*` |
 //!
 //! [`Background`] starts them with one stop signal and stops them together on shutdown. A
 //! loop never holds a store transaction across an `.await`; claims on shared work are leases
@@ -18,6 +19,7 @@
 pub mod broadcaster;
 pub mod holdings;
 pub mod pruner;
+pub mod reconciler;
 pub mod scanner;
 pub mod sweeper;
 pub mod system;

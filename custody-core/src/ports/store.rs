@@ -28,6 +28,7 @@ pub trait ReadTx:
     + crate::sweep::SweepReads
     + crate::admin::AlertReads
     + crate::admin::ControlReads
+    + crate::reconcile::ReconciliationReads
 {
 }
 
@@ -46,6 +47,7 @@ impl<T> ReadTx for T where
         + crate::sweep::SweepReads
         + crate::admin::AlertReads
         + crate::admin::ControlReads
+        + crate::reconcile::ReconciliationReads
 {
 }
 
@@ -70,6 +72,7 @@ pub trait WriteTx:
     + crate::sweep::SweepRepo
     + crate::admin::AlertRepo
     + crate::admin::ControlRepo
+    + crate::reconcile::ReconciliationRepo
 {
 }
 
@@ -91,6 +94,7 @@ impl<T> WriteTx for T where
         + crate::sweep::SweepRepo
         + crate::admin::AlertRepo
         + crate::admin::ControlRepo
+        + crate::reconcile::ReconciliationRepo
 {
 }
 

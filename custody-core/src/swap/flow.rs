@@ -68,7 +68,7 @@ pub struct SwapQuoteRequest {
     pub rate: Rate,
 }
 
-fn controls_refusal(tx: &mut dyn WriteTx) -> CoreResult<()> {
+fn controls_refusal(tx: &mut dyn WriteTx, asset_in: &Asset, asset_out: &Asset) -> CoreResult<()> {
     if restricted(tx, "kill_switch.swaps")? {
         return Err(Refusal::new(
             ErrorCode::KillSwitchActive,
@@ -79,7 +79,8 @@ fn controls_refusal(tx: &mut dyn WriteTx) -> CoreResult<()> {
     if restricted(tx, &format!("maintenance.{}", Network::Bsc))? {
         return Err(Refusal::new(ErrorCode::Maintenance, "BSC is under maintenance").into());
     }
-    Ok(())
+    // Either side: a swap into an asset the chain does not back would credit more of it.
+    crate::reconcile::refuse_if_halted(tx, &[asset_in.id(), asset_out.id()])
 }
 
 /// Prices and stores a quote (`POST /swaps/quote`).
@@ -101,7 +102,7 @@ pub fn create_quote(
             .into());
         }
     }
-    controls_refusal(tx)?;
+    controls_refusal(tx, &request.asset_in, &request.asset_out)?;
     let costs = swap_costs(
         &request.policy,
         request.amount_in,
@@ -283,7 +284,7 @@ pub fn execute(
             quote.id, quote.asset_in, quote.asset_out, asset_in.code, asset_out.code
         )));
     }
-    controls_refusal(tx)?;
+    controls_refusal(tx, asset_in, asset_out)?;
     crate::deposit::refuse_if_owing(
         tx,
         tenant,

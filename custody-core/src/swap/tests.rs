@@ -676,3 +676,33 @@ fn an_allowance_left_but_short_is_set_to_zero_before_it_is_raised() {
     assert_eq!(counted.remaining, u(u128::MAX - 1_000_000));
     assert_eq!(counted.approval_outgoing_id, approvals[1].id);
 }
+
+#[test]
+fn a_treasury_shortfall_of_either_asset_stops_quotes_and_executions() {
+    let fx = Fx::new("USDT", 1_000);
+    let q = fx.quote("USDT", "USDC", 100, 100).unwrap();
+    let set = |key: &'static str, on: bool| {
+        block_on(write(fx.store.as_ref(), move |tx| {
+            crate::admin::set_control(tx, Uuid::new_v4(), "ops", key, on, "test", at(0))
+        }))
+        .unwrap();
+    };
+    for key in ["treasury_shortfall.BSC.USDT", "treasury_shortfall.BSC.USDC"] {
+        set(key, true);
+        assert_eq!(
+            code(fx.quote("USDT", "USDC", 100, 100).unwrap_err()),
+            ErrorCode::KillSwitchActive,
+            "{key} quotes"
+        );
+        assert_eq!(
+            code(fx.execute(&q, 1).unwrap_err()),
+            ErrorCode::KillSwitchActive,
+            "{key} executions"
+        );
+        set(key, false);
+    }
+    // Another asset's shortfall leaves this pair alone.
+    set("treasury_shortfall.BSC.BNB", true);
+    fx.execute(&q, 1).unwrap();
+    fx.reconciles();
+}

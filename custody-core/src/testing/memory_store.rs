@@ -17,6 +17,8 @@
 //! Secrets (credentials' HMAC and TOTP keys, endpoint secrets) are kept exactly as given and
 //! returned as they are: sealing is not this store's business.
 
+mod reconciliations;
+
 use std::any::Any;
 use std::cmp::Reverse;
 use std::collections::btree_map::Entry as MapEntry;
@@ -152,6 +154,8 @@ struct State {
     allowances: Vec<crate::swap::Allowance>,
     sweeps: Vec<crate::sweep::Sweep>,
     fundings: Vec<crate::sweep::Funding>,
+    /// Reconciliation runs, each with its lease in `lease`.
+    reconciliations: Vec<crate::reconcile::Reconciliation>,
 }
 
 impl State {

@@ -57,7 +57,8 @@ pub struct QuoteRequest {
     pub rate: Rate,
 }
 
-fn controls_refusal(tx: &mut dyn WriteTx, network: Network) -> CoreResult<()> {
+fn controls_refusal(tx: &mut dyn WriteTx, asset: &AssetId) -> CoreResult<()> {
+    let network = asset.network;
     if restricted(tx, "kill_switch.withdrawals")? {
         return Err(Refusal::new(
             ErrorCode::KillSwitchActive,
@@ -72,7 +73,7 @@ fn controls_refusal(tx: &mut dyn WriteTx, network: Network) -> CoreResult<()> {
         )
         .into());
     }
-    Ok(())
+    crate::reconcile::refuse_if_halted(tx, std::slice::from_ref(asset))
 }
 
 /// Prices and stores a quote (`POST /withdrawals/quote`).
@@ -90,7 +91,7 @@ pub fn create_quote(
         )
         .into());
     }
-    controls_refusal(tx, network)?;
+    controls_refusal(tx, &request.asset.id())?;
     let costs = withdrawal_costs(
         &request.policy,
         request.amount,
@@ -189,7 +190,7 @@ pub fn execute(
             quote.id, quote.network, quote.asset, asset.network, asset.code
         )));
     }
-    controls_refusal(tx, quote.network)?;
+    controls_refusal(tx, &asset.id())?;
     crate::deposit::refuse_if_owing(
         tx,
         tenant,

@@ -336,6 +336,8 @@ fn controls_stop_new_withdrawals() {
         ("kill_switch.withdrawals", ErrorCode::KillSwitchActive),
         ("kill_switch.global", ErrorCode::KillSwitchActive),
         ("maintenance.BSC", ErrorCode::Maintenance),
+        // The TREASURY reconciliation's automatic control of the withdrawn asset.
+        ("treasury_shortfall.BSC.BNB", ErrorCode::KillSwitchActive),
     ] {
         block_on(write(fx.store.as_ref(), move |tx| {
             crate::admin::set_control(tx, Uuid::new_v4(), "ops", key, true, "test", at(0))

@@ -3,6 +3,7 @@ use custody_core::error::{CoreResult, Refusal};
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::read;
 use custody_core::ports::store::write;
+use custody_core::reconcile::{self, Scope};
 use serde_json::json;
 
 use super::catalog;
@@ -160,6 +161,15 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
             let data: Vec<_> = rows.iter().map(|f| f.view()).collect();
             Ok(super::list(&data, has_more))
         }
+        "reconciliations" => {
+            let mut rows = read(state.store.as_ref(), move |tx| {
+                Ok(tx.list_reconciliations(limit + 1)?)
+            })
+            .await?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
+            Ok(super::list(&rows, has_more))
+        }
         "treasuries" => {
             // One row per network (never more than a page): balances read from the chain now.
             let rows = custody_core::treasury::rows(
@@ -189,7 +199,7 @@ pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> 
     };
     // The whole request is judged before the second factors: a refusal for the body must not
     // cost an attempt, nor come after a code was accepted.
-    let reason = admin::check_control_update(&key, &reason)?.to_owned();
+    let reason = admin::check_control_request(&key, &reason, &state.catalog)?.to_owned();
     let credential = call.credential();
     second_factor::check(state, credential, &call.headers).await?;
     let actor = format!("credential:{}", credential.id);
@@ -202,37 +212,51 @@ pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> 
     Ok(Reply::json(200, &control))
 }
 
+/// `POST /admin/reconcile`: schedules a run for the reconciler (202); the result is listed by
+/// `/admin/reconciliations`. Body first, then the second factors, as for `/admin/controls`.
+pub async fn reconcile(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let map = crate::input::json_object(&call.body)?;
+    let mut fields = crate::input::Fields::new();
+    fields.no_unknown(&map, &["scope"]);
+    let scope = fields.string(&map, "scope", 16);
+    fields.finish()?;
+    let Some(scope) = scope else {
+        unreachable!("finish() refuses missing fields")
+    };
+    let scope = Scope::from_request(&scope)?;
+    let credential = call.credential();
+    second_factor::check(state, credential, &call.headers).await?;
+    let actor = format!("credential:{}", credential.id);
+    let id = new_uuid(state.entropy.as_ref());
+    let now = state.clock.now();
+    let run = write(state.store.as_ref(), move |tx| {
+        reconcile::request(tx, id, scope, &actor, now)
+    })
+    .await?;
+    Ok(Reply::json(
+        202,
+        &json!({ "id": run.id, "scope": run.scope, "status": run.status }),
+    ))
+}
+
 pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
     let networks: Vec<_> = state.networks.iter().map(|n| n.network).collect();
-    let (controls, alerts, pending, webhooks, liabilities) =
-        read(state.store.as_ref(), move |tx| {
-            let controls = tx.list_controls()?;
-            let alerts = tx.open_alert_count()?;
-            let mut pending = Vec::new();
-            for &network in &networks {
-                pending.push((network, tx.pending_deposit_count(network)?));
-            }
-            let webhooks = tx.count_webhook_events()?;
-            let liabilities = admin::user_liabilities(tx)?;
-            Ok((controls, alerts, pending, webhooks, liabilities))
-        })
-        .await?;
-    // Hot wallets and sweeps do not exist yet, so on-chain treasury holdings are not known:
-    // said plainly rather than shown as zero.
-    let assets: Vec<_> = state
-        .catalog
-        .all()
-        .iter()
-        .map(|a| {
-            json!({
-                "network": a.network,
-                "asset": a.code,
-                "ledger_liabilities_units": liabilities.get(&a.id()).copied().unwrap_or_default(),
-                "onchain_treasury_units": null,
-                "onchain_treasury_error": "treasury holdings are not tracked yet (no hot wallet or sweep)",
-            })
-        })
-        .collect();
+    let (controls, alerts, pending, webhooks, latest) = read(state.store.as_ref(), move |tx| {
+        let controls = tx.list_controls()?;
+        let alerts = tx.open_alert_count()?;
+        let mut pending = Vec::new();
+        for &network in &networks {
+            pending.push((network, tx.pending_deposit_count(network)?));
+        }
+        let webhooks = tx.count_webhook_events()?;
+        let mut latest = Vec::new();
+        for scope in Scope::ALL {
+            latest.push((scope, tx.latest_reconciliation(scope)?));
+        }
+        Ok((controls, alerts, pending, webhooks, latest))
+    })
+    .await?;
+    let assets = asset_figures(state).await?;
     let chains: Vec<_> = state
         .networks
         .iter()
@@ -258,17 +282,29 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
             })
         })
         .collect();
+    // Every fixed key, then any automatic treasury_shortfall control that exists (on or off).
+    let shortfalls = controls
+        .iter()
+        .map(|c| c.control_key.as_str())
+        .filter(|k| reconcile::parse_shortfall_key(k).is_some());
     let controls_view: Vec<_> = admin::CONTROL_KEYS
         .iter()
+        .copied()
+        .chain(shortfalls)
         .map(|key| {
-            let c = controls.iter().find(|c| c.control_key == *key);
+            let c = controls.iter().find(|c| c.control_key == key);
             json!({
                 "control_key": key,
                 "enabled": c.is_some_and(|c| c.enabled),
                 "reason": c.map(|c| c.reason.clone()),
+                "updated_by": c.map(|c| c.updated_by.clone()),
                 "updated_at": c.map(|c| c.updated_at),
             })
         })
+        .collect();
+    let reconciliations: serde_json::Map<_, _> = latest
+        .into_iter()
+        .map(|(scope, run)| (scope.as_str().to_owned(), json!(run)))
         .collect();
     Ok(Reply::json(
         200,
@@ -279,6 +315,54 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
             "webhooks": { "pending": webhooks.pending, "delivered": webhooks.delivered, "dead_lettered": webhooks.dead_lettered },
             "open_alerts": alerts,
             "assets": assets,
+            "reconciliations": reconciliations,
         }),
     ))
+}
+
+/// Per catalog asset: what the ledger owes users against the on-chain treasury holdings (hot
+/// wallet + deposit addresses), read now through `treasury::rows` (the figures TREASURY
+/// reconciliation decides on). A network whose holdings cannot be read says why.
+async fn asset_figures(state: &AppState) -> CoreResult<Vec<serde_json::Value>> {
+    let rows = custody_core::treasury::rows(
+        &state.hot_wallets,
+        &state.chains,
+        &state.catalog,
+        state.store.as_ref(),
+    )
+    .await?;
+    // For networks without a hot wallet row.
+    let liabilities = read(state.store.as_ref(), |tx| Ok(admin::user_liabilities(tx)?)).await?;
+    Ok(state
+        .catalog
+        .all()
+        .iter()
+        .map(|a| {
+            let f = rows
+                .iter()
+                .flat_map(|r| &r.assets)
+                .find(|f| f.network == a.network && f.asset == a.code);
+            match f {
+                Some(f) => json!({
+                    "network": a.network,
+                    "asset": a.code,
+                    "ledger_liabilities_units": f.user_liabilities_units,
+                    "onchain_treasury_units": f.onchain_units(),
+                    "hot_wallet_units": f.hot_wallet_units,
+                    "deposit_addresses_units": f.deposit_addresses_units,
+                    "in_transit_units": f.in_transit_units,
+                    "pending_outgoing_units": f.pending_outgoing_units,
+                    "onchain_treasury_error": (!f.errors.is_empty()).then(|| f.errors.join("; ")),
+                }),
+                // No hot wallet for the network: nothing on chain to compare with.
+                None => json!({
+                    "network": a.network,
+                    "asset": a.code,
+                    "ledger_liabilities_units": liabilities.get(&a.id()).copied().unwrap_or_default(),
+                    "onchain_treasury_units": null,
+                    "onchain_treasury_error": "no hot wallet for this network",
+                }),
+            }
+        })
+        .collect())
 }

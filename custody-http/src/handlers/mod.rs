@@ -50,6 +50,7 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::GetDeposit => deposits::get(state, call).await,
         RouteId::AdminDashboard => admin::dashboard(state).await,
         RouteId::AdminUpdateControl => admin::update_control(state, call).await,
+        RouteId::AdminReconcile => admin::reconcile(state, call).await,
         RouteId::AdminList => admin::list(state, call).await,
     }
 }

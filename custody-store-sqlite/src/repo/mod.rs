@@ -8,6 +8,7 @@ mod idempotency;
 mod ledger;
 mod outbox;
 mod outgoing;
+mod reconciliations;
 mod swaps;
 mod sweeps;
 mod wallets;

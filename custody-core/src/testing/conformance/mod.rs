@@ -22,6 +22,7 @@ mod deposit;
 mod idempotency;
 mod ledger;
 mod outgoing;
+mod reconciliation;
 mod swap;
 mod sweep;
 mod transactions;
@@ -50,6 +51,7 @@ pub use ledger::{
     StoreLedger,
 };
 pub use outgoing::outgoing_suite;
+pub use reconciliation::reconciliation_suite;
 pub use swap::swap_suite;
 pub use sweep::sweep_suite;
 pub use transactions::transactions_suite;
@@ -72,6 +74,7 @@ pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
     withdrawal_suite(&make).await;
     swap_suite(&make).await;
     sweep_suite(&make).await;
+    reconciliation_suite(&make).await;
 }
 
 /// Announces a case, then runs it: on a failure, the last name printed is the failing case.
