@@ -389,3 +389,41 @@ fn fee_policies_are_listed_for_every_asset_with_the_configured_ones() {
         "{err}"
     );
 }
+
+#[test]
+fn a_control_that_stops_withdrawals_answers_as_such_while_the_chain_is_down() {
+    // No endpoint is configured: a quote could never be priced.
+    let mut custody = custody_e2e::Custody::init();
+    let ops = custody.credential("ops", &["--admin"]);
+    let cred = custody.credential("acme", &[]);
+    custody.start();
+    let (admin, client) = (custody.client(&ops), custody.client(&cred));
+    let quote = || {
+        client.post(
+            "/v1/withdrawals/quote",
+            &serde_json::json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                "destination_address": "0x00000000000000000000000000000000000000D5",
+                "amount_units": "1000" }),
+            None,
+        )
+    };
+    assert_eq!(quote().code(), "CHAIN_UNAVAILABLE");
+    for (key, code) in [
+        ("maintenance.BSC", "MAINTENANCE"),
+        ("kill_switch.withdrawals", "KILL_SWITCH_ACTIVE"),
+    ] {
+        let set = |enabled: bool| {
+            let r = admin.post(
+                "/v1/admin/controls",
+                &serde_json::json!({ "control_key": key, "enabled": enabled, "reason": "test" }),
+                None,
+            );
+            assert_eq!(r.status, 200, "{:?}", r.json());
+        };
+        set(true);
+        let r = quote();
+        assert_eq!((r.status, r.code().as_str()), (503, code), "{key}");
+        set(false);
+    }
+    custody.stop();
+}

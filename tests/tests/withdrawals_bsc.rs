@@ -229,6 +229,17 @@ fn a_retried_withdrawal_replays_without_reusing_its_one_time_code() {
     };
     // Without the code: refused, nothing executed, the key stays free.
     assert_eq!(send(None).code(), "OTP_REQUIRED");
+    // Without an Idempotency-Key: refused before the code is looked at, so it stays usable.
+    let bytes = serde_json::to_vec(&json!({ "quote_id": q["id"] })).unwrap();
+    let mut keyless = client.signed("POST", "/v1/withdrawals", &bytes, None);
+    keyless
+        .extra_headers
+        .push(("X-Service-Pin".into(), "2468".into()));
+    keyless
+        .extra_headers
+        .push(("X-Service-OTP".into(), code.clone()));
+    let refused = client.send(&keyless);
+    assert_eq!(refused.status, 422, "{:?}", refused.json());
     let first = send(Some(&code));
     assert_eq!(first.status, 201, "{:?}", first.json());
     // The answer was lost: the client retries exactly, code and all.

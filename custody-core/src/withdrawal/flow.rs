@@ -57,7 +57,14 @@ pub struct QuoteRequest {
     pub rate: Rate,
 }
 
-fn controls_refusal(tx: &mut dyn WriteTx, asset: &AssetId) -> CoreResult<()> {
+/// Refuses a withdrawal of `asset` while a control stops it: `kill_switch.withdrawals` (or the
+/// global one), `maintenance.<NETWORK>`, or the asset's TREASURY shortfall control. Checked
+/// before the chain is asked for a price, and again in the quote's and the execution's
+/// transactions.
+pub fn controls_refusal(
+    tx: &mut dyn crate::admin::ControlReads,
+    asset: &AssetId,
+) -> CoreResult<()> {
     let network = asset.network;
     if restricted(tx, "kill_switch.withdrawals")? {
         return Err(Refusal::new(

@@ -14,7 +14,8 @@ use serde::Serialize;
 
 pub use costs::{mul_div_ceil, withdrawal_costs, Costs, FeePolicy, Rate, BPS};
 pub use flow::{
-    check_quote_usable, create_quote, execute, on_outgoing, ExecuteIds, HotWallet, QuoteRequest,
+    check_quote_usable, controls_refusal, create_quote, execute, on_outgoing, ExecuteIds,
+    HotWallet, QuoteRequest,
 };
 pub use record::{
     Quote, QuoteView, Withdrawal, WithdrawalReads, WithdrawalRepo, WithdrawalStep, WithdrawalView,

@@ -15,11 +15,17 @@ pub async fn second_factors_unless_replay(
     call: &Call,
 ) -> CoreResult<FactorsGuard> {
     let credential = call.credential();
-    let key = call
-        .headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    // A missing or malformed key is refused before a one-time code is spent on the request.
+    let raw = call.headers.get("idempotency-key");
+    if raw.is_some_and(|v| v.to_str().is_err()) {
+        return Err(Refusal::validation(
+            "Idempotency-Key",
+            "must contain only visible ASCII characters",
+        )
+        .into());
+    }
+    custody_core::auth::check_idempotency_key(raw.and_then(|v| v.to_str().ok()))?;
+    let key = raw.and_then(|v| v.to_str().ok()).map(str::to_owned);
     let executed = match key {
         Some(key) => {
             let (t, now) = (credential.tenant.clone(), state.clock.now());

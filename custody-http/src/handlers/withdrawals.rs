@@ -122,6 +122,12 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
         .find(|(id, _)| *id == asset.id())
         .map(|(_, p)| p.clone())
         .ok_or_else(|| unavailable(network, "no fee policy"))?;
+    // A control that stops withdrawals answers as such, even while the chain is down.
+    let id = asset.id();
+    read(state.store.as_ref(), move |tx| {
+        withdrawal::controls_refusal(tx, &id)
+    })
+    .await?;
     let (Some(sender), Some(hot)) = (state.senders.get(&network), state.hot_wallets.get(&network))
     else {
         return Err(unavailable(network, "no endpoint is configured").into());
