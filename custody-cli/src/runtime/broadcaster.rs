@@ -162,6 +162,7 @@ impl Broadcaster {
         } else {
             None
         };
+        out.seen_head = observation.as_ref().map(|o| o.head_number);
         let now = self.clock.now();
         match decide(&out, observation.as_ref(), &self.policy, now) {
             Decision::FirstAttempt => {

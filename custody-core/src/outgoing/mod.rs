@@ -279,6 +279,9 @@ pub struct OutgoingTx {
     /// otherwise. Writes of a leased copy are fenced by it: once another broadcaster has taken
     /// the transaction over, they fail instead of overwriting what it did.
     pub lease: Option<Timestamp>,
+    /// The head the broadcaster saw when it last looked at the chain for it (not stored): what
+    /// the record it pays shows as confirmations.
+    pub seen_head: Option<u64>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -318,6 +321,7 @@ impl OutgoingTx {
             }],
             next_check_at: now,
             lease: None,
+            seen_head: None,
             created_at: now,
             updated_at: now,
         }
@@ -382,6 +386,16 @@ impl OutgoingTx {
         let detail = format!("attempt {} signed", attempt.hash);
         self.attempts.push(attempt);
         self.transition(OutStatus::Signed, detail, now)
+    }
+
+    /// Blocks on top of its inclusion, counting its own, as the broadcaster last saw them
+    /// (at most `depth`); 0 when it is in no block.
+    pub fn confirmations(&self, depth: u32) -> u32 {
+        let Some(i) = &self.included else { return 0 };
+        let seen = self
+            .seen_head
+            .map_or(1, |h| h.saturating_sub(i.block_number).saturating_add(1));
+        u32::try_from(seen.max(1)).unwrap_or(u32::MAX).min(depth)
     }
 
     pub fn latest(&self) -> Option<&Attempt> {
@@ -555,5 +569,57 @@ mod stored_form {
         )
         .unwrap();
         assert_eq!(included.resources, None);
+    }
+}
+
+#[cfg(test)]
+mod confirmation_tests {
+    use super::*;
+
+    #[test]
+    fn confirmations_count_the_blocks_seen_on_top_up_to_the_depth() {
+        let mut t = OutgoingTx::new(
+            Uuid::from_u128(1),
+            Network::Bsc,
+            Purpose::Withdrawal,
+            Uuid::from_u128(2),
+            "hot".into(),
+            HdPath {
+                network: Network::Bsc,
+                account: 0,
+                index: 0,
+            },
+            Payment::Native {
+                to: "x".into(),
+                amount: Amount::from_units(1),
+            },
+            None,
+            Timestamp::from_unix_millis(0),
+        );
+        assert_eq!(t.confirmations(15), 0, "in no block");
+        t.included = Some(Included {
+            hash: "ab".into(),
+            block_number: 100,
+            block_hash: "cd".into(),
+            succeeded: true,
+            fee_native: Amount::ZERO,
+            moves: Vec::new(),
+            resources: None,
+            block_time_ms: None,
+        });
+        assert_eq!(
+            t.confirmations(15),
+            1,
+            "its own block, before a head was seen"
+        );
+        t.seen_head = Some(104);
+        assert_eq!(t.confirmations(15), 5);
+        t.seen_head = Some(400);
+        assert_eq!(t.confirmations(15), 15, "never above the depth");
+        // A lagging node's head below the block still counts the block itself.
+        t.seen_head = Some(90);
+        assert_eq!(t.confirmations(15), 1);
+        t.included = None;
+        assert_eq!(t.confirmations(15), 0, "a reorganization took it back");
     }
 }

@@ -326,7 +326,7 @@ pub fn on_outgoing(
     let user = user_of(&w.tenant, &w.external_user_id, w.network, &w.asset);
     let sent = matches!(out.status, OutStatus::Sent | OutStatus::Included);
     if sent && w.status == WithdrawalStatus::Reserved {
-        w.confirmations = u32::from(out.status == OutStatus::Included);
+        w.confirmations = out.confirmations(confirmations);
         w.transition(WithdrawalStatus::Broadcasted, now)
             .map_err(invariant)?;
         tx.update_withdrawal(&w)?;
@@ -435,10 +435,10 @@ pub fn on_outgoing(
             )
         }
         _ => {
-            if out.status == OutStatus::Included {
-                changed |= w.confirmations != 1;
-                w.confirmations = 1;
-            }
+            // Blocks on top as last seen; back to 0 when a reorganization took its block.
+            let seen = out.confirmations(confirmations);
+            changed |= w.confirmations != seen;
+            w.confirmations = seen;
             if changed {
                 w.updated_at = now;
                 tx.update_withdrawal(&w)?;

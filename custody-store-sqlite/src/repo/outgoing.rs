@@ -106,6 +106,7 @@ fn decode(r: Raw) -> Result<OutgoingTx, PortError> {
         history: from_json::<Vec<OutStep>>("history", &r.history)?,
         next_check_at: ts(r.next_check_at),
         lease: None,
+        seen_head: None,
         created_at: ts(r.created_at),
         updated_at: ts(r.updated_at),
     })
