@@ -181,8 +181,9 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
                 }
-                self.assign_nonce(&mut out).await?;
-                self.sign_store_send(out, estimate.bid, estimate.plan).await
+                let seed = self.predict_nonce(&mut out).await?;
+                self.sign_store_send(out, estimate.bid, estimate.plan, seed)
+                    .await
             }
             Decision::Reprice => {
                 if !self.may_sign_new(&out).await? {
@@ -209,7 +210,7 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, max_fee(bid), now).await? {
                     return self.check_later(out, now).await;
                 }
-                self.sign_store_send(out, bid, fresh.plan).await
+                self.sign_store_send(out, bid, fresh.plan, None).await
             }
             Decision::Replace { bid } => {
                 // A replacement is a new signature: not while the switches are on, nor while a
@@ -223,7 +224,7 @@ impl Broadcaster {
                     return self.send_latest(out).await;
                 }
                 // A replacement's bid comes from the engine; no plan priced it.
-                self.sign_store_send(out, bid, None).await
+                self.sign_store_send(out, bid, None, None).await
             }
             Decision::Rebuild => {
                 if !self.may_sign_new(&out).await? {
@@ -241,7 +242,8 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
                 }
-                self.sign_store_send(out, estimate.bid, estimate.plan).await
+                self.sign_store_send(out, estimate.bid, estimate.plan, None)
+                    .await
             }
             Decision::Broadcast => {
                 // Money that never left (signed, then refused or interrupted) leaves only if it
@@ -417,12 +419,15 @@ impl Broadcaster {
         Ok(None)
     }
 
-    /// Gives `out` its sender's next nonce (EVM), in a write fenced by its lease, right before
-    /// its first attempt is signed. The allocator is seeded from the chain's count of mined
-    /// transactions the first time a sender pays.
-    async fn assign_nonce(&self, out: &mut OutgoingTx) -> CoreResult<()> {
+    /// Sets `out.nonce` to the nonce its sender's allocator hands out next (EVM) when it has
+    /// none yet, and returns the seed of that allocator: the first attempt is signed with it,
+    /// and the nonce is allocated in the write that stores that attempt
+    /// (`outgoing::record_signed`), so no nonce is ever taken without a stored attempt. The
+    /// allocator is seeded from the chain's count of mined transactions the first time a
+    /// sender pays. `None`: it keeps its nonce, or the chain has none (TRON).
+    async fn predict_nonce(&self, out: &mut OutgoingTx) -> CoreResult<Option<u64>> {
         if out.nonce.is_some() {
-            return Ok(());
+            return Ok(None);
         }
         let (network, from) = (out.network, out.from.clone());
         let seeded = read(self.store.as_ref(), move |tx| {
@@ -433,19 +438,11 @@ impl Broadcaster {
             Some(n) => n,
             None => match self.sender.confirmed_nonce(&out.from).await? {
                 Some(n) => n,
-                // A chain without nonces (TRON).
-                None => return Ok(()),
+                None => return Ok(None),
             },
         };
-        let copy = out.clone();
-        let assigned = write(self.store.as_ref(), move |tx| {
-            let mut o = copy.clone();
-            custody_core::outgoing::assign_nonce(tx, &mut o, seed)?;
-            Ok(o)
-        })
-        .await?;
-        *out = assigned;
-        Ok(())
+        out.nonce = Some(seed);
+        Ok(Some(seed))
     }
 
     /// Whether a transaction of the same sender with a lower nonce is not in a block yet.
@@ -522,6 +519,7 @@ impl Broadcaster {
         mut out: OutgoingTx,
         bid: FeeBid,
         plan: Option<ResourcePlan>,
+        first_nonce_seed: Option<u64>,
     ) -> CoreResult<()> {
         let request = BuildRequest {
             from: out.from.clone(),
@@ -550,7 +548,7 @@ impl Broadcaster {
         out.next_check_at = now;
         let stored = out.clone();
         write(self.store.as_ref(), move |tx| {
-            Ok(tx.update_outgoing(&stored)?)
+            custody_core::outgoing::record_signed(tx, &stored, first_nonce_seed)
         })
         .await?;
         self.send_latest(out).await
@@ -691,7 +689,8 @@ impl Broadcaster {
     /// deposit address no longer holds what its plan assumed (the fee rose since): nothing was
     /// signed, so it fails now and the sweeper plans afresh.
     async fn unfunded(&self, mut out: OutgoingTx, now: Timestamp) -> CoreResult<()> {
-        if out.purpose != Purpose::Sweep {
+        // Only what holds no nonce may fail unsent (a failure must leave no gap).
+        if out.purpose != Purpose::Sweep || out.nonce.is_some() {
             return self.check_later(out, now).await;
         }
         let reason = "the address no longer covers the planned sweep and its fee".to_owned();
@@ -729,10 +728,17 @@ impl Broadcaster {
     }
 }
 
-/// What the sender must hold for the fee: the worst a hot wallet's payment may burn; for a
-/// sweep, the fee its plan left behind (a native sweep sends everything else).
+/// What the sender must hold for the fee: the worst the payment may burn; for a native sweep,
+/// the fee its plan left behind (it sends everything else, and its fee is exact). A token
+/// sweep holds the worst too: short of it, the node refuses it (EVM) or it runs out of energy
+/// and burns what it has (TRON).
 fn fee_to_hold(out: &OutgoingTx, estimate: &custody_core::ports::sender::FeeEstimate) -> Amount {
-    if out.purpose == Purpose::Sweep {
+    let native_sweep = out.purpose == Purpose::Sweep
+        && matches!(
+            out.payment,
+            custody_core::ports::sender::Payment::Native { .. }
+        );
+    if native_sweep {
         estimate.expected_native
     } else {
         estimate.max_native

@@ -454,21 +454,33 @@ pub trait OutgoingRepo: OutgoingReads {
     ) -> Result<Vec<OutgoingTx>, PortError>;
 }
 
-/// Gives `out` (claimed under its lease) the next nonce of its sender, counted from `seed` the
-/// first time, and records it under the lease: the step right before its first attempt is
-/// signed. A transaction that has one keeps it.
-pub fn assign_nonce(
+/// Records `out`, whose newest attempt was just signed. When `seed` is given, that attempt is
+/// the transaction's first and was signed with the nonce `out.nonce` predicted from the
+/// sender's allocator (seeded from `seed` the first time): the nonce is allocated in this very
+/// write and MUST be that one, else nothing is written (another payment of the sender took it
+/// meanwhile; the caller signs again). So a nonce exists exactly when an attempt signed with it
+/// is stored: a crash or a failure between the two can leave no gap.
+pub fn record_signed(
     tx: &mut dyn crate::ports::store::WriteTx,
-    out: &mut OutgoingTx,
-    seed: u64,
-) -> crate::error::CoreResult<u64> {
-    if let Some(n) = out.nonce {
-        return Ok(n);
+    out: &OutgoingTx,
+    seed: Option<u64>,
+) -> crate::error::CoreResult<()> {
+    if let Some(seed) = seed {
+        let n = tx.allocate_nonce(out.network, &out.from, seed)?;
+        if Some(n) != out.nonce {
+            return Err(PortError::transient(
+                "store",
+                format!(
+                    "outgoing transaction {}: nonce {n} is the next of its sender, not {:?}; \
+                     it is signed again",
+                    out.id, out.nonce
+                ),
+            )
+            .into());
+        }
     }
-    let n = tx.allocate_nonce(out.network, &out.from, seed)?;
-    out.nonce = Some(n);
     tx.update_outgoing(out)?;
-    Ok(n)
+    Ok(())
 }
 
 pub trait OutgoingReads {

@@ -255,10 +255,15 @@ fn code(e: CoreError) -> ErrorCode {
     }
 }
 
+/// A hash of its own per transaction (the store refuses one attempt shared by two).
+fn hash_of(out: &OutgoingTx) -> String {
+    format!("{:0>64}", out.id.simple())
+}
+
 fn sent(out: &mut OutgoingTx) {
     out.add_attempt(
         crate::outgoing::Attempt {
-            hash: "ab".repeat(32),
+            hash: hash_of(out),
             raw: vec![1],
             bid: crate::outgoing::Bid::Gas {
                 gas_limit: 200_000,
@@ -293,7 +298,7 @@ fn mined_at(
 ) -> impl Fn(&mut OutgoingTx) + Send + Sync {
     move |out: &mut OutgoingTx| {
         out.included = Some(Included {
-            hash: "ab".repeat(32),
+            hash: hash_of(out),
             block_number: 100,
             block_hash: "cd".repeat(32),
             succeeded,

@@ -1103,6 +1103,15 @@ impl OutgoingRepo for Tx {
                 ),
             ));
         }
+        if stored.nonce.is_some() && t.nonce.is_some() && stored.nonce != t.nonce {
+            return Err(PortError::permanent(
+                "store",
+                format!(
+                    "outgoing transaction {}: its nonce is {:?}, not {:?}",
+                    t.id, stored.nonce, t.nonce
+                ),
+            ));
+        }
         let nonce = stored.nonce.or(t.nonce);
         let (network, from) = (stored.network, stored.from.clone());
         let all = &self.state.outgoing;

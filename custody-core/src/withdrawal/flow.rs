@@ -247,7 +247,7 @@ pub fn execute(
         hot.address.clone(),
         hot.path,
         payment,
-        // Allocated when it is signed (`outgoing::assign_nonce`).
+        // Allocated with its first attempt (`outgoing::record_signed`).
         None,
         now,
     ))?;

@@ -201,7 +201,8 @@ impl OutgoingRepo for SqliteTx<'_> {
                 "UPDATE outgoing_txs SET status = ?2, attempts = ?3, included = ?4, \
                  failure_reason = ?5, history = ?6, next_check_at = ?7, updated_at = ?8, \
                  leased_until = ?9, nonce = COALESCE(nonce, ?10) \
-                 WHERE id = ?1 AND (?9 IS NULL OR leased_until = ?9)",
+                 WHERE id = ?1 AND (?9 IS NULL OR leased_until = ?9) \
+                 AND (nonce IS NULL OR ?10 IS NULL OR nonce = ?10)",
             )
             .map_err(db_err)?
             .execute(params![
@@ -220,8 +221,19 @@ impl OutgoingRepo for SqliteTx<'_> {
         if n == 1 {
             return self.own_attempt_hashes(t);
         }
-        if t.lease.is_some() && self.outgoing(t.id)?.is_some() {
-            return Err(lease_lost(t.id));
+        if let Some(stored) = self.outgoing(t.id)? {
+            if stored.nonce.is_some() && t.nonce.is_some() && stored.nonce != t.nonce {
+                return Err(PortError::permanent(
+                    "store",
+                    format!(
+                        "outgoing transaction {}: its nonce is {:?}, not {:?}",
+                        t.id, stored.nonce, t.nonce
+                    ),
+                ));
+            }
+            if t.lease.is_some() {
+                return Err(lease_lost(t.id));
+            }
         }
         Err(PortError::permanent(
             "store",

@@ -644,15 +644,19 @@ const REFUSED: &str = "rejected: insufficient funds for gas * price + value";
 /// Stores a signed attempt that never went out (refused by the node, or a crash before the
 /// send), as the engine would have.
 async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> String {
-    // Its nonce is allocated right before signing, as the broadcaster does.
-    let unsigned = f.get(id).await;
-    let out = write(f.b.store.as_ref(), move |tx| {
-        let mut o = unsigned.clone();
-        custody_core::outgoing::assign_nonce(tx, &mut o, 0)?;
-        Ok(o)
-    })
-    .await
-    .unwrap();
+    // Signed with the sender's next nonce, allocated in the write that stores the attempt, as
+    // the broadcaster does.
+    let mut out = f.get(id).await;
+    let next = {
+        let (network, from) = (out.network, out.from.clone());
+        read(f.b.store.as_ref(), move |tx| {
+            Ok(tx.next_nonce(network, &from)?)
+        })
+        .await
+        .unwrap()
+        .unwrap_or(0)
+    };
+    out.nonce = Some(next);
     let bid = FeeBid::Gas {
         gas_limit: 21_000,
         gas_price_wei: 1_000_000_000,
@@ -686,7 +690,7 @@ async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> Stri
         )
         .unwrap();
     write(f.b.store.as_ref(), move |tx| {
-        Ok(tx.update_outgoing(&stored)?)
+        custody_core::outgoing::record_signed(tx, &stored, Some(next))
     })
     .await
     .unwrap();

@@ -120,9 +120,12 @@ async fn transactions_round_trip_and_only_their_state_moves(store: Arc<dyn Store
     });
     moved.failure_reason = Some("reverted".into());
     moved.next_check_at = at(30);
-    // What the transaction is cannot be rewritten by an update.
+    // What the transaction is cannot be rewritten by an update: another payment is ignored,
+    // another nonce refused (bytes signed with it would not be the transaction's).
+    let mut renonced = moved.clone();
+    renonced.nonce = Some(8);
+    assert_port_error(w(s, move |tx| tx.update_outgoing(&renonced)).await);
     let mut tampered = moved.clone();
-    tampered.nonce = Some(8);
     tampered.payment = Payment::Native {
         to: "0x00000000000000000000000000000000000000cc".into(),
         amount: Amount::from_units(1),
@@ -319,22 +322,38 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
         Some(uid(1)),
         "the order is kept"
     );
-    // Allocated and recorded in one job, as the broadcaster does right before signing.
+    // The first attempt, signed with the predicted nonce, and the nonce allocated in one job.
     let mut signed = first.clone();
-    let n = crate::ports::store::write(s, move |tx| {
-        crate::outgoing::assign_nonce(tx, &mut signed, 41)
+    signed.nonce = Some(41);
+    signed.add_attempt(attempt("a1"), at(20)).unwrap();
+    let stored = signed.clone();
+    crate::ports::store::write(s, move |tx| {
+        crate::outgoing::record_signed(tx, &stored, Some(41))
     })
     .await
     .unwrap();
-    assert_eq!(n, 41);
+    let got = r(s, |tx| tx.outgoing(uid(1))).await.unwrap();
+    assert_eq!((got.nonce, got.attempts.len()), (Some(41), 1));
+    // A prediction the allocator does not confirm writes nothing: no nonce without its attempt.
+    let mut stale = second.clone();
+    stale.nonce = Some(41);
+    stale.add_attempt(attempt("b1"), at(20)).unwrap();
+    let refused = crate::ports::store::write(s, move |tx| {
+        crate::outgoing::record_signed(tx, &stale, Some(0))
+    })
+    .await;
+    assert!(refused.is_err());
+    let untouched = r(s, |tx| tx.outgoing(uid(2))).await.unwrap();
+    assert_eq!((untouched.nonce, untouched.attempts.len()), (None, 0));
     assert_eq!(
-        r(s, |tx| tx.outgoing(uid(1))).await.unwrap().nonce,
-        Some(41)
+        r(s, |tx| tx.next_nonce(Network::Bsc, HOT)).await,
+        Some(42),
+        "the refused job's allocation was rolled back"
     );
-    // Once set it never changes: a later copy without it (or with another) keeps 41.
-    let mut again = first.clone();
+    // Once set it never changes: a later copy with another one is refused.
+    let mut again = signed.clone();
     again.nonce = Some(99);
-    w(s, move |tx| tx.update_outgoing(&again)).await.unwrap();
+    assert_port_error(w(s, move |tx| tx.update_outgoing(&again)).await);
     assert_eq!(
         r(s, |tx| tx.outgoing(uid(1))).await.unwrap().nonce,
         Some(41)
@@ -345,11 +364,18 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     assert_port_error(w(s, move |tx| tx.update_outgoing(&clash)).await);
     assert_eq!(r(s, |tx| tx.outgoing(uid(2))).await.unwrap().nonce, None);
     let mut next = second.clone();
-    let n =
-        crate::ports::store::write(s, move |tx| crate::outgoing::assign_nonce(tx, &mut next, 0))
-            .await
-            .unwrap();
-    assert_eq!(n, 42, "the allocator, seeded once, moves on");
+    next.nonce = Some(42);
+    next.add_attempt(attempt("b2"), at(20)).unwrap();
+    crate::ports::store::write(s, move |tx| {
+        crate::outgoing::record_signed(tx, &next, Some(0))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        r(s, |tx| tx.outgoing(uid(2))).await.unwrap().nonce,
+        Some(42),
+        "the allocator, seeded once, moves on"
+    );
 }
 
 async fn an_attempt_belongs_to_one_transaction(store: Arc<dyn Store>) {
