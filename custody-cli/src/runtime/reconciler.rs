@@ -136,6 +136,19 @@ impl Reconciler {
         .map_err(|e| format!("the result could not be recorded: {e}"))
     }
 
+    /// One read of the treasury figures and the decision over them.
+    async fn read_and_decide(
+        &self,
+        hot: &BTreeMap<custody_core::Network, custody_core::withdrawal::HotWallet>,
+    ) -> Result<reconcile::treasury::Outcome, String> {
+        let rows =
+            custody_core::treasury::rows(hot, &self.chains, &self.catalog, self.store.as_ref())
+                .await
+                .map_err(|e| format!("the treasury could not be read: {e}"))?;
+        let figures: Vec<_> = rows.into_iter().flat_map(|r| r.assets).collect();
+        Ok(reconcile::treasury::decide(&figures))
+    }
+
     async fn treasury(&self, run: &Reconciliation) -> Result<Reconciliation, String> {
         let hot: BTreeMap<_, _> = self
             .hot_wallets
@@ -146,12 +159,12 @@ impl Reconciler {
         if hot.is_empty() {
             return Err("no network has an endpoint: there is nothing on chain to compare".into());
         }
-        let rows =
-            custody_core::treasury::rows(&hot, &self.chains, &self.catalog, self.store.as_ref())
-                .await
-                .map_err(|e| format!("the treasury could not be read: {e}"))?;
-        let figures: Vec<_> = rows.into_iter().flat_map(|r| r.assets).collect();
-        let outcome = reconcile::treasury::decide(&figures);
+        let mut outcome = self.read_and_decide(&hot).await?;
+        if !outcome.shortfalls.is_empty() {
+            // Read again before stopping anything: a race between reads is not a shortfall.
+            let again = self.read_and_decide(&hot).await?;
+            outcome = reconcile::treasury::confirm(outcome, again);
+        }
         let (run, entropy, now) = (run.clone(), Arc::clone(&self.entropy), self.clock.now());
         write(self.store.as_ref(), move |tx| {
             reconcile::finish_treasury(tx, entropy.as_ref(), &run, &outcome, now)

@@ -120,6 +120,34 @@ pub struct Outcome {
     pub unreadable: Vec<String>,
 }
 
+/// Keeps the shortfalls `first` found that a second, later read (`second`) finds too, with the
+/// second's figures. The holdings are read address by address while blocks go on: a sweep
+/// landing between the hot wallet's read and its deposit address's, or a deposit credited
+/// after its address was read, shows money missing that is not; such a race does not happen
+/// twice on the same asset in a row. What either read could not read stays unread.
+pub fn confirm(first: Outcome, second: Outcome) -> Outcome {
+    let shortfalls = second
+        .shortfalls
+        .into_iter()
+        .filter(|d| {
+            first
+                .shortfalls
+                .iter()
+                .any(|f| f.network == d.network && f.asset == d.asset)
+        })
+        .collect();
+    let mut unreadable = first.unreadable;
+    for u in second.unreadable {
+        if !unreadable.contains(&u) {
+            unreadable.push(u);
+        }
+    }
+    Outcome {
+        shortfalls,
+        unreadable,
+    }
+}
+
 /// Decides every (network, asset) of `figures` whose on-chain holdings were read. One that
 /// could not be read (a node down, a token contract missing) is listed in `unreadable` and
 /// decided on nothing; it does not keep the others from being checked.
@@ -156,4 +184,45 @@ pub fn decide(figures: &[AssetFigures]) -> Outcome {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod confirm_tests {
+    use super::*;
+
+    fn short(network: Network, asset: &str, units: u128) -> Discrepancy {
+        Discrepancy {
+            network,
+            asset: asset.into(),
+            hot_wallet_units: Amount::ZERO,
+            deposit_addresses_units: Amount::ZERO,
+            in_transit_units: Amount::ZERO,
+            holdings_units: Amount::ZERO,
+            user_liabilities_units: Amount::from_units(units),
+            pending_outgoing_units: Amount::ZERO,
+            shortfall_units: Amount::from_units(units),
+        }
+    }
+
+    #[test]
+    fn only_a_shortfall_both_reads_find_is_kept_with_the_later_figures() {
+        let first = Outcome {
+            shortfalls: vec![
+                short(Network::Bsc, "BNB", 5),
+                short(Network::Bsc, "USDT", 7),
+            ],
+            unreadable: vec!["a".into()],
+        };
+        // The BNB one was a sweep landing between two reads: gone on the second read.
+        let second = Outcome {
+            shortfalls: vec![
+                short(Network::Bsc, "USDT", 9),
+                short(Network::Tron, "TRX", 1),
+            ],
+            unreadable: vec!["a".into(), "b".into()],
+        };
+        let kept = confirm(first, second);
+        assert_eq!(kept.shortfalls, vec![short(Network::Bsc, "USDT", 9)]);
+        assert_eq!(kept.unreadable, vec!["a".to_owned(), "b".to_owned()]);
+    }
 }
