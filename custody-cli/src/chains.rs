@@ -233,6 +233,7 @@ pub fn start_sweepers(
             policies: config.sweeps.policies(&catalog, network)?,
             prices,
             interval: Duration::from_millis(config.sweeps.interval_ms.max(100)),
+            failure_backoff: Duration::from_millis(config.sweeps.failure_backoff_ms),
         };
         background.spawn("sweeper", move |stop| sweeper.run(stop));
     }

@@ -588,6 +588,9 @@ pub struct SweepsConfig {
     /// An amount is swept only when it is at least this many times the cost of moving it.
     #[serde(default = "default_cost_multiple")]
     pub cost_multiple: u32,
+    /// An address whose last sweep failed is left alone this long (each try burns a fee).
+    #[serde(default = "default_sweep_failure_backoff_ms")]
+    pub failure_backoff_ms: u64,
     /// The most one treasury funding may send a deposit address, per network (smallest units
     /// of the native coin): a fee spike cannot drain the hot wallet into deposit addresses.
     #[serde(default = "default_bsc_funding_max_units")]
@@ -613,6 +616,10 @@ fn default_sweep_interval_ms() -> u64 {
     60_000
 }
 
+fn default_sweep_failure_backoff_ms() -> u64 {
+    60 * 60 * 1000
+}
+
 fn default_cost_multiple() -> u32 {
     10
 }
@@ -632,6 +639,7 @@ impl Default for SweepsConfig {
         SweepsConfig {
             interval_ms: default_sweep_interval_ms(),
             cost_multiple: default_cost_multiple(),
+            failure_backoff_ms: default_sweep_failure_backoff_ms(),
             bsc_funding_max_units: default_bsc_funding_max_units(),
             tron_funding_max_units: default_tron_funding_max_units(),
             policies: Vec::new(),

@@ -209,6 +209,25 @@ fn a_bnb_deposit_is_swept_in_one_transfer_and_a_small_one_stays() {
     assert_eq!(anvil.balance(&b), E18 / 2);
     assert_eq!(client.available(&alice, "BNB"), 2 * E18);
     s.reconciles();
+    // A new deposit is swept only once it is credited: before, a reorganization could still
+    // take it back and void the sweep.
+    anvil.send_value(anvil.account(1), &a, 3 * E18);
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    assert_eq!(anvil.balance(&a), 3 * E18, "not swept while confirming");
+    assert_eq!(s.admin("sweeps").len(), 1);
+    anvil.mine(16);
+    s.wait_credited(3);
+    s.wait_sweep(&a, "BNB", "broadcasted");
+    assert_eq!(s.admin("sweeps").len(), 2);
+    anvil.mine(16);
+    s.custody.wait_for(60, "the second sweep confirmed", || {
+        s.admin("sweeps")
+            .iter()
+            .all(|x| x["status"] == "confirmed")
+            .then_some(())
+    });
+    assert_eq!(anvil.balance(&a), 0);
+    s.reconciles();
     s.custody.stop();
 }
 

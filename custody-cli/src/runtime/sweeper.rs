@@ -13,7 +13,7 @@
 //! between two rounds loses nothing: a sweep and its first transaction are created together,
 //! at most one sweep is open per address (a constraint), and the engine never pays twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,13 +65,27 @@ pub struct Sweeper {
     pub policies: BTreeMap<String, SweepPolicy>,
     pub prices: NativePrices,
     pub interval: Duration,
+    /// How long an address whose last sweep failed is left alone (a paused token, a frozen
+    /// address: each try would burn a fee).
+    pub failure_backoff: Duration,
 }
+
+/// What the books say each (address, asset) holds: credited deposits, plus what fundings
+/// brought, less what sweeps took (their fees included).
+type Books = HashMap<(String, String), Amount>;
 
 /// What one round did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Round {
     pub transfers_started: usize,
     pub sweeps_planned: usize,
+}
+
+fn book_of(books: &Books, address: &str, asset: &str) -> Amount {
+    books
+        .get(&(address.to_owned(), asset.to_owned()))
+        .copied()
+        .unwrap_or(Amount::ZERO)
 }
 
 impl Sweeper {
@@ -102,11 +116,17 @@ impl Sweeper {
     pub async fn round(&self) -> CoreResult<Round> {
         let network = self.network;
         let maintenance = format!("maintenance.{network}");
-        let (stopped, waiting, credited) = read(self.store.as_ref(), move |tx| {
+        let native = self
+            .catalog
+            .native(network)
+            .map(|a| a.code.clone())
+            .unwrap_or_default();
+        let (stopped, waiting, credited, flows) = read(self.store.as_ref(), move |tx| {
             Ok((
                 restricted(tx, &maintenance)?,
                 tx.sweeps_awaiting_transfer(network)?,
                 tx.credited_by_address(network)?,
+                tx.sweep_flows(network, &native)?,
             ))
         })
         .await?;
@@ -114,14 +134,25 @@ impl Sweeper {
         if stopped {
             return Ok(round);
         }
+        let addresses: BTreeSet<String> = credited.iter().map(|(a, _, _)| a.clone()).collect();
+        let mut books: Books = credited
+            .into_iter()
+            .map(|(address, asset, units)| ((address, asset), units))
+            .collect();
+        for f in flows {
+            let e = books.entry((f.address, f.asset)).or_default();
+            *e = e
+                .checked_add(f.arrived)
+                .and_then(|v| v.checked_sub(f.left))
+                .unwrap_or(Amount::ZERO);
+        }
         for sweep in waiting {
-            if self.start_transfer(sweep).await? {
+            if self.start_transfer(sweep, &books).await? {
                 round.transfers_started += 1;
             }
         }
-        let addresses: BTreeSet<String> = credited.into_iter().map(|(a, _, _)| a).collect();
         for address in addresses {
-            match self.plan_address(&address).await {
+            match self.plan_address(&address, &books).await {
                 Ok(true) => round.sweeps_planned += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -133,7 +164,11 @@ impl Sweeper {
     }
 
     /// The token transfer of a funded sweep, once its funding is final.
-    async fn start_transfer(&self, sweep: custody_core::sweep::Sweep) -> CoreResult<bool> {
+    async fn start_transfer(
+        &self,
+        sweep: custody_core::sweep::Sweep,
+        books: &Books,
+    ) -> CoreResult<bool> {
         let Some(funding_id) = sweep.funding_id else {
             return Ok(false);
         };
@@ -153,7 +188,10 @@ impl Sweeper {
             .sender
             .balances(&sweep.address, asset.contract.as_deref())
             .await?;
-        let amount = token.unwrap_or(Amount::ZERO).max(sweep.amount);
+        // What arrived since the plan goes too, as far as it is credited (never a deposit not
+        // yet final, which a reorganization could take back).
+        let booked = book_of(books, &sweep.address, &sweep.asset);
+        let amount = token.unwrap_or(Amount::ZERO).min(booked).max(sweep.amount);
         let (id, outgoing, now) = (sweep.id, new_uuid(self.entropy.as_ref()), self.clock.now());
         let started = write(self.store.as_ref(), move |tx| {
             start_funded_sweep(tx, id, outgoing, &asset, amount, now)
@@ -163,15 +201,15 @@ impl Sweeper {
     }
 
     /// Plans the first asset of `address` worth sweeping; true when a sweep was created.
-    async fn plan_address(&self, address: &str) -> CoreResult<bool> {
+    async fn plan_address(&self, address: &str, books: &Books) -> CoreResult<bool> {
         let network = self.network;
         let parsed = ChainAddress::parse(network, address).map_err(|e| {
             custody_core::CoreError::Invariant(format!("stored address {address}: {e}"))
         })?;
         let owned = address.to_owned();
-        let (open, wallet) = read(self.store.as_ref(), move |tx| {
+        let (latest, wallet) = read(self.store.as_ref(), move |tx| {
             Ok((
-                tx.open_sweep_at(network, &owned)?.is_some(),
+                tx.latest_sweep_at(network, &owned)?,
                 tx.wallet_by_address(network, &parsed)?,
             ))
         })
@@ -179,8 +217,19 @@ impl Sweeper {
         let Some(wallet) = wallet else {
             return Ok(false);
         };
-        if open {
-            return Ok(false);
+        if let Some(last) = latest {
+            if last.status.is_open() {
+                return Ok(false);
+            }
+            let backoff = i64::try_from(self.failure_backoff.as_millis()).unwrap_or(i64::MAX);
+            let since = self
+                .clock
+                .now()
+                .unix_millis()
+                .saturating_sub(last.updated_at.unix_millis());
+            if last.status == custody_core::sweep::SweepStatus::Failed && since < backoff {
+                return Ok(false);
+            }
         }
         let source = SweepSource {
             address: address.to_owned(),
@@ -193,9 +242,10 @@ impl Sweeper {
             let Some(policy) = self.policies.get(&asset.code) else {
                 continue;
             };
+            let booked = book_of(books, address, &asset.code);
             let planned = match &asset.contract {
-                Some(_) => self.plan_token_sweep(asset, &source, policy).await,
-                None => self.plan_native_sweep(asset, &source, policy).await,
+                Some(_) => self.plan_token_sweep(asset, &source, policy, booked).await,
+                None => self.plan_native_sweep(asset, &source, policy, booked).await,
             };
             // One asset the chain cannot answer for (a token contract missing on a devnet,
             // a node error) does not keep the others where they are.
@@ -234,8 +284,12 @@ impl Sweeper {
         asset: &Asset,
         source: &SweepSource,
         policy: &SweepPolicy,
+        booked: Amount,
     ) -> CoreResult<Option<SweepOrder>> {
-        let (balance, _) = self.sender.balances(&source.address, None).await?;
+        // Only what the books say is there: a deposit not yet final (a reorganization could
+        // take it back and void the sweep) or funds no deposit explains stay for now.
+        let (onchain, _) = self.sender.balances(&source.address, None).await?;
+        let balance = onchain.min(booked);
         if balance <= policy.min_units {
             return Ok(None);
         }
@@ -258,13 +312,14 @@ impl Sweeper {
         asset: &Asset,
         source: &SweepSource,
         policy: &SweepPolicy,
+        booked: Amount,
     ) -> CoreResult<Option<SweepOrder>> {
         let contract = asset.contract.clone().unwrap_or_default();
         let (native, token) = self
             .sender
             .balances(&source.address, Some(&contract))
             .await?;
-        let token = token.unwrap_or(Amount::ZERO);
+        let token = token.unwrap_or(Amount::ZERO).min(booked);
         if token.is_zero() || token <= policy.min_units {
             return Ok(None);
         }

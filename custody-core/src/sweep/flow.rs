@@ -390,9 +390,27 @@ fn on_sweep(
                     .unwrap_or_else(|| "the transaction failed".into()),
             );
             let why = s.failure_reason.clone().unwrap_or_default();
-            s.transition(SweepStatus::Failed, why, now)
+            s.transition(SweepStatus::Failed, why.clone(), now)
                 .map_err(invariant)?;
             tx.update_sweep(&s)?;
+            // The address is left alone for a while (`[sweeps] failure_backoff_ms`): an operator
+            // should know why its funds stay where they are.
+            tx.raise_alert(&crate::admin::Alert {
+                id: new_uuid(entropy),
+                kind: "sweep_failed".into(),
+                severity: "warning".into(),
+                message: format!(
+                    "{} sweep {} of {} {} from {} failed: {why}",
+                    s.network,
+                    s.id,
+                    s.amount.units(),
+                    s.asset,
+                    s.address
+                ),
+                reference_type: Some("sweep".into()),
+                reference_id: Some(s.id),
+                created_at: now,
+            })?;
         }
         _ => {
             if changed {

@@ -277,6 +277,12 @@ pub trait SweepReads {
         network: Network,
         address: &str,
     ) -> Result<Option<Sweep>, PortError>;
+    /// The newest sweep of `address` on `network` (open or ended), if any.
+    fn latest_sweep_at(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<Sweep>, PortError>;
     /// Sweeps of `network` in `funding` with no transfer yet, oldest first: those whose
     /// funding is confirmed are ready for their token transfer.
     fn sweeps_awaiting_transfer(&mut self, network: Network) -> Result<Vec<Sweep>, PortError>;

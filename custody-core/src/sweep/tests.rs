@@ -404,6 +404,15 @@ fn one_open_sweep_per_address() {
     assert!(failed.failure_reason.is_some());
     // A failed sweep's gas is still the house's expense, paid from the address.
     assert_eq!(fx.system(SystemAccount::NetworkFees, "BNB"), 21_000);
+    let alerts = block_on(read(fx.store.as_ref(), |tx| Ok(tx.list_alerts(10)?))).unwrap();
+    assert_eq!(
+        alerts
+            .iter()
+            .filter(|a| a.kind == "sweep_failed" && a.reference_id == Some(Uuid::from_u128(30)))
+            .count(),
+        1,
+        "an operator is told why the funds stay"
+    );
     fx.reconciles();
     assert!(fx
         .create(fx.order("USDT", Plan::Sweep { amount: u(100) }), 70)

@@ -1661,6 +1661,20 @@ impl crate::sweep::SweepReads for Tx {
             .cloned())
     }
 
+    fn latest_sweep_at(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<crate::sweep::Sweep>, PortError> {
+        Ok(self
+            .state
+            .sweeps
+            .iter()
+            .filter(|x| x.network == network && x.address == address)
+            .max_by_key(|x| (x.created_at, x.id))
+            .cloned())
+    }
+
     fn sweeps_awaiting_transfer(
         &mut self,
         network: Network,

@@ -354,6 +354,19 @@ impl SweepReads for SqliteTx<'_> {
             .pop())
     }
 
+    fn latest_sweep_at(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<Sweep>, PortError> {
+        Ok(self
+            .sweeps_where(
+                "network = ?1 AND address = ?2 ORDER BY created_at DESC, id DESC LIMIT 1",
+                params![network.as_str(), address],
+            )?
+            .pop())
+    }
+
     fn sweeps_awaiting_transfer(&mut self, network: Network) -> Result<Vec<Sweep>, PortError> {
         self.sweeps_where(
             "network = ?1 AND status = 'funding' AND has_transfer = 0 \

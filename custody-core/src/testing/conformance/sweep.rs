@@ -154,10 +154,31 @@ async fn one_open_sweep_per_address(store: Arc<dyn Store>) {
         r(store.as_ref(), |tx| tx.open_sweep_at(Network::Bsc, "0xabc")).await,
         None
     );
+    assert_eq!(
+        r(store.as_ref(), |tx| tx
+            .latest_sweep_at(Network::Bsc, "0xabc"))
+        .await
+        .map(|s| (s.id, s.status)),
+        Some((uid(1), SweepStatus::Failed)),
+        "the newest, ended or not"
+    );
+    assert_eq!(
+        r(store.as_ref(), |tx| tx
+            .latest_sweep_at(Network::Bsc, "0xnone"))
+        .await,
+        None
+    );
     let again = sweep(5, Network::Bsc, "0xabc", SweepStatus::Planned);
     w(store.as_ref(), move |tx| tx.insert_sweep(&again))
         .await
         .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx
+            .latest_sweep_at(Network::Bsc, "0xabc"))
+        .await
+        .map(|s| s.id),
+        Some(uid(5))
+    );
 }
 
 async fn fundings_round_trip_and_funded_sweeps_wait_for_their_transfer(store: Arc<dyn Store>) {
