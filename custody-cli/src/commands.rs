@@ -427,7 +427,9 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                     config.reconciliation.treasury_every_ms,
                 ),
             ],
-            poll_interval: std::time::Duration::from_millis(config.reconciliation.poll_interval_ms),
+            poll_interval: std::time::Duration::from_millis(
+                config.reconciliation.claim_interval_ms,
+            ),
             lease: std::time::Duration::from_millis(config.reconciliation.lease_ms),
         };
         background.spawn("reconciler", move |stop| reconciler.run(stop));

@@ -116,7 +116,7 @@ mod defaults {
         3_600_000
     }
 
-    pub fn reconcile_poll_interval_ms() -> u64 {
+    pub fn reconcile_claim_interval_ms() -> u64 {
         1_000
     }
 
@@ -182,8 +182,8 @@ pub struct ReconciliationConfig {
     #[serde(default = "defaults::treasury_every_ms")]
     pub treasury_every_ms: u64,
     /// How often the reconciler looks for runs to carry out (requested ones included).
-    #[serde(default = "defaults::reconcile_poll_interval_ms")]
-    pub poll_interval_ms: u64,
+    #[serde(default = "defaults::reconcile_claim_interval_ms")]
+    pub claim_interval_ms: u64,
     /// How long a run is one runner's before another instance may take it over.
     #[serde(default = "defaults::reconcile_lease_ms")]
     pub lease_ms: u64,
@@ -194,7 +194,7 @@ impl Default for ReconciliationConfig {
         ReconciliationConfig {
             ledger_every_ms: defaults::ledger_every_ms(),
             treasury_every_ms: defaults::treasury_every_ms(),
-            poll_interval_ms: defaults::reconcile_poll_interval_ms(),
+            claim_interval_ms: defaults::reconcile_claim_interval_ms(),
             lease_ms: defaults::reconcile_lease_ms(),
         }
     }
@@ -202,10 +202,10 @@ impl Default for ReconciliationConfig {
 
 impl ReconciliationConfig {
     fn validate(&self) -> Result<(), String> {
-        if self.poll_interval_ms < 100 {
+        if self.claim_interval_ms < 100 {
             return Err(format!(
-                "[reconciliation] poll_interval_ms = {}: must be at least 100",
-                self.poll_interval_ms
+                "[reconciliation] claim_interval_ms = {}: must be at least 100",
+                self.claim_interval_ms
             ));
         }
         if self.lease_ms < 10_000 {

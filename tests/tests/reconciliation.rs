@@ -68,7 +68,7 @@ fn a_treasury_shortfall_stops_bnb_withdrawals_until_an_operator_lifts_it() {
     // Only the runs this test asks for.
     set_config(&dir, "reconciliation", "ledger_every_ms", "0");
     set_config(&dir, "reconciliation", "treasury_every_ms", "0");
-    set_config(&dir, "reconciliation", "poll_interval_ms", "100");
+    set_config(&dir, "reconciliation", "claim_interval_ms", "100");
     let cred = custody.credential("acme", &["--rate-limit", "100000"]);
     let ops = custody.credential("ops", &["--admin", "--rate-limit", "100000"]);
     let hot = custody.hot_wallet("BSC");
@@ -252,7 +252,7 @@ fn the_scheduled_ledger_run_finds_a_discrepancy_forced_in_the_database() {
     let dir = custody.data_dir();
     set_config(&dir, "reconciliation", "ledger_every_ms", "1000");
     set_config(&dir, "reconciliation", "treasury_every_ms", "0");
-    set_config(&dir, "reconciliation", "poll_interval_ms", "100");
+    set_config(&dir, "reconciliation", "claim_interval_ms", "100");
     let ops = custody.credential("ops", &["--admin", "--rate-limit", "100000"]);
     let cred = custody.credential("acme", &["--rate-limit", "100000"]);
     custody.start();
