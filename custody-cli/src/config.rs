@@ -1181,7 +1181,7 @@ mod tests {
             ReconciliationConfig {
                 ledger_every_ms: 5_000,
                 treasury_every_ms: 0,
-                poll_interval_ms: 1_000,
+                claim_interval_ms: 1_000,
                 lease_ms: 600_000,
             }
         );
