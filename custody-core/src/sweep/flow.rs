@@ -302,6 +302,22 @@ pub fn on_outgoing(
     }
 }
 
+/// Copies `out`'s visible hash and block onto a record's; returns whether they changed and
+/// whether something left for the chain (an inclusion proves it even of an attempt a node
+/// refused before a failover).
+fn follow(out: &OutgoingTx, tx_hash: &mut Option<String>, block: &mut Option<u64>) -> (bool, bool) {
+    let hash = out.visible_hash().map(str::to_owned);
+    let included_in = out.included.as_ref().map(|i| i.block_number);
+    let changed = hash != *tx_hash || included_in != *block;
+    *tx_hash = hash;
+    *block = included_in;
+    let sent = matches!(
+        out.status,
+        OutStatus::Sent | OutStatus::Included | OutStatus::Final
+    );
+    (changed, sent)
+}
+
 fn on_sweep(
     tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
@@ -319,18 +335,7 @@ fn on_sweep(
         return Ok(());
     }
     let invariant = CoreError::Invariant;
-    let hash = out.visible_hash().map(str::to_owned);
-    let mut changed = hash != s.tx_hash;
-    s.tx_hash = hash;
-    let block = out.included.as_ref().map(|i| i.block_number);
-    changed |= block != s.block_number;
-    s.block_number = block;
-    // Something left for the chain (an inclusion proves it even of an attempt a node refused
-    // before a failover).
-    let sent = matches!(
-        out.status,
-        OutStatus::Sent | OutStatus::Included | OutStatus::Final
-    );
+    let (mut changed, sent) = follow(out, &mut s.tx_hash, &mut s.block_number);
     if sent && matches!(s.status, SweepStatus::Planned | SweepStatus::Funding) {
         s.transition(SweepStatus::Broadcasted, "", now)
             .map_err(invariant)?;
@@ -439,16 +444,7 @@ fn on_funding(
         return Ok(());
     }
     let invariant = CoreError::Invariant;
-    let hash = out.visible_hash().map(str::to_owned);
-    let mut changed = hash != f.tx_hash;
-    f.tx_hash = hash;
-    let block = out.included.as_ref().map(|i| i.block_number);
-    changed |= block != f.block_number;
-    f.block_number = block;
-    let sent = matches!(
-        out.status,
-        OutStatus::Sent | OutStatus::Included | OutStatus::Final
-    );
+    let (mut changed, sent) = follow(out, &mut f.tx_hash, &mut f.block_number);
     if sent && f.status == FundingStatus::Planned {
         f.transition(FundingStatus::Broadcasted, "", now)
             .map_err(invariant)?;
