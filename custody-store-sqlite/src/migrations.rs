@@ -52,6 +52,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0013_outgoing_order",
         include_str!("../migrations/0013_outgoing_order.sql"),
     ),
+    (
+        "0014_wallet_migrations",
+        include_str!("../migrations/0014_wallet_migrations.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

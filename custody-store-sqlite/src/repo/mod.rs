@@ -10,6 +10,7 @@ mod outbox;
 mod outgoing;
 mod swaps;
 mod sweeps;
+mod wallet_migrations;
 mod wallets;
 mod webhooks;
 mod withdrawals;
