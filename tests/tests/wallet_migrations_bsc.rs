@@ -2,11 +2,12 @@
 //! wallet moves to a new account while the service runs; `GET /v1/wallets/{id}` serves the new
 //! address with the old one in `previous_addresses`; a BNB deposit to the old address is
 //! credited to alice and swept to the hot wallet with the old key, and the migration ends
-//! `completed`; a deposit to the new address is credited too; the books reconcile.
+//! `completed`; a deposit to the new address is credited too; the books reconcile. Needs
+//! `scripts/install-pytools.sh` (bip-utils checks the new address).
 
 use custody_e2e::anvil::{hex_u64, Anvil};
 use custody_e2e::receiver::set_config;
-use custody_e2e::{Cred, Custody};
+use custody_e2e::{oracle_address, Cred, Custody, TEST_MNEMONIC};
 use serde_json::{json, Value};
 
 const E18: u128 = 1_000_000_000_000_000_000;
@@ -17,6 +18,10 @@ fn admin(custody: &Custody, ops: &Cred, resource: &str) -> Vec<Value> {
         .get(&format!("/v1/admin/{resource}?limit=100"));
     assert_eq!(r.status, 200, "{:?}", r.json());
     r.json()["data"].as_array().unwrap().clone()
+}
+
+fn uuid_v4() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// The account component of `m/44'/60'/{account}'/0/{index}`.
@@ -30,10 +35,18 @@ fn account_of(path: &str) -> String {
 #[test]
 fn a_migrated_wallets_old_address_is_still_credited_and_swept() {
     let Some(anvil) = Anvil::start() else { return };
+    // The test seed, so the new address can be checked against an independent derivation.
+    let seed = std::env::temp_dir().join(format!("custody-mnemonic-{}", uuid_v4()));
+    std::fs::write(&seed, TEST_MNEMONIC).unwrap();
     let mut custody = Custody::init_with(
-        &["--insecure-dev-seed"],
+        &[
+            "--insecure-dev-seed",
+            "--mnemonic-file",
+            seed.to_str().unwrap(),
+        ],
         &[("CUSTODY_BSC_RPC_URLS", &anvil.url())],
     );
+    let _ = std::fs::remove_file(&seed);
     let dir = custody.data_dir();
     set_config(&dir, "bsc", "poll_interval_ms", "100");
     set_config(
@@ -117,6 +130,12 @@ fn a_migrated_wallets_old_address_is_still_credited_and_swept() {
     assert_ne!(new, old);
     assert_eq!(m["old_derivation_path"], old_path.as_str());
     assert_ne!(account_of(&new_path), account_of(&old_path), "{new_path}");
+    // acme's first account was 0; the next one of the allocator is 1, its first index 0.
+    assert_eq!(
+        (old_path.as_str(), new_path.as_str()),
+        ("m/44'/60'/0'/0/0", "m/44'/60'/1'/0/0")
+    );
+    assert_eq!(new, oracle_address(TEST_MNEMONIC, "BSC", 1, 0));
 
     let shown = client.get(&format!("/v1/wallets/{id}"));
     assert_eq!(shown.status, 200);
@@ -226,6 +245,7 @@ fn a_migrated_wallets_old_address_is_still_credited_and_swept() {
     let again = again["data"].as_array().unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0]["old_address"], new.as_str());
+    assert_eq!(again[0]["new_derivation_path"], "m/44'/60'/2'/0/0");
     let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
     assert!(ok, "{out}");
     custody.start();
