@@ -202,7 +202,7 @@ pub fn start_sweepers(
     if config.sweeps.interval_ms == 0 {
         return Ok(());
     }
-    let (store, _signer, clock, entropy) = ports;
+    let (store, signer, clock, entropy) = ports;
     let catalog = Arc::new(catalog.clone());
     for (&network, sender) in &chains.senders {
         let Some(hot) = hot_wallets.get(&network) else {
@@ -232,6 +232,7 @@ pub fn start_sweepers(
             hot: hot.clone(),
             policies: config.sweeps.policies(&catalog, network)?,
             prices,
+            signer: Arc::clone(&signer),
             interval: Duration::from_millis(config.sweeps.interval_ms.max(100)),
             failure_backoff: Duration::from_millis(config.sweeps.failure_backoff_ms),
         };

@@ -6,6 +6,7 @@ mod config;
 mod datadir;
 mod ledger_cmd;
 mod treasury;
+mod wallets_cmd;
 mod webhooks;
 
 use std::path::PathBuf;
@@ -45,6 +46,9 @@ enum Command {
     /// The hot wallets.
     #[command(subcommand)]
     Treasury(TreasuryCommand),
+    /// Operator actions on deposit wallets.
+    #[command(subcommand)]
+    Wallets(wallets_cmd::WalletsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
         Command::Ledger(LedgerCommand::Adjust(args)) => ledger_cmd::adjust(&dir, &args),
         Command::Ledger(LedgerCommand::Reconcile) => ledger_cmd::reconcile(&dir),
         Command::Treasury(TreasuryCommand::Show) => treasury::show(&dir),
+        Command::Wallets(command) => wallets_cmd::run(&dir, &command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

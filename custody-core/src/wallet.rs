@@ -2,6 +2,12 @@
 //! account index, allocated once and never reused; each wallet of a tenant on a network takes
 //! the next address index. Addresses are derived from the account's external-chain public key,
 //! so creating a wallet never touches a private key.
+//!
+//! A wallet migration (decisions §13, [`migration`]) moves a wallet to a new address under a
+//! new account of its tenant; the wallet keeps its id and user, and its earlier addresses stay
+//! its own: watched, matched to it, and signed from with their own paths.
+
+pub mod migration;
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -27,6 +33,25 @@ pub struct Wallet {
     pub account: u32,
     pub index: u32,
     pub created_at: Timestamp,
+    /// Addresses the wallet had before its migrations, oldest first. Empty for a new wallet
+    /// (`insert_wallet` ignores it: a wallet gets previous addresses only by moving).
+    pub previous_addresses: Vec<PreviousAddress>,
+}
+
+/// An address a wallet held before a migration: still watched for deposits and swept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviousAddress {
+    pub address: String,
+    pub account: u32,
+    pub index: u32,
+    pub retired_at: Timestamp,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PreviousAddressView<'a> {
+    pub address: &'a str,
+    pub derivation_path: String,
+    pub retired_at: Timestamp,
 }
 
 impl Wallet {
@@ -46,6 +71,20 @@ impl Wallet {
             network: self.network,
             address: &self.address,
             derivation_path: self.path().render(),
+            previous_addresses: self
+                .previous_addresses
+                .iter()
+                .map(|p| PreviousAddressView {
+                    address: &p.address,
+                    derivation_path: HdPath {
+                        network: self.network,
+                        account: p.account,
+                        index: p.index,
+                    }
+                    .render(),
+                    retired_at: p.retired_at,
+                })
+                .collect(),
             created_at: self.created_at,
         }
     }
@@ -58,6 +97,7 @@ pub struct WalletView<'a> {
     pub network: Network,
     pub address: &'a str,
     pub derivation_path: String,
+    pub previous_addresses: Vec<PreviousAddressView<'a>>,
     pub created_at: Timestamp,
 }
 
@@ -75,8 +115,30 @@ pub trait WalletRepo: WalletReads {
         tenant: &crate::tenant::TenantId,
         network: Network,
     ) -> Result<u32, PortError>;
-    /// MUST fail if (tenant, user, network) or the address already has a wallet.
+    /// MUST fail if (tenant, user, network) or the address already has a wallet (as its
+    /// current or a previous address), or its path is another wallet's.
     fn insert_wallet(&mut self, wallet: &Wallet) -> Result<(), PortError>;
+    /// Gives `tenant` a fresh account index from the same allocator as
+    /// `allocate_tenant_account` (never reused), as its current account, and restarts its
+    /// address indexes at 0: the account is new, so no path under it is taken. MUST fail if
+    /// the tenant has no account.
+    fn replace_tenant_account(
+        &mut self,
+        tenant: &crate::tenant::TenantId,
+        at: Timestamp,
+    ) -> Result<u32, PortError>;
+    /// Moves wallet `wallet_id` to `address` at (`account`, `index`): its current address
+    /// becomes a previous one retired at `at`, which stays in the watch set and keeps finding
+    /// the wallet. The new address takes a new watch-set position. MUST fail if the wallet
+    /// does not exist, or the address or path is already any wallet's (current or previous).
+    fn move_wallet(
+        &mut self,
+        wallet_id: Uuid,
+        address: &str,
+        account: u32,
+        index: u32,
+        at: Timestamp,
+    ) -> Result<(), PortError>;
 }
 
 pub trait WalletReads {
@@ -97,17 +159,33 @@ pub trait WalletReads {
         &mut self,
         tenant: &crate::tenant::TenantId,
     ) -> Result<Option<u32>, PortError>;
-    /// The wallet holding `address` on `network`, of any tenant (deposit matching).
+    /// The wallets of `tenant` (every tenant when `None`), on `network` (every network when
+    /// `None`), in creation order.
+    fn list_wallets(
+        &mut self,
+        tenant: Option<&crate::tenant::TenantId>,
+        network: Option<Network>,
+    ) -> Result<Vec<Wallet>, PortError>;
+    /// The key path of `address` on `network`, whether it is a wallet's current or a previous
+    /// address: what signs from that address (a sweep of an old address uses the old key).
+    fn address_path(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<HdPath>, PortError>;
+    /// The wallet holding `address` on `network`, of any tenant (deposit matching), whether
+    /// the address is its current or a previous one.
     fn wallet_by_address(
         &mut self,
         network: Network,
         address: &crate::chain::ChainAddress,
     ) -> Result<Option<Wallet>, PortError>;
-    /// Every address on `network` (the scanner's watch set).
+    /// Every address on `network`, current and previous (the scanner's watch set).
     fn wallet_addresses(&mut self, network: Network) -> Result<Vec<String>, PortError>;
-    /// At most `limit` addresses on `network` of wallets stored after position `after`, with
-    /// their positions, in increasing position. Positions grow in commit order, so a scanner
-    /// that remembers the last one it saw picks up wallets created by any instance.
+    /// At most `limit` addresses on `network` stored after position `after`, with their
+    /// positions, in increasing position. Every address a wallet gets (at creation, or by a
+    /// migration) takes the next position; positions grow in commit order, so a scanner that
+    /// remembers the last one it saw picks up wallets created or moved by any instance.
     fn wallet_addresses_after(
         &mut self,
         network: Network,
@@ -199,6 +277,7 @@ pub fn create_wallet(
         account,
         index,
         created_at: now,
+        previous_addresses: Vec::new(),
     };
     tx.insert_wallet(&wallet)?;
     let data = serde_json::to_value(wallet.view()).expect("a wallet view serializes");

@@ -52,6 +52,11 @@ fn wallets() {
 }
 
 #[test]
+fn wallet_migrations() {
+    block_on(conformance::wallet_migration_suite(make));
+}
+
+#[test]
 fn deposits() {
     block_on(conformance::deposit_suite(make));
 }

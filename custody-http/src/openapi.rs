@@ -491,13 +491,26 @@ fn component_schemas() -> Value {
                 }));
     schemas.insert("Wallet".into(), json!({
                     "type": "object", "additionalProperties": false,
-                    "required": ["id", "external_user_id", "network", "address", "derivation_path", "created_at"],
+                    "required": ["id", "external_user_id", "network", "address", "derivation_path", "previous_addresses", "created_at"],
                     "properties": {
                         "id": { "type": "string", "format": "uuid" },
                         "external_user_id": { "type": "string" },
                         "network": { "$ref": "#/components/schemas/NetworkName" },
                         "address": { "type": "string" },
                         "derivation_path": { "type": "string" },
+                        "previous_addresses": {
+                            "description": "Addresses the wallet had before wallet migrations, oldest first; still watched and credited.",
+                            "type": "array",
+                            "items": {
+                                "type": "object", "additionalProperties": false,
+                                "required": ["address", "derivation_path", "retired_at"],
+                                "properties": {
+                                    "address": { "type": "string" },
+                                    "derivation_path": { "type": "string" },
+                                    "retired_at": { "type": "string", "format": "date-time" }
+                                }
+                            }
+                        },
                         "created_at": { "type": "string", "format": "date-time" }
                     }
                 }));

@@ -56,6 +56,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0014_reconciliations",
         include_str!("../migrations/0014_reconciliations.sql"),
     ),
+    (
+        "0015_wallet_migrations",
+        include_str!("../migrations/0015_wallet_migrations.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

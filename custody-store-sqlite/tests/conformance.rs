@@ -71,6 +71,11 @@ async fn wallets() {
 }
 
 #[tokio::test]
+async fn wallet_migrations() {
+    conformance::wallet_migration_suite(make).await;
+}
+
+#[tokio::test]
 async fn deposits() {
     conformance::deposit_suite(make).await;
 }

@@ -36,9 +36,12 @@ fn creation_is_idempotent_and_replays_byte_for_byte() {
             "derivation_path",
             "external_user_id",
             "id",
-            "network"
+            "network",
+            "previous_addresses"
         ]
     );
+    // Never migrated: no earlier address.
+    assert_eq!(w["previous_addresses"], json!([]));
 
     let replay = client.post("/v1/wallets", &body, Some("key-00000001"));
     assert_eq!(replay.status, 201);

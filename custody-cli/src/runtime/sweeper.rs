@@ -24,11 +24,13 @@ use custody_core::ports::clock::new_uuid;
 use custody_core::ports::dex::DexRouter;
 use custody_core::ports::sender::{ChainSender, Payment};
 use custody_core::ports::store::{read, write};
+use custody_core::ports::Signer;
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::sweep::{
     create_sweep, plan_native, plan_token, start_funded_sweep, Plan, SweepIds, SweepOrder,
     SweepPolicy, SweepSource, TokenFacts,
 };
+use custody_core::wallet::migration::{self, old_key_available, OldAddress};
 use custody_core::withdrawal::{mul_div_ceil, HotWallet, Rate};
 use custody_core::{Amount, Asset, AssetCatalog, Network};
 use tokio::sync::watch;
@@ -64,6 +66,8 @@ pub struct Sweeper {
     /// By asset code; an asset without one is never swept.
     pub policies: BTreeMap<String, SweepPolicy>,
     pub prices: NativePrices,
+    /// Checks that the seed still holds the keys of migrated wallets' old addresses.
+    pub signer: Arc<dyn Signer>,
     pub interval: Duration,
     /// How long an address whose last sweep failed is left alone (a paused token, a frozen
     /// address: each try would burn a fee).
@@ -79,6 +83,8 @@ type Books = HashMap<(String, String), Amount>;
 pub struct Round {
     pub transfers_started: usize,
     pub sweeps_planned: usize,
+    /// Wallet migrations that changed state.
+    pub migrations_moved: usize,
 }
 
 fn book_of(books: &Books, address: &str, asset: &str) -> Amount {
@@ -102,7 +108,7 @@ impl Sweeper {
             }
             match self.round().await {
                 Ok(r) if r != Round::default() => {
-                    tracing::info!(network = %self.network, planned = r.sweeps_planned, transfers = r.transfers_started, "sweeper round");
+                    tracing::info!(network = %self.network, planned = r.sweeps_planned, transfers = r.transfers_started, migrations = r.migrations_moved, "sweeper round");
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -160,7 +166,80 @@ impl Sweeper {
                 }
             }
         }
+        // After planning: an old address with a sweep just planned reads as being swept.
+        round.migrations_moved = self.advance_migrations().await?;
         Ok(round)
+    }
+
+    /// Moves every open wallet migration of the network on what its old address holds
+    /// (decisions §13): `sweeping` while an asset the sweeper sweeps is above its minimum
+    /// there, `completed` once nothing is and no sweep is open, `failed` when the seed no
+    /// longer gives the old address's key. The sweeps themselves are planned above, like any
+    /// deposit address's: an old address keeps its credited deposits.
+    async fn advance_migrations(&self) -> CoreResult<usize> {
+        let network = self.network;
+        let open = read(self.store.as_ref(), move |tx| {
+            Ok(tx.open_migrations(network)?)
+        })
+        .await?;
+        let mut moved = 0;
+        for m in open {
+            let seen = match old_key_available(self.signer.as_ref(), &m) {
+                Err(why) => OldAddress::KeyLost(why),
+                Ok(()) => match self.held_above_minimum(&m.old_address).await {
+                    Ok(Some(what)) => OldAddress::Holds(what),
+                    Ok(None) => OldAddress::Empty,
+                    // The chain did not answer: decide nothing on a guess, look next round.
+                    Err(e) => {
+                        tracing::debug!(network = %network, migration = %m.id, error = %e, "old address not read");
+                        continue;
+                    }
+                },
+            };
+            let (id, now) = (m.id, self.clock.now());
+            let changed = write(self.store.as_ref(), move |tx| {
+                migration::observe(tx, id, &seen, now)
+            })
+            .await?;
+            if let Some(m) = changed {
+                tracing::info!(network = %network, migration = %m.id, wallet = %m.wallet_id, old_address = %m.old_address, status = m.status.as_str(), "wallet migration");
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// The first swept asset `address` holds above its sweep minimum, as "CODE units".
+    async fn held_above_minimum(&self, address: &str) -> CoreResult<Option<String>> {
+        for asset in self.catalog.of_network(self.network) {
+            let Some(policy) = self.policies.get(&asset.code) else {
+                continue;
+            };
+            let (native, token) = match self
+                .sender
+                .balances(address, asset.contract.as_deref())
+                .await
+            {
+                Ok(b) => b,
+                // A permanent answer (a token contract with no code on this chain) means the
+                // address cannot hold that asset; anything else may pass, so decide nothing.
+                Err(e) if e.retry == custody_core::error::Retry::Permanent => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let held = match &asset.contract {
+                Some(_) => token.unwrap_or(Amount::ZERO),
+                None => native,
+            };
+            if held > policy.min_units {
+                return Ok(Some(format!(
+                    "{} {} units above the sweep minimum of {}",
+                    asset.code,
+                    held.units(),
+                    policy.min_units.units()
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// The token transfer of a funded sweep, once its funding is final.
@@ -207,14 +286,19 @@ impl Sweeper {
             custody_core::CoreError::Invariant(format!("stored address {address}: {e}"))
         })?;
         let owned = address.to_owned();
-        let (latest, wallet) = read(self.store.as_ref(), move |tx| {
+        // The path of THIS address: after a wallet migration the wallet's current path is
+        // another key, and a sweep of the old address must be signed with the old one.
+        let (latest, path) = read(self.store.as_ref(), move |tx| {
             Ok((
                 tx.latest_sweep_at(network, &owned)?,
-                tx.wallet_by_address(network, &parsed)?,
+                match tx.wallet_by_address(network, &parsed)? {
+                    Some(_) => tx.address_path(network, &owned)?,
+                    None => None,
+                },
             ))
         })
         .await?;
-        let Some(wallet) = wallet else {
+        let Some(path) = path else {
             return Ok(false);
         };
         if let Some(last) = latest {
@@ -233,7 +317,7 @@ impl Sweeper {
         }
         let source = SweepSource {
             address: address.to_owned(),
-            path: wallet.path(),
+            path,
         };
         // Tokens first: a native sweep would take the gas they need.
         let mut assets: Vec<&Asset> = self.catalog.of_network(network).collect();

@@ -144,7 +144,9 @@ pub fn apply_block(
                     asset: t.asset_code.clone(),
                     external_user_id: wallet.external_user_id.clone(),
                     wallet_id: wallet.id,
-                    address: wallet.address.clone(),
+                    // The address paid, which after a wallet migration may be one of the
+                    // wallet's previous addresses: the sweeper sweeps from it.
+                    address: t.to.as_str().to_owned(),
                     tx_hash: t.tx_hash.to_hex(),
                     log_index: t.log_index,
                     from_address: t.from.as_str().to_owned(),

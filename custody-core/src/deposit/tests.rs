@@ -423,6 +423,85 @@ fn a_revived_transfer_with_other_content_is_refused_with_an_alert() {
     });
 }
 
+#[test]
+fn deposits_to_a_migrated_wallets_old_and_new_addresses_are_both_its_own() {
+    block_on(async {
+        let chain = Chain::new().await;
+        let old = chain.wallet.address.clone();
+        let moved = write(&chain.store, |tx| {
+            let mut n = 900u128;
+            let mut ids = || {
+                n += 1;
+                uuid::Uuid::from_u128(n)
+            };
+            wallet::migration::migrate_tenant(
+                tx,
+                &test_signer(),
+                &mut ids,
+                &tid("acme"),
+                None,
+                "cli:ops",
+                "drill",
+                NOW,
+            )
+        })
+        .await
+        .unwrap();
+        let new = moved[0].new_address.clone();
+        // The watch set as a scanner loads it: both addresses.
+        let watched = read(&chain.store, |tx| Ok(tx.wallet_addresses(Network::Bsc)?))
+            .await
+            .unwrap();
+        chain.watch.extend(Network::Bsc, watched);
+        chain
+            .apply(block(
+                10,
+                0,
+                0,
+                vec![usdt_to(&old, 500, "aa"), usdt_to(&new, 70, "bb")],
+            ))
+            .await;
+        for n in 11..13 {
+            chain.apply(block(n, 0, 0, vec![])).await;
+        }
+        let mut all = read(&chain.store, |tx| {
+            Ok(tx.list_deposits(&tid("acme"), &DepositFilter::default(), 10)?)
+        })
+        .await
+        .unwrap();
+        all.sort_by_key(|d| d.amount);
+        let seen: Vec<_> = all
+            .iter()
+            .map(|d| {
+                (
+                    d.address.as_str(),
+                    d.wallet_id,
+                    d.external_user_id.as_str(),
+                    d.status,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    new.as_str(),
+                    chain.wallet.id,
+                    "alice",
+                    DepositStatus::Credited
+                ),
+                (
+                    old.as_str(),
+                    chain.wallet.id,
+                    "alice",
+                    DepositStatus::Credited
+                ),
+            ]
+        );
+        assert_eq!(chain.available().await, Amount::from_units(570));
+    });
+}
+
 fn tid(s: &str) -> crate::TenantId {
     crate::TenantId::parse(s).expect("a valid tenant id")
 }

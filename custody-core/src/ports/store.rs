@@ -20,6 +20,7 @@ pub trait ReadTx:
     + crate::admin::AuditReads
     + crate::ledger::LedgerReads
     + crate::wallet::WalletReads
+    + crate::wallet::migration::MigrationReads
     + crate::deposit::DepositReads
     + crate::chain::ChainReads
     + crate::outgoing::OutgoingReads
@@ -39,6 +40,7 @@ impl<T> ReadTx for T where
         + crate::admin::AuditReads
         + crate::ledger::LedgerReads
         + crate::wallet::WalletReads
+        + crate::wallet::migration::MigrationReads
         + crate::deposit::DepositReads
         + crate::chain::ChainReads
         + crate::outgoing::OutgoingReads
@@ -64,6 +66,7 @@ pub trait WriteTx:
     + crate::admin::AuditRepo
     + crate::ledger::LedgerRepo
     + crate::wallet::WalletRepo
+    + crate::wallet::migration::MigrationRepo
     + crate::deposit::DepositRepo
     + crate::chain::ChainRepo
     + crate::outgoing::OutgoingRepo
@@ -86,6 +89,7 @@ impl<T> WriteTx for T where
         + crate::admin::AuditRepo
         + crate::ledger::LedgerRepo
         + crate::wallet::WalletRepo
+        + crate::wallet::migration::MigrationRepo
         + crate::deposit::DepositRepo
         + crate::chain::ChainRepo
         + crate::outgoing::OutgoingRepo

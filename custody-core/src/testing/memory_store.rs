@@ -140,6 +140,10 @@ struct State {
     tenant_accounts: BTreeMap<TenantId, u32>,
     address_counters: BTreeMap<(TenantId, Network), u64>,
     wallets: Vec<Wallet>,
+    /// Every address a wallet ever had, in the order it got it (its watch-set position is its
+    /// place here, from 1): (wallet id, network, address, account, index).
+    addresses: Vec<(Uuid, Network, String, u32, u32)>,
+    migrations: Vec<crate::wallet::migration::WalletMigration>,
     deposits: Vec<Deposit>,
     /// (network, number) -> (hash, parent hash)
     blocks: BTreeMap<(Network, u64), (String, String)>,
@@ -772,10 +776,6 @@ impl WalletRepo for Tx {
                 && x.network == w.network
             {
                 Some("one wallet per (tenant, external_user_id, network)")
-            } else if x.network == w.network && x.address == w.address {
-                Some("one wallet per (network, address)")
-            } else if x.network == w.network && x.account == w.account && x.index == w.index {
-                Some("one wallet per (network, account, index)")
             } else {
                 None
             }
@@ -783,7 +783,84 @@ impl WalletRepo for Tx {
         if let Some(what) = clash {
             return Err(constraint(what));
         }
-        self.state.wallets.push(w.clone());
+        self.check_new_address(w.network, &w.address, w.account, w.index)?;
+        let stored = Wallet {
+            previous_addresses: Vec::new(),
+            ..w.clone()
+        };
+        self.state
+            .addresses
+            .push((w.id, w.network, w.address.clone(), w.account, w.index));
+        self.state.wallets.push(stored);
+        Ok(())
+    }
+
+    fn replace_tenant_account(
+        &mut self,
+        tenant: &TenantId,
+        _at: Timestamp,
+    ) -> Result<u32, PortError> {
+        let accounts = &mut self.state.tenant_accounts;
+        if !accounts.contains_key(tenant) {
+            return Err(constraint(format!("tenant {tenant} has no account")));
+        }
+        let next = accounts.values().max().map_or(0, |&m| u64::from(m) + 1);
+        let account = u32::try_from(next)
+            .map_err(|_| PortError::permanent("store", "no account index is left"))?;
+        accounts.insert(tenant.to_owned(), account);
+        self.state.address_counters.retain(|(t, _), _| t != tenant);
+        Ok(account)
+    }
+
+    fn move_wallet(
+        &mut self,
+        wallet_id: Uuid,
+        address: &str,
+        account: u32,
+        index: u32,
+        at: Timestamp,
+    ) -> Result<(), PortError> {
+        let Some(pos) = self.state.wallets.iter().position(|w| w.id == wallet_id) else {
+            return Err(PortError::permanent(
+                "store",
+                format!("wallet {wallet_id} does not exist"),
+            ));
+        };
+        let network = self.state.wallets[pos].network;
+        self.check_new_address(network, address, account, index)?;
+        let w = &mut self.state.wallets[pos];
+        w.previous_addresses.push(crate::wallet::PreviousAddress {
+            address: std::mem::replace(&mut w.address, address.to_owned()),
+            account: w.account,
+            index: w.index,
+            retired_at: at,
+        });
+        w.account = account;
+        w.index = index;
+        self.state
+            .addresses
+            .push((wallet_id, network, address.to_owned(), account, index));
+        Ok(())
+    }
+}
+
+impl Tx {
+    /// An address, or a path, is never any wallet's twice (current or previous).
+    fn check_new_address(
+        &self,
+        network: Network,
+        address: &str,
+        account: u32,
+        index: u32,
+    ) -> Result<(), PortError> {
+        for (_, n, a, acc, i) in &self.state.addresses {
+            if *n == network && a == address {
+                return Err(constraint("one wallet per (network, address)"));
+            }
+            if *n == network && *acc == account && *i == index {
+                return Err(constraint("one wallet per (network, account, index)"));
+            }
+        }
         Ok(())
     }
 }
@@ -818,27 +895,64 @@ impl WalletReads for Tx {
         Ok(self.state.tenant_accounts.get(tenant).copied())
     }
 
+    fn list_wallets(
+        &mut self,
+        tenant: Option<&TenantId>,
+        network: Option<Network>,
+    ) -> Result<Vec<Wallet>, PortError> {
+        Ok(self
+            .state
+            .wallets
+            .iter()
+            .filter(|w| tenant.is_none_or(|t| w.tenant == *t))
+            .filter(|w| network.is_none_or(|n| w.network == n))
+            .cloned()
+            .collect())
+    }
+
+    fn address_path(
+        &mut self,
+        network: Network,
+        address: &str,
+    ) -> Result<Option<crate::ports::signer::HdPath>, PortError> {
+        Ok(self
+            .state
+            .addresses
+            .iter()
+            .find(|(_, n, a, _, _)| *n == network && a == address)
+            .map(
+                |&(_, network, _, account, index)| crate::ports::signer::HdPath {
+                    network,
+                    account,
+                    index,
+                },
+            ))
+    }
+
     fn wallet_by_address(
         &mut self,
         network: Network,
         address: &crate::chain::ChainAddress,
     ) -> Result<Option<Wallet>, PortError> {
         let address = address.as_str();
-        Ok(self
+        let Some(&(id, ..)) = self
             .state
-            .wallets
+            .addresses
             .iter()
-            .find(|w| w.network == network && w.address == address)
-            .cloned())
+            .find(|(_, n, a, _, _)| *n == network && a == address)
+        else {
+            return Ok(None);
+        };
+        Ok(self.state.wallets.iter().find(|w| w.id == id).cloned())
     }
 
     fn wallet_addresses(&mut self, network: Network) -> Result<Vec<String>, PortError> {
         Ok(self
             .state
-            .wallets
+            .addresses
             .iter()
-            .filter(|w| w.network == network)
-            .map(|w| w.address.clone())
+            .filter(|(_, n, ..)| *n == network)
+            .map(|(_, _, a, ..)| a.clone())
             .collect())
     }
 
@@ -848,17 +962,87 @@ impl WalletReads for Tx {
         after: u64,
         limit: usize,
     ) -> Result<Vec<(u64, String)>, PortError> {
-        // A wallet's position is its place in insertion (commit) order, from 1.
+        // An address's position is its place in insertion (commit) order, from 1.
         Ok(self
             .state
-            .wallets
+            .addresses
             .iter()
             .enumerate()
-            .map(|(i, w)| (i as u64 + 1, w))
-            .filter(|(seq, w)| *seq > after && w.network == network)
+            .map(|(i, row)| (i as u64 + 1, row))
+            .filter(|(seq, (_, n, ..))| *seq > after && *n == network)
             .take(limit)
-            .map(|(seq, w)| (seq, w.address.clone()))
+            .map(|(seq, (_, _, a, ..))| (seq, a.clone()))
             .collect())
+    }
+}
+
+// ---- wallet migrations ----
+
+impl crate::wallet::migration::MigrationRepo for Tx {
+    fn insert_migration(
+        &mut self,
+        m: &crate::wallet::migration::WalletMigration,
+    ) -> Result<(), PortError> {
+        if self.state.migrations.iter().any(|x| x.id == m.id) {
+            return Err(constraint("wallet_migrations.id"));
+        }
+        if !self.state.wallets.iter().any(|w| w.id == m.wallet_id) {
+            return Err(PortError::permanent(
+                "store",
+                format!("FOREIGN KEY: wallet {} does not exist", m.wallet_id),
+            ));
+        }
+        self.state.migrations.push(m.clone());
+        Ok(())
+    }
+
+    fn update_migration(
+        &mut self,
+        m: &crate::wallet::migration::WalletMigration,
+    ) -> Result<(), PortError> {
+        let Some(stored) = self.state.migrations.iter_mut().find(|x| x.id == m.id) else {
+            return Err(PortError::permanent(
+                "store",
+                format!("wallet migration {} does not exist", m.id),
+            ));
+        };
+        stored.status = m.status;
+        stored.history = m.history.clone();
+        stored.updated_at = m.updated_at;
+        Ok(())
+    }
+}
+
+impl crate::wallet::migration::MigrationReads for Tx {
+    fn migration_by_id(
+        &mut self,
+        id: Uuid,
+    ) -> Result<Option<crate::wallet::migration::WalletMigration>, PortError> {
+        Ok(self.state.migrations.iter().find(|m| m.id == id).cloned())
+    }
+
+    fn open_migrations(
+        &mut self,
+        network: Network,
+    ) -> Result<Vec<crate::wallet::migration::WalletMigration>, PortError> {
+        Ok(self
+            .state
+            .migrations
+            .iter()
+            .filter(|m| m.network == network && m.status.is_open())
+            .cloned()
+            .collect())
+    }
+
+    fn list_migrations(
+        &mut self,
+        limit: usize,
+    ) -> Result<Vec<crate::wallet::migration::WalletMigration>, PortError> {
+        Ok(newest_first(
+            &self.state.migrations,
+            |m| m.created_at,
+            limit,
+        ))
     }
 }
 

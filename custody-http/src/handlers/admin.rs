@@ -170,6 +170,16 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
             rows.truncate(limit);
             Ok(super::list(&rows, has_more))
         }
+        "wallet-migrations" => {
+            let mut rows = read(state.store.as_ref(), move |tx| {
+                Ok(tx.list_migrations(limit + 1)?)
+            })
+            .await?;
+            let has_more = rows.len() > limit;
+            rows.truncate(limit);
+            let data: Vec<_> = rows.iter().map(|m| m.view()).collect();
+            Ok(super::list(&data, has_more))
+        }
         "treasuries" => {
             // One row per network (never more than a page): balances read from the chain now.
             let rows = custody_core::treasury::rows(

@@ -11,6 +11,7 @@ mod outgoing;
 mod reconciliations;
 mod swaps;
 mod sweeps;
+mod wallet_migrations;
 mod wallets;
 mod webhooks;
 mod withdrawals;

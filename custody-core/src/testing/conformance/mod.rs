@@ -27,6 +27,7 @@ mod swap;
 mod sweep;
 mod transactions;
 mod wallet;
+mod wallet_migration;
 mod webhook;
 mod withdrawal;
 
@@ -56,6 +57,7 @@ pub use swap::swap_suite;
 pub use sweep::sweep_suite;
 pub use transactions::transactions_suite;
 pub use wallet::wallet_suite;
+pub use wallet_migration::wallet_migration_suite;
 pub use webhook::webhook_suite;
 pub use withdrawal::withdrawal_suite;
 
@@ -68,6 +70,7 @@ pub async fn all_suites(make: impl Fn() -> Arc<dyn Store>) {
     admin_suite(&make).await;
     ledger_suite(&make).await;
     wallet_suite(&make).await;
+    wallet_migration_suite(&make).await;
     deposit_suite(&make).await;
     chain_suite(&make).await;
     outgoing_suite(&make).await;
@@ -175,5 +178,6 @@ fn wallet_row(n: u128, tenant: &str, user: &str, network: Network, address: &str
         account: 0,
         index: u32::try_from(n % 1_000_000).unwrap_or(0),
         created_at: at(1_000),
+        previous_addresses: Vec::new(),
     }
 }

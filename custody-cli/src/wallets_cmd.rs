@@ -1,0 +1,130 @@
+//! `custody wallets migrate` (decisions §13): moves wallets to new addresses under a new account
+//! index of their tenant, one store transaction per tenant, and prints the migrations.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use custody_cli::runtime::system::{OsEntropy, SystemClock};
+use custody_core::keys::HdSigner;
+use custody_core::ports::clock::new_uuid;
+use custody_core::ports::store::{read, write};
+use custody_core::ports::Clock;
+use custody_core::wallet::migration::{migrate_tenant, tenants_with_wallets};
+use custody_core::{Network, TenantId};
+use serde_json::json;
+
+use crate::commands::{open_store, print_json, runtime};
+use crate::datadir::DataDir;
+
+#[derive(Debug, Subcommand)]
+pub enum WalletsCommand {
+    /// Move wallets to new addresses under a new account index of their tenant; old addresses
+    /// stay watched, credited and are swept (prints the migrations as JSON).
+    Migrate(MigrateArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["tenant", "all"])))]
+pub struct MigrateArgs {
+    /// Migrate this tenant's wallets.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Migrate every tenant's wallets.
+    #[arg(long)]
+    pub all: bool,
+    /// Only wallets of this network (default: every network).
+    #[arg(long)]
+    pub network: Option<String>,
+    /// Why (written to the audit trail).
+    #[arg(long)]
+    pub reason: String,
+    /// Move to a new seed instead (not supported yet).
+    #[arg(long)]
+    pub mnemonic_file: Option<PathBuf>,
+}
+
+pub fn run(dir: &DataDir, command: &WalletsCommand) -> Result<(), String> {
+    match command {
+        WalletsCommand::Migrate(args) => migrate(dir, args),
+    }
+}
+
+fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
+    if args.mnemonic_file.is_some() {
+        return Err(
+            "--mnemonic-file (moving wallets to a new seed) is not supported yet; \
+                    without it, wallets move to a new account index of the current seed"
+                .into(),
+        );
+    }
+    let network: Option<Network> = args
+        .network
+        .as_deref()
+        .map(|n| n.parse().map_err(|e| format!("--network: {e}")))
+        .transpose()?;
+    let tenant = args
+        .tenant
+        .as_deref()
+        .map(|t| TenantId::parse(t).map_err(|e| format!("--tenant: {e}")))
+        .transpose()?;
+    if args.reason.trim().is_empty() {
+        return Err("--reason must not be empty".into());
+    }
+    let actor = format!(
+        "cli:{}",
+        std::env::var("USER").unwrap_or_else(|_| "operator".into())
+    );
+    let config = dir.load_config()?;
+    let (store, unlocked) = open_store(dir, &config)?;
+    let signer = std::sync::Arc::new(
+        HdSigner::from_seed(&unlocked.mnemonic.to_seed())
+            .map_err(|e| format!("cannot load the master key: {e}"))?,
+    );
+    drop(unlocked);
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let tenants = match &tenant {
+            Some(t) => vec![t.clone()],
+            None => read(store.as_ref(), move |tx| {
+                Ok(tenants_with_wallets(tx, network)?)
+            })
+            .await
+            .map_err(|e| format!("cannot list the wallets: {e}"))?,
+        };
+        let mut migrated = Vec::new();
+        // One transaction per tenant: a tenant's wallets and its new account move together,
+        // and a failure leaves the tenants already done migrated (their records say so).
+        for t in tenants {
+            let (signer, reason, actor) = (signer.clone(), args.reason.clone(), actor.clone());
+            let now = SystemClock.now();
+            let done = write(store.as_ref(), move |tx| {
+                let mut ids = || new_uuid(&OsEntropy);
+                migrate_tenant(
+                    tx,
+                    signer.as_ref(),
+                    &mut ids,
+                    &t,
+                    network,
+                    &actor,
+                    &reason,
+                    now,
+                )
+            })
+            .await
+            .map_err(|e| match e {
+                custody_core::CoreError::Refused(r) => format!("{}: {}", r.code, r.message),
+                other => format!("the migration failed: {other}"),
+            })?;
+            migrated.extend(done);
+        }
+        Ok::<_, String>(migrated)
+    });
+    store.close();
+    let migrated = result?;
+    if let (Some(t), true) = (&tenant, migrated.is_empty()) {
+        let on = network.map(|n| format!(" on {n}")).unwrap_or_default();
+        return Err(format!("tenant {t} has no wallets{on}: nothing to migrate"));
+    }
+    let data: Vec<_> = migrated.iter().map(|m| m.view()).collect();
+    print_json(&json!({ "data": data }))
+}
