@@ -4,6 +4,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::PortError;
+use crate::page::{Page, Paged};
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -24,8 +25,8 @@ pub trait AuditRepo: AuditReads {
 }
 
 pub trait AuditReads {
-    /// The newest `limit` records, newest first.
-    fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError>;
+    /// A page of the records, newest first (`created_at`, then id, descending).
+    fn list_audit(&mut self, page: Page) -> Result<Paged<AuditRecord>, PortError>;
 }
 
 /// Something an operator must look at (a reversed deposit, a reorg deeper than we keep).
@@ -46,8 +47,8 @@ pub trait AlertRepo: AlertReads {
 }
 
 pub trait AlertReads {
-    /// The newest `limit` alerts, newest first.
-    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError>;
+    /// A page of the alerts, newest first (`created_at`, then id, descending).
+    fn list_alerts(&mut self, page: Page) -> Result<Paged<Alert>, PortError>;
     fn open_alert_count(&mut self) -> Result<u64, PortError>;
 }
 

@@ -99,6 +99,7 @@ fn parameters(route: &Route) -> Vec<Value> {
     for q in route.query {
         let schema = match *q {
             "limit" => json!({ "type": "integer", "minimum": 1, "maximum": 100, "default": 50 }),
+            "starting_after" => json!({ "type": "string", "format": "uuid" }),
             "network" => json!({ "$ref": "#/components/schemas/NetworkName" }),
             "status" => json!({
                 "type": "string",
@@ -106,7 +107,16 @@ fn parameters(route: &Route) -> Vec<Value> {
             }),
             _ => json!({ "type": "string" }),
         };
-        out.push(json!({ "name": q, "in": "query", "required": false, "schema": schema }));
+        let mut param = json!({ "name": q, "in": "query", "required": false, "schema": schema });
+        if *q == "starting_after" {
+            param["description"] = json!(
+                "The id of the last row of the previous page: the page holds the rows after it \
+                 (newest first, by created_at then id). An id that names no row of the listing \
+                 is a 422. The listings of configuration (networks, assets, rpcs, treasuries, \
+                 fee-policies) are always one page (has_more false) and take no cursor."
+            );
+        }
+        out.push(param);
     }
     if takes_second_factors(route) {
         for name in ["X-Service-Pin", "X-Service-OTP"] {

@@ -314,11 +314,11 @@ pub const ROUTES: &[Route] = &[
         method: "GET",
         template: "/admin/{resource}",
         operation_id: "listAdminResource",
-        summary: "Operational listing of an admin resource (allowlisted names)",
+        summary: "Operational listing of an admin resource (allowlisted names), across tenants, newest first, in pages",
         tag: "Admin",
         access: Access::Admin,
         idempotency_key: false,
-        query: &["limit"],
+        query: &["limit", "starting_after"],
         success_status: 200,
     },
 ];

@@ -46,6 +46,7 @@ use crate::ledger::{
 use crate::network::Network;
 use crate::outbox::{NewEvent, OutboxRepo};
 use crate::outgoing::{OutgoingReads, OutgoingRepo, OutgoingTx, Purpose};
+use crate::page::{self, Page, Paged};
 use crate::ports::store::{ReadJob, Savepoints, Store, WriteJob};
 use crate::tenant::TenantId;
 use crate::time::Timestamp;
@@ -574,9 +575,11 @@ impl WebhookReads for Tx {
         Ok(self.state.endpoints.get(tenant).cloned())
     }
 
-    fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError> {
-        let rows = newest_first(&self.state.events, |e| e.created_at, limit);
-        Ok(rows.iter().map(|e| self.event_view(e)).collect())
+    fn list_webhook_events(&mut self, page: Page) -> Result<Paged<EventView>, PortError> {
+        let Some(rows) = page::select(&self.state.events, |e| (e.created_at, e.id), page) else {
+            return Ok(None);
+        };
+        Ok(Some(rows.iter().map(|e| self.event_view(e)).collect()))
     }
 
     fn webhook_event(&mut self, id: Uuid) -> Result<Option<EventView>, PortError> {
@@ -614,8 +617,12 @@ impl AuditRepo for Tx {
 }
 
 impl AuditReads for Tx {
-    fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError> {
-        Ok(newest_first(&self.state.audit, |r| r.created_at, limit))
+    fn list_audit(&mut self, page: Page) -> Result<Paged<AuditRecord>, PortError> {
+        Ok(page::select(
+            &self.state.audit,
+            |r| (r.created_at, r.id),
+            page,
+        ))
     }
 }
 
@@ -633,8 +640,12 @@ impl AlertRepo for Tx {
 }
 
 impl AlertReads for Tx {
-    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError> {
-        Ok(newest_first(&self.state.alerts, |a| a.created_at, limit))
+    fn list_alerts(&mut self, page: Page) -> Result<Paged<Alert>, PortError> {
+        Ok(page::select(
+            &self.state.alerts,
+            |a| (a.created_at, a.id),
+            page,
+        ))
     }
 
     fn open_alert_count(&mut self) -> Result<u64, PortError> {
@@ -1341,12 +1352,13 @@ impl crate::withdrawal::WithdrawalReads for Tx {
 
     fn list_withdrawals(
         &mut self,
-        limit: usize,
-    ) -> Result<Vec<crate::withdrawal::Withdrawal>, PortError> {
-        let mut all = self.state.withdrawals.clone();
-        all.sort_by_key(|w| std::cmp::Reverse((w.created_at, w.id)));
-        all.truncate(limit);
-        Ok(all)
+        page: Page,
+    ) -> Result<Paged<crate::withdrawal::Withdrawal>, PortError> {
+        Ok(page::select(
+            &self.state.withdrawals,
+            |w| (w.created_at, w.id),
+            page,
+        ))
     }
 }
 
@@ -1470,11 +1482,12 @@ impl crate::swap::SwapReads for Tx {
         Ok(self.state.swaps.iter().find(|w| w.id == id).cloned())
     }
 
-    fn list_swaps(&mut self, limit: usize) -> Result<Vec<crate::swap::Swap>, PortError> {
-        let mut all = self.state.swaps.clone();
-        all.sort_by_key(|w| std::cmp::Reverse((w.created_at, w.id)));
-        all.truncate(limit);
-        Ok(all)
+    fn list_swaps(&mut self, page: Page) -> Result<Paged<crate::swap::Swap>, PortError> {
+        Ok(page::select(
+            &self.state.swaps,
+            |w| (w.created_at, w.id),
+            page,
+        ))
     }
 
     fn allowance(
@@ -1671,18 +1684,20 @@ impl crate::sweep::SweepReads for Tx {
         Ok(out)
     }
 
-    fn list_sweeps(&mut self, limit: usize) -> Result<Vec<crate::sweep::Sweep>, PortError> {
-        let mut all = self.state.sweeps.clone();
-        all.sort_by_key(|x| Reverse((x.created_at, x.id)));
-        all.truncate(limit);
-        Ok(all)
+    fn list_sweeps(&mut self, page: Page) -> Result<Paged<crate::sweep::Sweep>, PortError> {
+        Ok(page::select(
+            &self.state.sweeps,
+            |x| (x.created_at, x.id),
+            page,
+        ))
     }
 
-    fn list_fundings(&mut self, limit: usize) -> Result<Vec<crate::sweep::Funding>, PortError> {
-        let mut all = self.state.fundings.clone();
-        all.sort_by_key(|x| Reverse((x.created_at, x.id)));
-        all.truncate(limit);
-        Ok(all)
+    fn list_fundings(&mut self, page: Page) -> Result<Paged<crate::sweep::Funding>, PortError> {
+        Ok(page::select(
+            &self.state.fundings,
+            |x| (x.created_at, x.id),
+            page,
+        ))
     }
 
     fn sweep_flows(

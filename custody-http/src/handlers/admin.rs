@@ -1,5 +1,6 @@
 use custody_core::admin;
 use custody_core::error::{CoreResult, Refusal};
+use custody_core::page::{Page, Paged};
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::read;
 use custody_core::ports::store::write;
@@ -35,155 +36,160 @@ pub const RESOURCES: &[&str] = &[
 pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let resource = call.params[0].as_str();
     let limit = limit(&call.query)?;
+    let after = crate::input::starting_after(&call.query)?;
+    // One more row than asked tells whether another page follows.
+    let page = Page {
+        limit: limit + 1,
+        starting_after: after,
+    };
     match resource {
-        "networks" => Ok(super::list(&catalog::networks_json(state), false)),
-        "assets" => {
-            let data: Vec<_> = state
-                .catalog
-                .all()
-                .iter()
-                .map(catalog::asset_json)
-                .collect();
-            Ok(super::list(&data, false))
+        "networks" | "assets" | "fee-policies" | "rpcs" | "treasuries" => {
+            // A handful of rows by construction (per network, asset or endpoint of the
+            // configuration): always one whole page, so there is nothing to start after.
+            if after.is_some() {
+                return Err(crate::input::unknown_cursor().into());
+            }
+            Ok(super::list(&small_listing(state, resource).await?, false))
         }
-        "alerts" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_alerts(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            Ok(super::list(&rows, has_more))
-        }
-        "fee-policies" => {
-            let data: Vec<_> = state
-                .fee_policies
-                .iter()
-                .map(|(asset, p)| {
-                    json!({
-                        "network": asset.network,
-                        "asset": asset.code,
-                        "min_amount_units": p.min_amount_units,
-                        "max_amount_units": p.max_amount_units,
-                        "markup_bps": p.markup_bps,
-                        "service_fee_units": p.service_fee_units,
-                        "service_fee_bps": p.service_fee_bps,
-                        "spread_bps": p.spread_bps,
-                    })
-                })
-                .collect();
-            Ok(super::list(&data, false))
-        }
-        "rpcs" => {
-            let data: Vec<_> = state
-                .chains
-                .iter()
-                .map(|(network, chain)| {
-                    json!({ "network": network, "endpoints": chain.endpoint_health() })
-                })
-                .collect();
-            Ok(super::list(&data, false))
-        }
-        "audit" => {
-            let mut rows = read(
-                state.store.as_ref(),
-                move |tx| Ok(tx.list_audit(limit + 1)?),
-            )
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            Ok(super::list(&rows, has_more))
-        }
+        "alerts" => paged(state, limit, move |tx| Ok(tx.list_alerts(page)?), json_of).await,
+        "audit" => paged(state, limit, move |tx| Ok(tx.list_audit(page)?), json_of).await,
+        // Every tenant's events, newest first, with their attempts (no bodies, no secrets).
         "webhooks" => {
-            // Every tenant's events, newest first, with their attempts (no bodies, no secrets).
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_webhook_events(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            Ok(super::list(&rows, has_more))
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_webhook_events(page)?),
+                json_of,
+            )
+            .await
         }
+        // Every tenant's, newest first: the partner's shape with the tenant beside it.
         "withdrawals" => {
-            // Every tenant's, newest first: the partner's shape with the tenant beside it.
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_withdrawals(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows
-                .iter()
-                .map(|w| {
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_withdrawals(page)?),
+                |w| {
                     let mut v = serde_json::to_value(w.view()).expect("a withdrawal serializes");
                     v["tenant"] = json!(w.tenant.as_str());
                     v
-                })
-                .collect();
-            Ok(super::list(&data, has_more))
+                },
+            )
+            .await
         }
         "swaps" => {
-            // Every tenant's, newest first: the partner's shape with the tenant beside it.
-            let mut rows = read(
-                state.store.as_ref(),
-                move |tx| Ok(tx.list_swaps(limit + 1)?),
-            )
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows
-                .iter()
-                .map(|s| {
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_swaps(page)?),
+                |s| {
                     let mut v = serde_json::to_value(s.view()).expect("a swap serializes");
                     v["tenant"] = json!(s.tenant.as_str());
                     v
-                })
-                .collect();
-            Ok(super::list(&data, has_more))
+                },
+            )
+            .await
         }
         "sweeps" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_sweeps(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows.iter().map(|s| s.view()).collect();
-            Ok(super::list(&data, has_more))
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_sweeps(page)?),
+                |s| json_of(&s.view()),
+            )
+            .await
         }
         "treasury-fundings" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_fundings(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows.iter().map(|f| f.view()).collect();
-            Ok(super::list(&data, has_more))
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_fundings(page)?),
+                |f| json_of(&f.view()),
+            )
+            .await
         }
         "reconciliations" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_reconciliations(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            Ok(super::list(&rows, has_more))
-        }
-        "treasuries" => {
-            // One row per network (never more than a page): balances read from the chain now.
-            let rows = custody_core::treasury::rows(
-                &state.hot_wallets,
-                &state.chains,
-                &state.catalog,
-                state.store.as_ref(),
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_reconciliations(page)?),
+                json_of,
             )
-            .await?;
-            Ok(super::list(&rows, false))
+            .await
         }
         // Allowlisted names whose feature is not built answer like an unknown path.
         _ => Err(Refusal::not_found("admin resource").into()),
     }
+}
+
+fn json_of<T: serde::Serialize>(row: &T) -> serde_json::Value {
+    serde_json::to_value(row).expect("a listed row serializes")
+}
+
+/// A page of a store listing asked for `limit + 1` rows: the first `limit` shown, the extra one
+/// only says that another page follows. A cursor the store does not know is a 422.
+async fn paged<T: Send + 'static>(
+    state: &AppState,
+    limit: usize,
+    query: impl FnMut(&mut dyn custody_core::ports::store::ReadTx) -> CoreResult<Paged<T>>
+        + Send
+        + 'static,
+    show: impl Fn(&T) -> serde_json::Value,
+) -> CoreResult<Reply> {
+    let Some(mut rows) = read(state.store.as_ref(), query).await? else {
+        return Err(crate::input::unknown_cursor().into());
+    };
+    let has_more = rows.len() > limit;
+    rows.truncate(limit);
+    let data: Vec<_> = rows.iter().map(show).collect();
+    Ok(super::list(&data, has_more))
+}
+
+/// The listings read from the configuration or the chains rather than from stored rows.
+async fn small_listing(state: &AppState, resource: &str) -> CoreResult<Vec<serde_json::Value>> {
+    Ok(match resource {
+        "networks" => catalog::networks_json(state),
+        "assets" => state
+            .catalog
+            .all()
+            .iter()
+            .map(catalog::asset_json)
+            .collect(),
+        "fee-policies" => state
+            .fee_policies
+            .iter()
+            .map(|(asset, p)| {
+                json!({
+                    "network": asset.network,
+                    "asset": asset.code,
+                    "min_amount_units": p.min_amount_units,
+                    "max_amount_units": p.max_amount_units,
+                    "markup_bps": p.markup_bps,
+                    "service_fee_units": p.service_fee_units,
+                    "service_fee_bps": p.service_fee_bps,
+                    "spread_bps": p.spread_bps,
+                })
+            })
+            .collect(),
+        "rpcs" => state
+            .chains
+            .iter()
+            .map(|(network, chain)| {
+                json!({ "network": network, "endpoints": chain.endpoint_health() })
+            })
+            .collect(),
+        // One row per network: balances read from the chain now.
+        _ => custody_core::treasury::rows(
+            &state.hot_wallets,
+            &state.chains,
+            &state.catalog,
+            state.store.as_ref(),
+        )
+        .await?
+        .iter()
+        .map(json_of)
+        .collect(),
+    })
 }
 
 pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> {

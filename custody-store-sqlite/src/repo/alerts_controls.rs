@@ -1,5 +1,6 @@
 use custody_core::admin::{Alert, AlertReads, AlertRepo, Control, ControlReads, ControlRepo};
 use custody_core::error::PortError;
+use custody_core::page::{Page, Paged};
 use rusqlite::{params, OptionalExtension};
 
 use super::{parse_uuid, ts};
@@ -27,15 +28,19 @@ impl AlertRepo for SqliteTx<'_> {
 }
 
 impl AlertReads for SqliteTx<'_> {
-    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError> {
+    fn list_alerts(&mut self, page: Page) -> Result<Paged<Alert>, PortError> {
+        let Some(args) = super::page_args(self.conn, "alerts", page)? else {
+            return Ok(None);
+        };
         let rows = self
             .conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT id, kind, severity, message, reference_type, reference_id, created_at \
-                 FROM alerts ORDER BY created_at DESC, rowid DESC LIMIT ?1",
-            )
+                 FROM alerts WHERE {}",
+                super::PAGE_CLAUSE
+            ))
             .map_err(db_err)?
-            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            .query_map(args, |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
@@ -63,7 +68,8 @@ impl AlertReads for SqliteTx<'_> {
                     })
                 },
             )
-            .collect()
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     fn open_alert_count(&mut self) -> Result<u64, PortError> {

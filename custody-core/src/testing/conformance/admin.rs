@@ -70,14 +70,23 @@ async fn audit_records_are_listed_newest_first(store: Arc<dyn Store>) {
     .await
     .unwrap();
     assert_port_error(w(s, |tx| tx.append_audit(&audit(1, 40))).await);
-    let listed = |limit: usize| r(s, move |tx| tx.list_audit(limit));
-    // Newest first; equal times, the latest appended first.
+    let listed = |limit: usize| {
+        r(s, move |tx| {
+            tx.list_audit(crate::page::Page::first(limit))
+                .map(super::rows)
+        })
+    };
+    // Newest first; equal times, the higher id first.
     assert_eq!(
         listed(10).await,
         vec![audit(4, 30), audit(2, 30), with_values, audit(1, 10)]
     );
     assert_eq!(listed(2).await, vec![audit(4, 30), audit(2, 30)]);
     assert!(listed(0).await.is_empty());
+    // Equal times fall on either side of a page's end: the id orders them.
+    for limit in [1, 3] {
+        super::check_paging(s, limit, |tx, p| tx.list_audit(p), |a| a.id).await;
+    }
 }
 
 async fn alerts_are_listed_newest_first_and_counted(store: Arc<dyn Store>) {
@@ -96,8 +105,10 @@ async fn alerts_are_listed_newest_first_and_counted(store: Arc<dyn Store>) {
     assert_port_error(w(s, move |tx| tx.raise_alert(&info)).await);
     let (listed, two, open) = r(s, |tx| {
         Ok((
-            tx.list_alerts(10)?,
-            tx.list_alerts(2)?,
+            tx.list_alerts(crate::page::Page::first(10))
+                .map(super::rows)?,
+            tx.list_alerts(crate::page::Page::first(2))
+                .map(super::rows)?,
             tx.open_alert_count()?,
         ))
     })
@@ -108,6 +119,9 @@ async fn alerts_are_listed_newest_first_and_counted(store: Arc<dyn Store>) {
     );
     assert_eq!(two, vec![alert(4, 30), critical]);
     assert_eq!(open, 4);
+    for limit in [1, 3] {
+        super::check_paging(s, limit, |tx, p| tx.list_alerts(p), |a| a.id).await;
+    }
 }
 
 async fn controls_are_replaced_and_listed_by_key(store: Arc<dyn Store>) {
@@ -160,7 +174,8 @@ async fn controls_are_replaced_and_listed_by_key(store: Arc<dyn Store>) {
     let (restricted, audit) = r(s, |tx| {
         Ok((
             admin::restricted(tx, "kill_switch.swaps")?,
-            tx.list_audit(10)?,
+            tx.list_audit(crate::page::Page::first(10))
+                .map(super::rows)?,
         ))
     })
     .await;

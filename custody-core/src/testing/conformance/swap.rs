@@ -181,10 +181,20 @@ async fn every_tenants_swaps_are_listed_newest_first(store: Arc<dyn Store>) {
     }
     let ids = |v: Vec<Swap>| v.iter().map(|x| x.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(r(s, |tx| tx.list_swaps(10)).await),
+        ids(r(s, |tx| tx
+            .list_swaps(crate::page::Page::first(10))
+            .map(super::rows))
+        .await),
         [uid(12), uid(11), uid(10), uid(13)]
     );
-    assert_eq!(ids(r(s, |tx| tx.list_swaps(1)).await), [uid(12)]);
+    assert_eq!(
+        ids(r(s, |tx| tx
+            .list_swaps(crate::page::Page::first(1))
+            .map(super::rows))
+        .await),
+        [uid(12)]
+    );
+    super::check_paging(s, 1, |tx, p| tx.list_swaps(p), |x| x.id).await;
 }
 
 async fn allowances_are_one_per_owner_token_and_spender(store: Arc<dyn Store>) {

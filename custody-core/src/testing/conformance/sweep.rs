@@ -243,21 +243,27 @@ async fn sweeps_and_fundings_are_listed_newest_first(store: Arc<dyn Store>) {
     .unwrap();
     let ids = |v: Vec<uuid::Uuid>| v;
     assert_eq!(
-        ids(r(store.as_ref(), |tx| tx.list_sweeps(2))
-            .await
-            .iter()
-            .map(|s| s.id)
-            .collect()),
+        ids(r(store.as_ref(), |tx| tx
+            .list_sweeps(crate::page::Page::first(2))
+            .map(super::rows))
+        .await
+        .iter()
+        .map(|s| s.id)
+        .collect()),
         [uid(3), uid(2)]
     );
     assert_eq!(
-        ids(r(store.as_ref(), |tx| tx.list_fundings(5))
-            .await
-            .iter()
-            .map(|f| f.id)
-            .collect()),
+        ids(r(store.as_ref(), |tx| tx
+            .list_fundings(crate::page::Page::first(5))
+            .map(super::rows))
+        .await
+        .iter()
+        .map(|f| f.id)
+        .collect()),
         [uid(13), uid(12), uid(11)]
     );
+    super::check_paging(store.as_ref(), 2, |tx, p| tx.list_sweeps(p), |x| x.id).await;
+    super::check_paging(store.as_ref(), 2, |tx, p| tx.list_fundings(p), |x| x.id).await;
 }
 
 async fn flows_count_confirmed_records_per_address(store: Arc<dyn Store>) {

@@ -171,12 +171,23 @@ async fn every_tenants_withdrawals_are_listed_newest_first(store: Arc<dyn Store>
     }
     let ids = |v: Vec<Withdrawal>| v.iter().map(|w| w.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(r(s, |tx| tx.list_withdrawals(10)).await),
+        ids(r(s, |tx| tx
+            .list_withdrawals(crate::page::Page::first(10))
+            .map(super::rows))
+        .await),
         [uid(12), uid(11), uid(10), uid(13)]
     );
     assert_eq!(
-        ids(r(s, |tx| tx.list_withdrawals(2)).await),
+        ids(r(s, |tx| tx
+            .list_withdrawals(crate::page::Page::first(2))
+            .map(super::rows))
+        .await),
         [uid(12), uid(11)]
     );
-    assert!(r(s, |tx| tx.list_withdrawals(0)).await.is_empty());
+    assert!(r(s, |tx| tx
+        .list_withdrawals(crate::page::Page::first(0))
+        .map(super::rows))
+    .await
+    .is_empty());
+    super::check_paging(s, 1, |tx, p| tx.list_withdrawals(p), |w| w.id).await;
 }
