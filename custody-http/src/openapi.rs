@@ -44,6 +44,7 @@ fn success_schema(route: &Route) -> Value {
         RouteId::AdminDashboard => json!({ "type": "object" }),
         RouteId::AdminUpdateControl => json!({ "$ref": "#/components/schemas/Control" }),
         RouteId::AdminReconcile => json!({ "$ref": "#/components/schemas/ReconcileScheduled" }),
+        RouteId::AdminAckAlert => json!({ "$ref": "#/components/schemas/Alert" }),
         RouteId::AdminList => list_of_any(),
     }
 }
@@ -59,6 +60,7 @@ fn request_schema(route: &Route) -> Option<Value> {
             Some(json!({ "$ref": "#/components/schemas/ControlUpdate" }))
         }
         RouteId::AdminReconcile => Some(json!({ "$ref": "#/components/schemas/Reconcile" })),
+        RouteId::AdminAckAlert => Some(json!({ "$ref": "#/components/schemas/AlertAck" })),
         RouteId::QuoteWithdrawal => {
             Some(json!({ "$ref": "#/components/schemas/WithdrawalQuoteRequest" }))
         }
@@ -142,6 +144,7 @@ fn takes_second_factors(route: &Route) -> bool {
         route.id,
         RouteId::AdminUpdateControl
             | RouteId::AdminReconcile
+            | RouteId::AdminAckAlert
             | RouteId::CreateWithdrawal
             | RouteId::CreateSwap
     )
@@ -660,6 +663,33 @@ fn component_schemas() -> Value {
                 "id": { "type": "string", "format": "uuid" },
                 "scope": { "type": "string", "enum": ["LEDGER", "TREASURY"] },
                 "status": { "const": "scheduled" }
+            }
+        }),
+    );
+    schemas.insert(
+        "AlertAck".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["reason"],
+            "properties": { "reason": { "type": "string", "minLength": 1, "maxLength": 500 } }
+        }),
+    );
+    schemas.insert(
+        "Alert".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["id", "kind", "severity", "message", "reference_type", "reference_id",
+                "created_at", "acknowledged_at", "acknowledged_by"],
+            "properties": {
+                "id": { "type": "string", "format": "uuid" },
+                "kind": { "type": "string" },
+                "severity": { "type": "string", "enum": ["warning", "critical"] },
+                "message": { "type": "string" },
+                "reference_type": { "type": ["string", "null"] },
+                "reference_id": { "type": ["string", "null"], "format": "uuid" },
+                "created_at": { "type": "string", "format": "date-time" },
+                "acknowledged_at": { "type": ["string", "null"], "format": "date-time" },
+                "acknowledged_by": { "type": ["string", "null"] }
             }
         }),
     );

@@ -27,6 +27,7 @@ pub enum RouteId {
     AdminDashboard,
     AdminUpdateControl,
     AdminReconcile,
+    AdminAckAlert,
     AdminList,
 }
 
@@ -308,6 +309,18 @@ pub const ROUTES: &[Route] = &[
         idempotency_key: false,
         query: &[],
         success_status: 202,
+    },
+    Route {
+        id: RouteId::AdminAckAlert,
+        method: "POST",
+        template: "/admin/alerts/{id}/ack",
+        operation_id: "acknowledgeAlert",
+        summary: "Acknowledges an alert, with audit: it no longer counts as open; acknowledging again answers the same record",
+        tag: "Admin",
+        access: Access::Admin,
+        idempotency_key: false,
+        query: &[],
+        success_status: 200,
     },
     Route {
         id: RouteId::AdminList,

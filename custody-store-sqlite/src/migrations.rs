@@ -56,6 +56,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0014_reconciliations",
         include_str!("../migrations/0014_reconciliations.sql"),
     ),
+    (
+        "0015_alert_acks_and_pages",
+        include_str!("../migrations/0015_alert_acks_and_pages.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

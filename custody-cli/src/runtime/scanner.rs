@@ -137,6 +137,8 @@ impl Scanner {
                 reference_type: None,
                 reference_id: None,
                 created_at: now,
+                acknowledged_at: None,
+                acknowledged_by: None,
             })?)
         })
         .await;
@@ -374,6 +376,8 @@ impl Scanner {
                 reference_type: None,
                 reference_id: None,
                 created_at: now,
+                acknowledged_at: None,
+                acknowledged_by: None,
             })?)
         })
         .await;

@@ -634,7 +634,21 @@ impl AlertRepo for Tx {
         if self.state.alerts.iter().any(|x| x.id == a.id) {
             return Err(constraint(format!("alert {} exists", a.id)));
         }
+        if a.acknowledged_at.is_some() || a.acknowledged_by.is_some() {
+            return Err(constraint("a new alert is unacknowledged"));
+        }
         self.state.alerts.push(a.clone());
+        Ok(())
+    }
+
+    fn acknowledge_alert(&mut self, id: Uuid, at: Timestamp, by: &str) -> Result<(), PortError> {
+        let Some(alert) = self.state.alerts.iter_mut().find(|a| a.id == id) else {
+            return Err(constraint(format!("no alert {id}")));
+        };
+        if alert.acknowledged_at.is_none() {
+            alert.acknowledged_at = Some(at);
+            alert.acknowledged_by = Some(by.to_owned());
+        }
         Ok(())
     }
 }
@@ -648,9 +662,18 @@ impl AlertReads for Tx {
         ))
     }
 
+    fn alert(&mut self, id: Uuid) -> Result<Option<Alert>, PortError> {
+        Ok(self.state.alerts.iter().find(|a| a.id == id).cloned())
+    }
+
     fn open_alert_count(&mut self) -> Result<u64, PortError> {
-        // Nothing resolves an alert yet.
-        Ok(count(self.state.alerts.len()))
+        Ok(count(
+            self.state
+                .alerts
+                .iter()
+                .filter(|a| a.acknowledged_at.is_none())
+                .count(),
+        ))
     }
 }
 

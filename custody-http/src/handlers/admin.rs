@@ -218,6 +218,32 @@ pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> 
     Ok(Reply::json(200, &control))
 }
 
+/// `POST /admin/alerts/{id}/ack`: the alert stops counting as open, with an audit record (who,
+/// when, why). Body first, then the second factors, as for `/admin/controls`; an id that is
+/// not a UUID is as unknown as one no alert has (404).
+pub async fn acknowledge_alert(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let id = uuid::Uuid::parse_str(&call.params[0]).map_err(|_| Refusal::not_found("alert"))?;
+    let map = crate::input::json_object(&call.body)?;
+    let mut fields = crate::input::Fields::new();
+    fields.no_unknown(&map, &["reason"]);
+    let reason = fields.string(&map, "reason", 500);
+    fields.finish()?;
+    let Some(reason) = reason else {
+        unreachable!("finish() refuses missing fields")
+    };
+    let reason = admin::check_ack_reason(&reason)?.to_owned();
+    let credential = call.credential();
+    second_factor::check(state, credential, &call.headers).await?;
+    let actor = format!("credential:{}", credential.id);
+    let audit_id = new_uuid(state.entropy.as_ref());
+    let now = state.clock.now();
+    let alert = write(state.store.as_ref(), move |tx| {
+        admin::acknowledge_alert(tx, audit_id, &actor, id, &reason, now)
+    })
+    .await?;
+    Ok(Reply::json(200, &alert))
+}
+
 /// `POST /admin/reconcile`: schedules a run for the reconciler (202); the result is listed by
 /// `/admin/reconciliations`. Body first, then the second factors, as for `/admin/controls`.
 pub async fn reconcile(state: &AppState, call: &Call) -> CoreResult<Reply> {

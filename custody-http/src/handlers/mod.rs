@@ -51,6 +51,7 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::AdminDashboard => admin::dashboard(state).await,
         RouteId::AdminUpdateControl => admin::update_control(state, call).await,
         RouteId::AdminReconcile => admin::reconcile(state, call).await,
+        RouteId::AdminAckAlert => admin::acknowledge_alert(state, call).await,
         RouteId::AdminList => admin::list(state, call).await,
     }
 }
