@@ -237,6 +237,8 @@ pub trait SwapReads {
         &mut self,
         page: crate::page::Page,
     ) -> Result<crate::page::Paged<Swap>, PortError>;
+    /// Swaps of every tenant still on their way: `reserved` or `broadcasted`.
+    fn pending_swap_count(&mut self) -> Result<u64, PortError>;
     fn allowance(
         &mut self,
         network: Network,

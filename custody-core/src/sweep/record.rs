@@ -285,6 +285,8 @@ pub trait SweepReads {
         &mut self,
         page: crate::page::Page,
     ) -> Result<crate::page::Paged<Sweep>, PortError>;
+    /// Sweeps not final yet ([`super::SweepStatus::is_open`]).
+    fn open_sweep_count(&mut self) -> Result<u64, PortError>;
     /// Every treasury funding, newest first (`created_at`, then id, descending).
     fn list_fundings(
         &mut self,

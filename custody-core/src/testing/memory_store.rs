@@ -1383,6 +1383,13 @@ impl crate::withdrawal::WithdrawalReads for Tx {
             page,
         ))
     }
+
+    fn pending_withdrawal_count(&mut self) -> Result<u64, PortError> {
+        use crate::withdrawal::WithdrawalStatus::{Broadcasted, Reserved};
+        let pending =
+            |w: &&crate::withdrawal::Withdrawal| matches!(w.status, Reserved | Broadcasted);
+        Ok(count(self.state.withdrawals.iter().filter(pending).count()))
+    }
 }
 
 // ---- swaps ----
@@ -1511,6 +1518,12 @@ impl crate::swap::SwapReads for Tx {
             |w| (w.created_at, w.id),
             page,
         ))
+    }
+
+    fn pending_swap_count(&mut self) -> Result<u64, PortError> {
+        use crate::swap::SwapStatus::{Broadcasted, Reserved};
+        let pending = |s: &&crate::swap::Swap| matches!(s.status, Reserved | Broadcasted);
+        Ok(count(self.state.swaps.iter().filter(pending).count()))
     }
 
     fn allowance(
@@ -1712,6 +1725,16 @@ impl crate::sweep::SweepReads for Tx {
             &self.state.sweeps,
             |x| (x.created_at, x.id),
             page,
+        ))
+    }
+
+    fn open_sweep_count(&mut self) -> Result<u64, PortError> {
+        Ok(count(
+            self.state
+                .sweeps
+                .iter()
+                .filter(|s| s.status.is_open())
+                .count(),
         ))
     }
 

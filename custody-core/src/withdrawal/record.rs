@@ -204,4 +204,6 @@ pub trait WithdrawalReads {
         &mut self,
         page: crate::page::Page,
     ) -> Result<crate::page::Paged<Withdrawal>, PortError>;
+    /// Withdrawals of every tenant still on their way: `reserved` or `broadcasted`.
+    fn pending_withdrawal_count(&mut self) -> Result<u64, PortError>;
 }

@@ -273,21 +273,29 @@ pub async fn reconcile(state: &AppState, call: &Call) -> CoreResult<Reply> {
 
 pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
     let networks: Vec<_> = state.networks.iter().map(|n| n.network).collect();
-    let (controls, alerts, pending, webhooks, latest) = read(state.store.as_ref(), move |tx| {
-        let controls = tx.list_controls()?;
-        let alerts = tx.open_alert_count()?;
-        let mut pending = Vec::new();
-        for &network in &networks {
-            pending.push((network, tx.pending_deposit_count(network)?));
-        }
-        let webhooks = tx.count_webhook_events()?;
-        let mut latest = Vec::new();
-        for scope in Scope::ALL {
-            latest.push((scope, tx.latest_reconciliation(scope)?));
-        }
-        Ok((controls, alerts, pending, webhooks, latest))
-    })
-    .await?;
+    // One snapshot: the counts agree with each other.
+    let (controls, alerts, pending, work, webhooks, latest) =
+        read(state.store.as_ref(), move |tx| {
+            let controls = tx.list_controls()?;
+            let alerts = tx.open_alert_count()?;
+            let mut pending = Vec::new();
+            for &network in &networks {
+                pending.push((network, tx.pending_deposit_count(network)?));
+            }
+            let work = (
+                tx.pending_withdrawal_count()?,
+                tx.pending_swap_count()?,
+                tx.open_sweep_count()?,
+            );
+            let webhooks = tx.count_webhook_events()?;
+            let mut latest = Vec::new();
+            for scope in Scope::ALL {
+                latest.push((scope, tx.latest_reconciliation(scope)?));
+            }
+            Ok((controls, alerts, pending, work, webhooks, latest))
+        })
+        .await?;
+    let (pending_withdrawals, pending_swaps, open_sweeps) = work;
     let assets = asset_figures(state).await?;
     let chains: Vec<_> = state
         .networks
@@ -344,7 +352,11 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
             "chains": chains,
             "controls": controls_view,
             "pending_deposits": pending.iter().map(|(n, c)| json!({ "network": n, "count": c })).collect::<Vec<_>>(),
+            "pending_withdrawals": pending_withdrawals,
+            "pending_swaps": pending_swaps,
+            "open_sweeps": open_sweeps,
             "webhooks": { "pending": webhooks.pending, "delivered": webhooks.delivered, "dead_lettered": webhooks.dead_lettered },
+            "dead_lettered_webhooks": webhooks.dead_lettered,
             "open_alerts": alerts,
             "assets": assets,
             "reconciliations": reconciliations,

@@ -388,6 +388,18 @@ impl SwapReads for SqliteTx<'_> {
         self.swaps_where(super::PAGE_CLAUSE, args).map(Some)
     }
 
+    fn pending_swap_count(&mut self) -> Result<u64, PortError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM swaps WHERE status IN ('reserved', 'broadcasted')",
+            )
+            .map_err(db_err)?
+            .query_row([], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     fn allowance(
         &mut self,
         network: Network,

@@ -366,6 +366,19 @@ impl SweepReads for SqliteTx<'_> {
         self.sweeps_where(super::PAGE_CLAUSE, args).map(Some)
     }
 
+    fn open_sweep_count(&mut self) -> Result<u64, PortError> {
+        // The statuses of SweepStatus::is_open, as in the partial index sweeps_one_open.
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM sweeps WHERE status IN ('planned', 'funding', 'broadcasted')",
+            )
+            .map_err(db_err)?
+            .query_row([], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     fn list_fundings(&mut self, page: Page) -> Result<Paged<Funding>, PortError> {
         let Some(args) = super::page_args(self.conn, "treasury_fundings", page)? else {
             return Ok(None);

@@ -305,4 +305,16 @@ impl WithdrawalReads for SqliteTx<'_> {
         };
         self.withdrawals_where(super::PAGE_CLAUSE, args).map(Some)
     }
+
+    fn pending_withdrawal_count(&mut self) -> Result<u64, PortError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM withdrawals WHERE status IN ('reserved', 'broadcasted')",
+            )
+            .map_err(db_err)?
+            .query_row([], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
 }

@@ -162,6 +162,13 @@ async fn every_tenants_withdrawals_are_listed_newest_first(store: Arc<dyn Store>
         let q = quote(n + 100, tenant);
         let mut wd = withdrawal(n, &q);
         wd.created_at = at(t);
+        // Two on their way, two final: what the pending count tells apart.
+        wd.status = match n {
+            10 => WithdrawalStatus::Reserved,
+            11 => WithdrawalStatus::Broadcasted,
+            12 => WithdrawalStatus::Confirmed,
+            _ => WithdrawalStatus::Failed,
+        };
         w(s, move |tx| {
             tx.insert_quote(&q)?;
             tx.insert_withdrawal(&wd)
@@ -190,4 +197,5 @@ async fn every_tenants_withdrawals_are_listed_newest_first(store: Arc<dyn Store>
     .await
     .is_empty());
     super::check_paging(s, 1, |tx, p| tx.list_withdrawals(p), |w| w.id).await;
+    assert_eq!(r(s, |tx| tx.pending_withdrawal_count()).await, 2);
 }
