@@ -22,6 +22,7 @@ fn success_schema(route: &Route) -> Value {
             "properties": { "status": { "const": "ok" } }
         }),
         RouteId::OpenApi => json!({ "type": "object" }),
+        RouteId::Metrics => json!({ "type": "string" }),
         RouteId::ListNetworks => list_of("#/components/schemas/Network"),
         RouteId::ListAssets => list_of("#/components/schemas/Asset"),
         RouteId::ListSwapPairs => list_of("#/components/schemas/SwapPair"),
@@ -138,6 +139,14 @@ fn parameters(route: &Route) -> Vec<Value> {
     out
 }
 
+fn success_content_type(route: &Route) -> &'static str {
+    if route.id == RouteId::Metrics {
+        crate::metrics::CONTENT_TYPE
+    } else {
+        "application/json"
+    }
+}
+
 /// Routes that check `X-Service-Pin` / `X-Service-OTP` (crate::second_factor).
 fn takes_second_factors(route: &Route) -> bool {
     matches!(
@@ -166,7 +175,7 @@ fn operation(route: &Route) -> Value {
         json!({
             "description": "Success",
             "headers": ok_headers,
-            "content": { "application/json": { "schema": success_schema(route) } }
+            "content": { success_content_type(route): { "schema": success_schema(route) } }
         }),
     );
     let mut op = json!({

@@ -1283,6 +1283,16 @@ impl OutgoingReads for Tx {
         open.sort_by_key(|t| (t.created_at, t.id));
         Ok(open)
     }
+
+    fn unfinished_outgoing_count(&mut self, network: Network) -> Result<u64, PortError> {
+        Ok(count(
+            self.state
+                .outgoing
+                .iter()
+                .filter(|(t, _)| t.network == network && !t.status.is_terminal())
+                .count(),
+        ))
+    }
 }
 
 // ---- withdrawals ----

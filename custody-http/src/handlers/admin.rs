@@ -410,3 +410,45 @@ async fn asset_figures(state: &AppState) -> CoreResult<Vec<serde_json::Value>> {
         })
         .collect())
 }
+
+/// `GET /v1/metrics`: the counters kept as requests and deliveries happen, with the gauges
+/// read now: scanner positions from the scanners' status, queue depths from one store snapshot.
+pub async fn metrics(state: &AppState) -> CoreResult<Reply> {
+    let networks: Vec<_> = state.networks.iter().map(|n| n.network).collect();
+    let (webhooks, withdrawals, swaps, sweeps, alerts, outgoing) =
+        read(state.store.as_ref(), move |tx| {
+            let mut outgoing = Vec::new();
+            for &network in &networks {
+                outgoing.push((network, tx.unfinished_outgoing_count(network)?));
+            }
+            Ok((
+                tx.count_webhook_events()?,
+                tx.pending_withdrawal_count()?,
+                tx.pending_swap_count()?,
+                tx.open_sweep_count()?,
+                tx.open_alert_count()?,
+                outgoing,
+            ))
+        })
+        .await?;
+    let m = &state.metrics;
+    for (network, status) in &state.scan_status {
+        let s = status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        m.set_scanner(network.as_str(), s.scanned_block, s.lag_blocks());
+    }
+    for (queue, depth) in [
+        ("outbox_pending", webhooks.pending),
+        ("webhooks_dead_lettered", webhooks.dead_lettered),
+        ("withdrawals_pending", withdrawals),
+        ("swaps_pending", swaps),
+        ("sweeps_open", sweeps),
+        ("alerts_open", alerts),
+    ] {
+        m.set_queue(queue, depth);
+    }
+    for (network, n) in outgoing {
+        m.set_outgoing(network.as_str(), n);
+    }
+    Ok(Reply::raw_json(200, m.encode().into_bytes())
+        .with_header("content-type", crate::metrics::CONTENT_TYPE))
+}

@@ -32,6 +32,7 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
             200,
             crate::openapi::document_bytes().to_vec(),
         )),
+        RouteId::Metrics => admin::metrics(state).await,
         RouteId::ListNetworks => Ok(catalog::networks(state)),
         RouteId::ListAssets => catalog::assets(state, call),
         RouteId::ListSwapPairs => Ok(catalog::swap_pairs(state)),

@@ -164,6 +164,7 @@ fn ports(store: &Arc<SqliteStore>, sink: Arc<ScriptedSink>) -> WorkerPorts {
         clock: Arc::new(SystemClock),
         entropy: Arc::new(OsEntropy),
         vault: Arc::new(vault()),
+        metrics: Arc::default(),
     }
 }
 
