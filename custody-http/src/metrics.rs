@@ -113,6 +113,11 @@ impl Metrics {
             latency.clone(),
         );
         let webhook_outcomes = Family::<OutcomeLabels, Counter>::default();
+        // Every outcome is exposed from the start, at 0: a series that appears only with its
+        // first dead letter has no earlier sample, and increase() over it misses that one.
+        for outcome in ["delivered", "retry", "dead_lettered"] {
+            webhook_outcomes.get_or_create(&OutcomeLabels { outcome });
+        }
         registry.register(
             "webhook_deliveries",
             "Webhook delivery attempts by outcome: delivered, retry (another attempt is due), dead_lettered",
@@ -231,6 +236,8 @@ mod tests {
         m.record_request("/wallets/{id}", "BREW", 405, 0.001);
         m.record_webhook(&Step::DeadLetter);
         m.set_queue("outbox_pending", 7);
+        m.set_scanner("BSC", Some(100), Some(3));
+        m.set_scanner("TRON", None, None);
         let text = m.encode();
         assert!(
             text.contains(
@@ -243,7 +250,14 @@ mod tests {
             r#"custody_http_request_duration_seconds_bucket{le="0.004",route="/wallets/{id}",method="GET",status="200"} 2"#
         ), "{text}");
         assert!(text.contains(r#"custody_webhook_deliveries_total{outcome="dead_lettered"} 1"#));
+        assert!(text.contains(r#"custody_webhook_deliveries_total{outcome="delivered"} 0"#));
         assert!(text.contains(r#"custody_queue_depth{queue="outbox_pending"} 7"#));
+        assert!(text.contains(r#"custody_scanner_lag_blocks{network="BSC"} 3"#));
+        assert!(text.contains(r#"custody_scanner_scanned_block{network="BSC"} 100"#));
+        assert!(
+            !text.contains(r#"network="TRON""#),
+            "no figure before a report: {text}"
+        );
         assert!(text.ends_with("# EOF\n"));
     }
 }
