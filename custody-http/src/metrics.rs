@@ -116,7 +116,7 @@ impl Metrics {
         // Every outcome is exposed from the start, at 0: a series that appears only with its
         // first dead letter has no earlier sample, and increase() over it misses that one.
         for outcome in ["delivered", "retry", "dead_lettered"] {
-            webhook_outcomes.get_or_create(&OutcomeLabels { outcome });
+            let _series = webhook_outcomes.get_or_create(&OutcomeLabels { outcome });
         }
         registry.register(
             "webhook_deliveries",

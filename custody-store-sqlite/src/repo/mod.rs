@@ -36,6 +36,9 @@ pub(crate) fn bad(what: &str, value: &str) -> PortError {
     PortError::permanent("store", format!("bad stored {what} {value:?}"))
 }
 
+/// The arguments of [`PAGE_CLAUSE`]: the limit, then the cursor row's `created_at` and `id`.
+pub(crate) type PageArgs = (i64, Option<i64>, Option<String>);
+
 /// The keyset of an admin page over `table`, whose rows have `id` (TEXT, a lowercase UUID, so
 /// text order is UUID order) and `created_at` (unix ms): the three arguments of [`PAGE_CLAUSE`]
 /// (limit, the cursor row's `created_at` and `id`, both NULL on the first page), or `None` when
@@ -44,7 +47,7 @@ pub(crate) fn page_args(
     conn: &rusqlite::Connection,
     table: &str,
     page: custody_core::page::Page,
-) -> Result<Option<(i64, Option<i64>, Option<String>)>, PortError> {
+) -> Result<Option<PageArgs>, PortError> {
     use rusqlite::OptionalExtension;
     let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
     let Some(after) = page.starting_after else {
