@@ -11,3 +11,4 @@ CREATE INDEX audit_newest_first ON audit (created_at DESC, id DESC);
 CREATE INDEX alerts_newest_first ON alerts (created_at DESC, id DESC);
 CREATE INDEX outbox_newest_first ON outbox (created_at DESC, id DESC);
 CREATE INDEX reconciliations_newest_first ON reconciliations (created_at DESC, id DESC);
+CREATE INDEX ledger_transactions_newest_first ON ledger_transactions (created_at DESC, id DESC);

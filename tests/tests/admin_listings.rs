@@ -142,6 +142,28 @@ fn audit_and_alerts_page_past_the_first_page() {
 }
 
 #[test]
+fn ledger_transactions_are_listed_with_their_entries_in_pages() {
+    let (c, admin, partner, _) = service(0);
+    partner.wallet("alice", "TRON");
+    for units in ["10", "20", "30"] {
+        c.adjust("acme", "alice", "TRON", "USDT", true, units);
+    }
+    c.adjust("acme", "alice", "TRON", "USDT", false, "5");
+    assert_pages_cover(&admin, "transactions", 4);
+    let newest = &admin.get("/v1/admin/transactions?limit=1").json()["data"][0];
+    assert_eq!(newest["reference_type"], "adjustment", "{newest}");
+    let entries = newest["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{newest}");
+    let user = entries
+        .iter()
+        .find(|e| e["account"].as_str().unwrap().contains("alice"))
+        .expect("the user's entry");
+    assert_eq!(user["direction"], "debit");
+    assert_eq!(user["amount_units"], "5");
+    assert_eq!(user["balance_after_units"], "55");
+}
+
+#[test]
 fn bad_pages_are_refused_and_non_admins_see_nothing() {
     let (_c, admin, partner, alert_ids) = service(1);
     for (query, field) in [
@@ -168,6 +190,7 @@ fn bad_pages_are_refused_and_non_admins_see_nothing() {
     // Every stored listing looks its cursor up in its own rows: an alert's id names no sweep.
     for resource in [
         "audit",
+        "transactions",
         "webhooks",
         "withdrawals",
         "swaps",

@@ -750,6 +750,10 @@ impl LedgerReads for Tx {
         self.state.ledger.scan_ledger_accounts(visit)
     }
 
+    fn list_ledger_transactions(&mut self, page: Page) -> Result<Paged<LedgerTx>, PortError> {
+        self.state.ledger.list_ledger_transactions(page)
+    }
+
     fn scan_ledger_transactions(
         &mut self,
         visit: &mut dyn FnMut(&LedgerTx),

@@ -108,6 +108,16 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
             )
             .await
         }
+        // Ledger transactions of every tenant with their entries, newest first.
+        "transactions" => {
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_ledger_transactions(page)?),
+                ledger_tx_json,
+            )
+            .await
+        }
         "reconciliations" => {
             paged(
                 state,
@@ -120,6 +130,34 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
         // Allowlisted names whose feature is not built answer like an unknown path.
         _ => Err(Refusal::not_found("admin resource").into()),
     }
+}
+
+/// A ledger transaction as the admin listing shows it: each entry names its account by the
+/// account's key (owner, network, asset), with the amounts in units.
+fn ledger_tx_json(t: &custody_core::ledger::LedgerTx) -> serde_json::Value {
+    let entries: Vec<_> = t
+        .entries
+        .iter()
+        .map(|e| {
+            json!({
+                "id": e.id,
+                "account": e.account.to_string(),
+                "direction": e.direction,
+                "phase": e.phase,
+                "amount_units": e.amount,
+                "balance_after_units": e.balance_after,
+            })
+        })
+        .collect();
+    json!({
+        "id": t.id,
+        "kind": t.kind,
+        "reference_type": t.reference_type,
+        "reference_id": t.reference_id,
+        "hold_id": t.hold_id,
+        "created_at": t.created_at,
+        "entries": entries,
+    })
 }
 
 fn json_of<T: serde::Serialize>(row: &T) -> serde_json::Value {
