@@ -163,6 +163,7 @@ async fn run(scenario: &Scenario, events: usize, seconds_max: u64) {
             clock,
             entropy: Arc::new(OsEntropy),
             vault: Arc::clone(&vault),
+            metrics: Arc::default(),
         },
         settings,
     );

@@ -329,6 +329,8 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 },
             );
         }
+        // One registry for the server and the webhook loop: one /v1/metrics shows both.
+        let metrics = Arc::new(custody_http::metrics::Metrics::new());
         let state = Arc::new(AppState {
             store: Arc::clone(&store),
             clock: Arc::clone(&clock),
@@ -359,6 +361,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             limiter: custody_core::auth::RateLimiter::new(),
             second_factors: custody_http::SecondFactorChecks::default(),
             inflight: idempotency::InFlight::new(),
+            metrics: Arc::clone(&metrics),
         });
         let listener = tokio::net::TcpListener::bind(listen)
             .await
@@ -369,6 +372,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             Arc::clone(&store),
             Arc::clone(&clock),
             Arc::clone(&vault),
+            metrics,
             &config.webhooks,
         )?;
         background.spawn("webhooks", move |stop| {

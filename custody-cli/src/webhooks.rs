@@ -88,6 +88,7 @@ pub fn delivery(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     vault: Arc<custody_core::vault::Vault>,
+    metrics: Arc<custody_http::metrics::Metrics>,
     config: &WebhooksConfig,
 ) -> Result<(WorkerPorts, WorkerSettings), String> {
     let settings = config.worker_settings()?;
@@ -107,6 +108,7 @@ pub fn delivery(
         clock,
         entropy: Arc::new(OsEntropy),
         vault,
+        metrics,
     };
     Ok((ports, settings))
 }

@@ -4,6 +4,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::PortError;
+use crate::page::{Page, Paged};
 use crate::time::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -24,8 +25,8 @@ pub trait AuditRepo: AuditReads {
 }
 
 pub trait AuditReads {
-    /// The newest `limit` records, newest first.
-    fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError>;
+    /// A page of the records, newest first (`created_at`, then id, descending).
+    fn list_audit(&mut self, page: Page) -> Result<Paged<AuditRecord>, PortError>;
 }
 
 /// Something an operator must look at (a reversed deposit, a reorg deeper than we keep).
@@ -39,15 +40,25 @@ pub struct Alert {
     pub reference_type: Option<String>,
     pub reference_id: Option<Uuid>,
     pub created_at: Timestamp,
+    /// When an operator took it in hand ([`acknowledge_alert`]); `None` while open.
+    pub acknowledged_at: Option<Timestamp>,
+    /// `credential:<id>` of that operator.
+    pub acknowledged_by: Option<String>,
 }
 
 pub trait AlertRepo: AlertReads {
+    /// Stores a new alert, which MUST be unacknowledged.
     fn raise_alert(&mut self, alert: &Alert) -> Result<(), PortError>;
+    /// Marks alert `id` acknowledged at `at` by `by` unless it already is (the first
+    /// acknowledgement stands); a port error when no alert has that id.
+    fn acknowledge_alert(&mut self, id: Uuid, at: Timestamp, by: &str) -> Result<(), PortError>;
 }
 
 pub trait AlertReads {
-    /// The newest `limit` alerts, newest first.
-    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError>;
+    /// A page of the alerts, newest first (`created_at`, then id, descending).
+    fn list_alerts(&mut self, page: Page) -> Result<Paged<Alert>, PortError>;
+    fn alert(&mut self, id: Uuid) -> Result<Option<Alert>, PortError>;
+    /// Alerts no operator has acknowledged yet.
     fn open_alert_count(&mut self) -> Result<u64, PortError>;
 }
 
@@ -164,6 +175,59 @@ pub fn set_control(
         created_at: now,
     })?;
     Ok(control)
+}
+
+/// Checks the reason of an acknowledgement before anything else is (second factors included):
+/// trimmed, 1 to 500 characters. Returns the trimmed reason.
+pub fn check_ack_reason(reason: &str) -> Result<&str, crate::error::Refusal> {
+    let reason = reason.trim();
+    if reason.is_empty() || reason.chars().count() > 500 {
+        return Err(crate::error::Refusal::validation(
+            "reason",
+            "must be 1 to 500 characters",
+        ));
+    }
+    Ok(reason)
+}
+
+/// Acknowledges alert `id` for `actor`, with its audit record, in the caller's transaction:
+/// the alert no longer counts as open. Acknowledging it again changes nothing and writes no
+/// second audit record (a retried request is not a second decision); the record is returned
+/// as it stands either way. An unknown id is a 404.
+pub fn acknowledge_alert(
+    tx: &mut dyn crate::ports::store::WriteTx,
+    audit_id: Uuid,
+    actor: &str,
+    id: Uuid,
+    reason: &str,
+    now: Timestamp,
+) -> crate::error::CoreResult<Alert> {
+    let reason = check_ack_reason(reason)?;
+    let Some(alert) = tx.alert(id)? else {
+        return Err(crate::error::Refusal::not_found("alert").into());
+    };
+    if alert.acknowledged_at.is_some() {
+        return Ok(alert);
+    }
+    tx.acknowledge_alert(id, now, actor)?;
+    tx.append_audit(&AuditRecord {
+        id: audit_id,
+        actor: actor.to_owned(),
+        action: "alert.acknowledge".into(),
+        target: id.to_string(),
+        old_value: Some(serde_json::json!({ "acknowledged_at": null })),
+        new_value: Some(serde_json::json!({
+            "acknowledged_at": now,
+            "acknowledged_by": actor,
+        })),
+        reason: reason.to_owned(),
+        created_at: now,
+    })?;
+    Ok(Alert {
+        acknowledged_at: Some(now),
+        acknowledged_by: Some(actor.to_owned()),
+        ..alert
+    })
 }
 
 /// What the ledger owes users, per asset: posted credits minus posted debits of every user

@@ -78,6 +78,8 @@ pub fn latch(
         reference_type: None,
         reference_id: None,
         created_at: now,
+        acknowledged_at: None,
+        acknowledged_by: None,
     })?;
     Ok(true)
 }

@@ -21,6 +21,7 @@ pub mod ledger;
 pub mod network;
 pub mod outbox;
 pub mod outgoing;
+pub mod page;
 pub mod ports;
 pub mod pricing;
 pub mod reconcile;

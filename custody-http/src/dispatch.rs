@@ -56,11 +56,18 @@ pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Fu
     let trace_id = state.new_trace_id();
     let method = req.method().as_str().to_owned();
     let outcome = process(&state, req, trace_id, &method).await;
+    let elapsed = started.elapsed();
+    state.metrics.record_request(
+        outcome.route,
+        &method,
+        outcome.reply.status,
+        elapsed.as_secs_f64(),
+    );
     tracing::info!(
         method = %method,
         route = outcome.route,
         status = outcome.reply.status,
-        latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
         trace_id = %trace_id,
         credential = outcome.credential.map(|c| c.to_string()).unwrap_or_default(),
         "request"

@@ -381,6 +381,25 @@ pub fn limit(q: &[(String, String)]) -> Result<usize, Refusal> {
     }
 }
 
+/// `starting_after` of an admin listing: the id (a UUID) of the last row of the previous page.
+/// Whether it names a row is the store's answer ([`unknown_cursor`]).
+pub fn starting_after(q: &[(String, String)]) -> Result<Option<uuid::Uuid>, Refusal> {
+    match query_value(q, "starting_after") {
+        None => Ok(None),
+        Some(v) => uuid::Uuid::parse_str(v)
+            .ok()
+            // One spelling only (the hyphenated form every row shows), as for path ids.
+            .filter(|id| id.hyphenated().to_string() == v.to_ascii_lowercase())
+            .map(Some)
+            .ok_or_else(|| Refusal::validation("starting_after", "must be the id of a listed row")),
+    }
+}
+
+/// The refusal of a `starting_after` that names no row of the listing.
+pub fn unknown_cursor() -> Refusal {
+    Refusal::validation("starting_after", "names no row of this listing")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

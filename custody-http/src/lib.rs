@@ -10,6 +10,7 @@ pub mod errors;
 mod handlers;
 mod idempotent;
 pub mod input;
+pub mod metrics;
 pub mod openapi;
 pub mod reply;
 pub mod routes;

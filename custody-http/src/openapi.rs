@@ -22,6 +22,7 @@ fn success_schema(route: &Route) -> Value {
             "properties": { "status": { "const": "ok" } }
         }),
         RouteId::OpenApi => json!({ "type": "object" }),
+        RouteId::Metrics => json!({ "type": "string" }),
         RouteId::ListNetworks => list_of("#/components/schemas/Network"),
         RouteId::ListAssets => list_of("#/components/schemas/Asset"),
         RouteId::ListSwapPairs => list_of("#/components/schemas/SwapPair"),
@@ -44,6 +45,7 @@ fn success_schema(route: &Route) -> Value {
         RouteId::AdminDashboard => json!({ "type": "object" }),
         RouteId::AdminUpdateControl => json!({ "$ref": "#/components/schemas/Control" }),
         RouteId::AdminReconcile => json!({ "$ref": "#/components/schemas/ReconcileScheduled" }),
+        RouteId::AdminAckAlert => json!({ "$ref": "#/components/schemas/Alert" }),
         RouteId::AdminList => list_of_any(),
     }
 }
@@ -59,6 +61,7 @@ fn request_schema(route: &Route) -> Option<Value> {
             Some(json!({ "$ref": "#/components/schemas/ControlUpdate" }))
         }
         RouteId::AdminReconcile => Some(json!({ "$ref": "#/components/schemas/Reconcile" })),
+        RouteId::AdminAckAlert => Some(json!({ "$ref": "#/components/schemas/AlertAck" })),
         RouteId::QuoteWithdrawal => {
             Some(json!({ "$ref": "#/components/schemas/WithdrawalQuoteRequest" }))
         }
@@ -99,6 +102,7 @@ fn parameters(route: &Route) -> Vec<Value> {
     for q in route.query {
         let schema = match *q {
             "limit" => json!({ "type": "integer", "minimum": 1, "maximum": 100, "default": 50 }),
+            "starting_after" => json!({ "type": "string", "format": "uuid" }),
             "network" => json!({ "$ref": "#/components/schemas/NetworkName" }),
             "status" => json!({
                 "type": "string",
@@ -106,7 +110,16 @@ fn parameters(route: &Route) -> Vec<Value> {
             }),
             _ => json!({ "type": "string" }),
         };
-        out.push(json!({ "name": q, "in": "query", "required": false, "schema": schema }));
+        let mut param = json!({ "name": q, "in": "query", "required": false, "schema": schema });
+        if *q == "starting_after" {
+            param["description"] = json!(
+                "The id of the last row of the previous page: the page holds the rows after it \
+                 (newest first, by created_at then id). An id that names no row of the listing \
+                 is a 422. The listings of configuration (networks, assets, rpcs, treasuries, \
+                 fee-policies) are always one page (has_more false) and take no cursor."
+            );
+        }
+        out.push(param);
     }
     if takes_second_factors(route) {
         for name in ["X-Service-Pin", "X-Service-OTP"] {
@@ -126,12 +139,21 @@ fn parameters(route: &Route) -> Vec<Value> {
     out
 }
 
+fn success_content_type(route: &Route) -> &'static str {
+    if route.id == RouteId::Metrics {
+        crate::metrics::CONTENT_TYPE
+    } else {
+        "application/json"
+    }
+}
+
 /// Routes that check `X-Service-Pin` / `X-Service-OTP` (crate::second_factor).
 fn takes_second_factors(route: &Route) -> bool {
     matches!(
         route.id,
         RouteId::AdminUpdateControl
             | RouteId::AdminReconcile
+            | RouteId::AdminAckAlert
             | RouteId::CreateWithdrawal
             | RouteId::CreateSwap
     )
@@ -153,7 +175,7 @@ fn operation(route: &Route) -> Value {
         json!({
             "description": "Success",
             "headers": ok_headers,
-            "content": { "application/json": { "schema": success_schema(route) } }
+            "content": { success_content_type(route): { "schema": success_schema(route) } }
         }),
     );
     let mut op = json!({
@@ -663,6 +685,33 @@ fn component_schemas() -> Value {
                 "id": { "type": "string", "format": "uuid" },
                 "scope": { "type": "string", "enum": ["LEDGER", "TREASURY"] },
                 "status": { "const": "scheduled" }
+            }
+        }),
+    );
+    schemas.insert(
+        "AlertAck".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["reason"],
+            "properties": { "reason": { "type": "string", "minLength": 1, "maxLength": 500 } }
+        }),
+    );
+    schemas.insert(
+        "Alert".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["id", "kind", "severity", "message", "reference_type", "reference_id",
+                "created_at", "acknowledged_at", "acknowledged_by"],
+            "properties": {
+                "id": { "type": "string", "format": "uuid" },
+                "kind": { "type": "string" },
+                "severity": { "type": "string", "enum": ["warning", "critical"] },
+                "message": { "type": "string" },
+                "reference_type": { "type": ["string", "null"] },
+                "reference_id": { "type": ["string", "null"], "format": "uuid" },
+                "created_at": { "type": "string", "format": "date-time" },
+                "acknowledged_at": { "type": ["string", "null"], "format": "date-time" },
+                "acknowledged_by": { "type": ["string", "null"] }
             }
         }),
     );

@@ -112,6 +112,8 @@ pub struct AppState {
     /// Bounds the PIN verifications running at once (`second_factor`).
     pub second_factors: crate::second_factor::SecondFactorChecks,
     pub inflight: InFlight,
+    /// Request counts and latencies, webhook outcomes (`/v1/metrics`); shared with the loops.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AppState {

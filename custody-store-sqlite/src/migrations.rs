@@ -60,6 +60,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0015_wallet_migrations",
         include_str!("../migrations/0015_wallet_migrations.sql"),
     ),
+    (
+        "0016_alert_acks_and_pages",
+        include_str!("../migrations/0016_alert_acks_and_pages.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -37,8 +37,10 @@ async fn a_broken_invariant_latches_the_global_kill_switch_and_money_stops() {
     let (control, alerts, audit) = read(&store, |tx| {
         Ok((
             tx.control(GLOBAL_KILL_SWITCH)?,
-            tx.list_alerts(10)?,
-            tx.list_audit(10)?,
+            tx.list_alerts(custody_core::page::Page::first(10))?
+                .unwrap_or_default(),
+            tx.list_audit(custody_core::page::Page::first(10))?
+                .unwrap_or_default(),
         ))
     })
     .await
@@ -61,7 +63,13 @@ async fn a_broken_invariant_latches_the_global_kill_switch_and_money_stops() {
         Err(CoreError::Invariant("again".into()))
     })
     .await;
-    let alerts = read(&store, |tx| Ok(tx.list_alerts(10)?)).await.unwrap();
+    let alerts = read(&store, |tx| {
+        Ok(tx
+            .list_alerts(custody_core::page::Page::first(10))?
+            .unwrap_or_default())
+    })
+    .await
+    .unwrap();
     assert_eq!(alerts.len(), 1);
 
     // Transfers stop.
@@ -178,7 +186,11 @@ async fn a_latch_that_cannot_be_saved_refuses_every_write_until_it_is() {
         other => panic!("money moved past an unsaved latch: {other:?}"),
     }
     let (control, alerts) = read(&store, |tx| {
-        Ok((tx.control(GLOBAL_KILL_SWITCH)?, tx.list_alerts(10)?))
+        Ok((
+            tx.control(GLOBAL_KILL_SWITCH)?,
+            tx.list_alerts(custody_core::page::Page::first(10))?
+                .unwrap_or_default(),
+        ))
     })
     .await
     .unwrap();
@@ -211,7 +223,13 @@ async fn while_the_latch_is_unsaved_writes_are_refused_with_the_violation() {
         other => panic!("expected the violation, got {other:?}"),
     }
     // Reads still answer, so operators can look.
-    read(&store, |tx| Ok(tx.list_alerts(10)?)).await.unwrap();
+    read(&store, |tx| {
+        Ok(tx
+            .list_alerts(custody_core::page::Page::first(10))?
+            .unwrap_or_default())
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -236,7 +254,11 @@ async fn a_violation_takes_over_a_switch_an_operator_turned_on_for_another_reaso
     })
     .await;
     let (control, alerts) = read(&store, |tx| {
-        Ok((tx.control(GLOBAL_KILL_SWITCH)?, tx.list_alerts(10)?))
+        Ok((
+            tx.control(GLOBAL_KILL_SWITCH)?,
+            tx.list_alerts(custody_core::page::Page::first(10))?
+                .unwrap_or_default(),
+        ))
     })
     .await
     .unwrap();

@@ -72,7 +72,8 @@ async fn a_spent_deposit_reversed_by_a_reorg_is_owed_then_settled_by_its_return(
         Ok((
             d.shortfall,
             owed.unwrap_or_default(),
-            tx.list_alerts(10)?,
+            tx.list_alerts(custody_core::page::Page::first(10))?
+                .unwrap_or_default(),
             ledger::reconcile(tx)?,
         ))
     })

@@ -254,6 +254,18 @@ fn always_500_dead_letters_on_the_tenth_attempt_and_replay_redelivers() {
     assert_eq!(e["last_error"], "HTTP 500");
     assert_eq!(e["next_attempt_at"], Value::Null);
     assert_eq!(e["attempt_history"].as_array().unwrap().len(), 10);
+    // /v1/metrics counts each recorded outcome (just after its write: wait for it).
+    let outcomes = |want: &'static [&'static str]| {
+        c.wait_for(5, "the webhook outcomes in /v1/metrics", || {
+            let text = String::from_utf8(admin.get("/v1/metrics").body).unwrap();
+            want.iter().all(|w| text.contains(w)).then_some(())
+        })
+    };
+    outcomes(&[
+        r#"custody_webhook_deliveries_total{outcome="retry"} 9"#,
+        r#"custody_webhook_deliveries_total{outcome="dead_lettered"} 1"#,
+        r#"custody_webhook_deliveries_total{outcome="delivered"} 0"#,
+    ]);
     // Nothing more is sent after the tenth attempt.
     std::thread::sleep(Duration::from_millis(600));
     let got = receiver.requests();
@@ -279,6 +291,7 @@ fn always_500_dead_letters_on_the_tenth_attempt_and_replay_redelivers() {
         has_status(e, &id, "delivered")
     });
     assert_eq!(event(&events, &id).unwrap()["attempts"], 11);
+    outcomes(&[r#"custody_webhook_deliveries_total{outcome="delivered"} 1"#]);
     // Only a dead-lettered event can be replayed.
     let (ok, stdout, stderr) = c.cli(&["webhooks", "replay", "--event-id", &id]);
     assert!(

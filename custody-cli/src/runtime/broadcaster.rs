@@ -652,6 +652,8 @@ impl Broadcaster {
                 reference_type: Some(reference.0.into()),
                 reference_id: Some(reference.1),
                 created_at: now,
+                acknowledged_at: None,
+                acknowledged_by: None,
             })?)
         })
         .await

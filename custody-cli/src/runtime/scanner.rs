@@ -137,6 +137,8 @@ impl Scanner {
                 reference_type: None,
                 reference_id: None,
                 created_at: now,
+                acknowledged_at: None,
+                acknowledged_by: None,
             })?)
         })
         .await;
@@ -374,6 +376,8 @@ impl Scanner {
                 reference_type: None,
                 reference_id: None,
                 created_at: now,
+                acknowledged_at: None,
+                acknowledged_by: None,
             })?)
         })
         .await;
@@ -591,9 +595,13 @@ mod tests {
     }
 
     async fn alerts(store: &Arc<dyn Store>) -> Vec<Alert> {
-        read(store.as_ref(), |tx| Ok(tx.list_alerts(10)?))
-            .await
-            .unwrap()
+        read(store.as_ref(), |tx| {
+            Ok(tx
+                .list_alerts(custody_core::page::Page::first(10))?
+                .unwrap_or_default())
+        })
+        .await
+        .unwrap()
     }
 
     #[tokio::test]
@@ -718,9 +726,13 @@ mod tests {
             assert!(matches!(scanner.tick().await.unwrap(), Tick::UpToDate));
         }
         assert_eq!(status(Arc::clone(&store)).await, DepositStatus::Credited);
-        let alerts = read(store.as_ref(), |tx| Ok(tx.list_alerts(10)?))
-            .await
-            .unwrap();
+        let alerts = read(store.as_ref(), |tx| {
+            Ok(tx
+                .list_alerts(custody_core::page::Page::first(10))?
+                .unwrap_or_default())
+        })
+        .await
+        .unwrap();
         assert!(alerts.is_empty(), "{alerts:?}");
 
         // A real fork from block 3 on, without the deposit: reversed.

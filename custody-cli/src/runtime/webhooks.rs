@@ -66,6 +66,8 @@ pub struct WorkerPorts {
     pub entropy: Arc<dyn Entropy>,
     /// Opens the endpoint secrets the store keeps sealed.
     pub vault: Arc<custody_core::vault::Vault>,
+    /// Counts each recorded attempt's outcome (`/v1/metrics`).
+    pub metrics: Arc<custody_http::metrics::Metrics>,
 }
 
 /// A running worker; `stop` ends it.
@@ -139,7 +141,9 @@ pub async fn deliver_one(ports: &WorkerPorts, retry: &RetryPolicy, event: DueEve
     })
     .await;
     match recorded {
-        Ok(_) => tracing::info!(
+        Ok(_) => {
+            ports.metrics.record_webhook(&step);
+            tracing::info!(
             event_id = %event.id,
             tenant = %event.tenant,
             event_type = %event.event_type,
@@ -148,7 +152,8 @@ pub async fn deliver_one(ports: &WorkerPorts, retry: &RetryPolicy, event: DueEve
             error = ?error,
             next = ?step,
             "webhook attempt"
-        ),
+            )
+        }
         // The claim runs out and the event is sent again: at least once.
         Err(e) => {
             tracing::warn!(event_id = %event.id, error = %e, "cannot record a webhook attempt")

@@ -123,6 +123,8 @@ pub fn apply_block(
                         reference_type: Some("deposit".into()),
                         reference_id: Some(d.id),
                         created_at: now,
+                        acknowledged_at: None,
+                        acknowledged_by: None,
                     })?;
                     continue;
                 }
@@ -372,6 +374,8 @@ fn reverse(
         reference_type: Some("deposit".into()),
         reference_id: Some(d.id),
         created_at: now,
+        acknowledged_at: None,
+        acknowledged_by: None,
     })?;
     Ok(())
 }

@@ -249,9 +249,13 @@ fn a_reorg_after_credit_reverses_with_an_alert() {
             Amount::ZERO,
             "compensating entry posted"
         );
-        let alerts = read(&chain.store, |tx| Ok(tx.list_alerts(10)?))
-            .await
-            .unwrap();
+        let alerts = read(&chain.store, |tx| {
+            Ok(tx
+                .list_alerts(crate::page::Page::first(10))?
+                .unwrap_or_default())
+        })
+        .await
+        .unwrap();
         assert_eq!(alerts.len(), 1);
         assert_eq!(alerts[0].kind, "deposit_reversed");
         let report = read(&chain.store, |tx| Ok(ledger::reconcile(tx)?))
@@ -416,9 +420,13 @@ fn a_revived_transfer_with_other_content_is_refused_with_an_alert() {
             (d.status, d.amount),
             (DepositStatus::Orphaned, Amount::from_units(5))
         );
-        let alerts = read(&chain.store, |tx| Ok(tx.list_alerts(10)?))
-            .await
-            .unwrap();
+        let alerts = read(&chain.store, |tx| {
+            Ok(tx
+                .list_alerts(crate::page::Page::first(10))?
+                .unwrap_or_default())
+        })
+        .await
+        .unwrap();
         assert_eq!(alerts[0].kind, "deposit_identity_mismatch");
     });
 }

@@ -101,6 +101,17 @@ impl LedgerRepo for MemoryLedger {
 }
 
 impl LedgerReads for MemoryLedger {
+    fn list_ledger_transactions(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<LedgerTx>, PortError> {
+        Ok(crate::page::select(
+            &self.transactions,
+            |t| (t.created_at, t.id),
+            page,
+        ))
+    }
+
     fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError> {
         Ok(self.accounts.get(key).copied())
     }

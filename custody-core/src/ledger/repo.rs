@@ -76,6 +76,13 @@ pub trait LedgerReads {
         visit: &mut dyn FnMut(&AccountKey, &AccountBalances),
     ) -> Result<(), PortError>;
 
+    /// A page of every transaction with its entries, newest first (`created_at`, then id,
+    /// descending): the admin listing.
+    fn list_ledger_transactions(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<LedgerTx>, PortError>;
+
     /// Visits every transaction with its entries, in commit order.
     fn scan_ledger_transactions(
         &mut self,

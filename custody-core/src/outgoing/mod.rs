@@ -500,6 +500,9 @@ pub trait OutgoingReads {
         network: Network,
         from: &str,
     ) -> Result<Vec<OutgoingTx>, PortError>;
+    /// How many transactions of `network`, from any sender, are not final yet
+    /// ([`OutStatus::is_terminal`]): the broadcaster's queue depth.
+    fn unfinished_outgoing_count(&mut self, network: Network) -> Result<u64, PortError>;
 }
 
 mod hex_bytes {

@@ -154,9 +154,11 @@ pub trait ReconciliationRepo: ReconciliationReads {
 pub trait ReconciliationReads {
     fn reconciliation(&mut self, id: Uuid) -> Result<Option<Reconciliation>, PortError>;
 
-    /// The newest `limit` runs of every scope, newest first (by `created_at`, then the later
-    /// inserted first).
-    fn list_reconciliations(&mut self, limit: usize) -> Result<Vec<Reconciliation>, PortError>;
+    /// A page of the runs of every scope, newest first (`created_at`, then id, descending).
+    fn list_reconciliations(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<Reconciliation>, PortError>;
 
     /// The newest run of `scope`, whatever its status: what the schedule counts from.
     fn latest_reconciliation(&mut self, scope: Scope) -> Result<Option<Reconciliation>, PortError>;

@@ -118,6 +118,8 @@ pub fn finish_ledger(
             reference_type: Some("reconciliation".into()),
             reference_id: Some(run.id),
             created_at: now,
+            acknowledged_at: None,
+            acknowledged_by: None,
         })?;
     }
     Ok(done)
@@ -177,6 +179,8 @@ pub fn finish_treasury(
             reference_type: Some("reconciliation".into()),
             reference_id: Some(run.id),
             created_at: now,
+            acknowledged_at: None,
+            acknowledged_by: None,
         })?;
     }
     Ok(done)

@@ -246,8 +246,10 @@ fn a_shortfall_turns_its_control_on_once_audited_with_an_alert_and_stops_the_ass
     let (control, audit, alerts) = block_on(read(&s, |tx| {
         Ok((
             tx.control("treasury_shortfall.BSC.BNB")?,
-            tx.list_audit(10)?,
-            tx.list_alerts(10)?,
+            tx.list_audit(crate::page::Page::first(10))?
+                .unwrap_or_default(),
+            tx.list_alerts(crate::page::Page::first(10))?
+                .unwrap_or_default(),
         ))
     }))
     .unwrap();
@@ -300,7 +302,14 @@ fn a_shortfall_turns_its_control_on_once_audited_with_an_alert_and_stops_the_ass
     }))
     .unwrap();
     let (audits, alerts) = block_on(read(&s, |tx| {
-        Ok((tx.list_audit(10)?.len(), tx.list_alerts(10)?.len()))
+        Ok((
+            tx.list_audit(crate::page::Page::first(10))?
+                .unwrap_or_default()
+                .len(),
+            tx.list_alerts(crate::page::Page::first(10))?
+                .unwrap_or_default()
+                .len(),
+        ))
     }))
     .unwrap();
     assert_eq!((audits, alerts), (1, 1));
@@ -371,7 +380,12 @@ fn a_ledger_discrepancy_raises_a_critical_alert_and_a_clean_ledger_none() {
         .unwrap();
         assert_eq!(done.balanced, Some(n == 1));
     }
-    let alerts = block_on(read(&s, |tx| Ok(tx.list_alerts(10)?))).unwrap();
+    let alerts = block_on(read(&s, |tx| {
+        Ok(tx
+            .list_alerts(crate::page::Page::first(10))?
+            .unwrap_or_default())
+    }))
+    .unwrap();
     assert_eq!(alerts.len(), 1);
     assert_eq!(
         (alerts[0].kind.as_str(), alerts[0].severity.as_str()),

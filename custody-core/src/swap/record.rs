@@ -233,7 +233,12 @@ pub trait SwapReads {
     fn swap(&mut self, tenant: &TenantId, id: Uuid) -> Result<Option<Swap>, PortError>;
     fn swap_by_id(&mut self, id: Uuid) -> Result<Option<Swap>, PortError>;
     /// Every tenant's swaps, newest first (`created_at`, then id, descending).
-    fn list_swaps(&mut self, limit: usize) -> Result<Vec<Swap>, PortError>;
+    fn list_swaps(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<Swap>, PortError>;
+    /// Swaps of every tenant still on their way: `reserved` or `broadcasted`.
+    fn pending_swap_count(&mut self) -> Result<u64, PortError>;
     fn allowance(
         &mut self,
         network: Network,

@@ -415,6 +415,8 @@ fn on_sweep(
                 reference_type: Some("sweep".into()),
                 reference_id: Some(s.id),
                 created_at: now,
+                acknowledged_at: None,
+                acknowledged_by: None,
             })?;
         }
         _ => {

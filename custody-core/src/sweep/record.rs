@@ -287,9 +287,17 @@ pub trait SweepReads {
     /// funding is confirmed are ready for their token transfer.
     fn sweeps_awaiting_transfer(&mut self, network: Network) -> Result<Vec<Sweep>, PortError>;
     /// Every sweep, newest first (`created_at`, then id, descending).
-    fn list_sweeps(&mut self, limit: usize) -> Result<Vec<Sweep>, PortError>;
-    /// Every treasury funding, newest first.
-    fn list_fundings(&mut self, limit: usize) -> Result<Vec<Funding>, PortError>;
+    fn list_sweeps(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<Sweep>, PortError>;
+    /// Sweeps not final yet ([`super::SweepStatus::is_open`]).
+    fn open_sweep_count(&mut self) -> Result<u64, PortError>;
+    /// Every treasury funding, newest first (`created_at`, then id, descending).
+    fn list_fundings(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<Funding>, PortError>;
     /// What sweeps and fundings of `network` moved on chain, per (address, asset): units that
     /// arrived on the address (confirmed fundings) and units that left it (confirmed sweeps'
     /// amounts and every fee a sweep from it burned, in `native`, the network's native coin).

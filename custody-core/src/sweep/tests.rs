@@ -404,7 +404,11 @@ fn one_open_sweep_per_address() {
     assert!(failed.failure_reason.is_some());
     // A failed sweep's gas is still the house's expense, paid from the address.
     assert_eq!(fx.system(SystemAccount::NetworkFees, "BNB"), 21_000);
-    let alerts = block_on(read(fx.store.as_ref(), |tx| Ok(tx.list_alerts(10)?))).unwrap();
+    let alerts = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.list_alerts(crate::page::Page::first(10))?)
+    }))
+    .unwrap()
+    .expect("a first page");
     assert_eq!(
         alerts
             .iter()

@@ -46,6 +46,7 @@ use crate::ledger::{
 use crate::network::Network;
 use crate::outbox::{NewEvent, OutboxRepo};
 use crate::outgoing::{OutgoingReads, OutgoingRepo, OutgoingTx, Purpose};
+use crate::page::{self, Page, Paged};
 use crate::ports::store::{ReadJob, Savepoints, Store, WriteJob};
 use crate::tenant::TenantId;
 use crate::time::Timestamp;
@@ -578,9 +579,11 @@ impl WebhookReads for Tx {
         Ok(self.state.endpoints.get(tenant).cloned())
     }
 
-    fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError> {
-        let rows = newest_first(&self.state.events, |e| e.created_at, limit);
-        Ok(rows.iter().map(|e| self.event_view(e)).collect())
+    fn list_webhook_events(&mut self, page: Page) -> Result<Paged<EventView>, PortError> {
+        let Some(rows) = page::select(&self.state.events, |e| (e.created_at, e.id), page) else {
+            return Ok(None);
+        };
+        Ok(Some(rows.iter().map(|e| self.event_view(e)).collect()))
     }
 
     fn webhook_event(&mut self, id: Uuid) -> Result<Option<EventView>, PortError> {
@@ -618,8 +621,12 @@ impl AuditRepo for Tx {
 }
 
 impl AuditReads for Tx {
-    fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError> {
-        Ok(newest_first(&self.state.audit, |r| r.created_at, limit))
+    fn list_audit(&mut self, page: Page) -> Result<Paged<AuditRecord>, PortError> {
+        Ok(page::select(
+            &self.state.audit,
+            |r| (r.created_at, r.id),
+            page,
+        ))
     }
 }
 
@@ -631,19 +638,46 @@ impl AlertRepo for Tx {
         if self.state.alerts.iter().any(|x| x.id == a.id) {
             return Err(constraint(format!("alert {} exists", a.id)));
         }
+        if a.acknowledged_at.is_some() || a.acknowledged_by.is_some() {
+            return Err(constraint("a new alert is unacknowledged"));
+        }
         self.state.alerts.push(a.clone());
+        Ok(())
+    }
+
+    fn acknowledge_alert(&mut self, id: Uuid, at: Timestamp, by: &str) -> Result<(), PortError> {
+        let Some(alert) = self.state.alerts.iter_mut().find(|a| a.id == id) else {
+            return Err(constraint(format!("no alert {id}")));
+        };
+        if alert.acknowledged_at.is_none() {
+            alert.acknowledged_at = Some(at);
+            alert.acknowledged_by = Some(by.to_owned());
+        }
         Ok(())
     }
 }
 
 impl AlertReads for Tx {
-    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError> {
-        Ok(newest_first(&self.state.alerts, |a| a.created_at, limit))
+    fn list_alerts(&mut self, page: Page) -> Result<Paged<Alert>, PortError> {
+        Ok(page::select(
+            &self.state.alerts,
+            |a| (a.created_at, a.id),
+            page,
+        ))
+    }
+
+    fn alert(&mut self, id: Uuid) -> Result<Option<Alert>, PortError> {
+        Ok(self.state.alerts.iter().find(|a| a.id == id).cloned())
     }
 
     fn open_alert_count(&mut self) -> Result<u64, PortError> {
-        // Nothing resolves an alert yet.
-        Ok(count(self.state.alerts.len()))
+        Ok(count(
+            self.state
+                .alerts
+                .iter()
+                .filter(|a| a.acknowledged_at.is_none())
+                .count(),
+        ))
     }
 }
 
@@ -718,6 +752,10 @@ impl LedgerReads for Tx {
         visit: &mut dyn FnMut(&AccountKey, &AccountBalances),
     ) -> Result<(), PortError> {
         self.state.ledger.scan_ledger_accounts(visit)
+    }
+
+    fn list_ledger_transactions(&mut self, page: Page) -> Result<Paged<LedgerTx>, PortError> {
+        self.state.ledger.list_ledger_transactions(page)
     }
 
     fn scan_ledger_transactions(
@@ -1036,12 +1074,12 @@ impl crate::wallet::migration::MigrationReads for Tx {
 
     fn list_migrations(
         &mut self,
-        limit: usize,
-    ) -> Result<Vec<crate::wallet::migration::WalletMigration>, PortError> {
-        Ok(newest_first(
+        page: Page,
+    ) -> Result<Paged<crate::wallet::migration::WalletMigration>, PortError> {
+        Ok(page::select(
             &self.state.migrations,
-            |m| m.created_at,
-            limit,
+            |m| (m.created_at, m.id),
+            page,
         ))
     }
 }
@@ -1442,6 +1480,16 @@ impl OutgoingReads for Tx {
         open.sort_by_key(|t| (t.created_at, t.id));
         Ok(open)
     }
+
+    fn unfinished_outgoing_count(&mut self, network: Network) -> Result<u64, PortError> {
+        Ok(count(
+            self.state
+                .outgoing
+                .iter()
+                .filter(|(t, _)| t.network == network && !t.status.is_terminal())
+                .count(),
+        ))
+    }
 }
 
 // ---- withdrawals ----
@@ -1534,12 +1582,20 @@ impl crate::withdrawal::WithdrawalReads for Tx {
 
     fn list_withdrawals(
         &mut self,
-        limit: usize,
-    ) -> Result<Vec<crate::withdrawal::Withdrawal>, PortError> {
-        let mut all = self.state.withdrawals.clone();
-        all.sort_by_key(|w| std::cmp::Reverse((w.created_at, w.id)));
-        all.truncate(limit);
-        Ok(all)
+        page: Page,
+    ) -> Result<Paged<crate::withdrawal::Withdrawal>, PortError> {
+        Ok(page::select(
+            &self.state.withdrawals,
+            |w| (w.created_at, w.id),
+            page,
+        ))
+    }
+
+    fn pending_withdrawal_count(&mut self) -> Result<u64, PortError> {
+        use crate::withdrawal::WithdrawalStatus::{Broadcasted, Reserved};
+        let pending =
+            |w: &&crate::withdrawal::Withdrawal| matches!(w.status, Reserved | Broadcasted);
+        Ok(count(self.state.withdrawals.iter().filter(pending).count()))
     }
 }
 
@@ -1663,11 +1719,18 @@ impl crate::swap::SwapReads for Tx {
         Ok(self.state.swaps.iter().find(|w| w.id == id).cloned())
     }
 
-    fn list_swaps(&mut self, limit: usize) -> Result<Vec<crate::swap::Swap>, PortError> {
-        let mut all = self.state.swaps.clone();
-        all.sort_by_key(|w| std::cmp::Reverse((w.created_at, w.id)));
-        all.truncate(limit);
-        Ok(all)
+    fn list_swaps(&mut self, page: Page) -> Result<Paged<crate::swap::Swap>, PortError> {
+        Ok(page::select(
+            &self.state.swaps,
+            |w| (w.created_at, w.id),
+            page,
+        ))
+    }
+
+    fn pending_swap_count(&mut self) -> Result<u64, PortError> {
+        use crate::swap::SwapStatus::{Broadcasted, Reserved};
+        let pending = |s: &&crate::swap::Swap| matches!(s.status, Reserved | Broadcasted);
+        Ok(count(self.state.swaps.iter().filter(pending).count()))
     }
 
     fn allowance(
@@ -1878,18 +1941,30 @@ impl crate::sweep::SweepReads for Tx {
         Ok(out)
     }
 
-    fn list_sweeps(&mut self, limit: usize) -> Result<Vec<crate::sweep::Sweep>, PortError> {
-        let mut all = self.state.sweeps.clone();
-        all.sort_by_key(|x| Reverse((x.created_at, x.id)));
-        all.truncate(limit);
-        Ok(all)
+    fn list_sweeps(&mut self, page: Page) -> Result<Paged<crate::sweep::Sweep>, PortError> {
+        Ok(page::select(
+            &self.state.sweeps,
+            |x| (x.created_at, x.id),
+            page,
+        ))
     }
 
-    fn list_fundings(&mut self, limit: usize) -> Result<Vec<crate::sweep::Funding>, PortError> {
-        let mut all = self.state.fundings.clone();
-        all.sort_by_key(|x| Reverse((x.created_at, x.id)));
-        all.truncate(limit);
-        Ok(all)
+    fn open_sweep_count(&mut self) -> Result<u64, PortError> {
+        Ok(count(
+            self.state
+                .sweeps
+                .iter()
+                .filter(|s| s.status.is_open())
+                .count(),
+        ))
+    }
+
+    fn list_fundings(&mut self, page: Page) -> Result<Paged<crate::sweep::Funding>, PortError> {
+        Ok(page::select(
+            &self.state.fundings,
+            |x| (x.created_at, x.id),
+            page,
+        ))
     }
 
     fn sweep_flows(

@@ -178,7 +178,11 @@ pub trait MigrationReads {
     /// The migrations of `network` still `planned` or `sweeping`, oldest first.
     fn open_migrations(&mut self, network: Network) -> Result<Vec<WalletMigration>, PortError>;
     /// Every migration, newest first (`created_at`, then latest stored first).
-    fn list_migrations(&mut self, limit: usize) -> Result<Vec<WalletMigration>, PortError>;
+    /// Every migration, a page at a time, newest first (`crate::page`).
+    fn list_migrations(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<WalletMigration>, PortError>;
 }
 
 /// The tenants owning wallets on `network` (every network when `None`), each once, in the

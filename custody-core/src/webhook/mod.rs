@@ -221,8 +221,11 @@ pub trait WebhookReads {
         &mut self,
         tenant: &crate::tenant::TenantId,
     ) -> Result<Option<Endpoint>, PortError>;
-    /// Newest first.
-    fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError>;
+    /// A page of every tenant's events, newest first (`created_at`, then id, descending).
+    fn list_webhook_events(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<EventView>, PortError>;
     fn webhook_event(&mut self, id: Uuid) -> Result<Option<EventView>, PortError>;
     fn count_webhook_events(&mut self) -> Result<EventCounts, PortError>;
 }

@@ -200,5 +200,10 @@ pub trait WithdrawalReads {
     /// A withdrawal by id, of any tenant (the engine's side).
     fn withdrawal_by_id(&mut self, id: Uuid) -> Result<Option<Withdrawal>, PortError>;
     /// Every tenant's withdrawals, newest first (`created_at`, then id, descending).
-    fn list_withdrawals(&mut self, limit: usize) -> Result<Vec<Withdrawal>, PortError>;
+    fn list_withdrawals(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<Withdrawal>, PortError>;
+    /// Withdrawals of every tenant still on their way: `reserved` or `broadcasted`.
+    fn pending_withdrawal_count(&mut self) -> Result<u64, PortError>;
 }

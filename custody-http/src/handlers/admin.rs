@@ -1,5 +1,6 @@
 use custody_core::admin;
 use custody_core::error::{CoreResult, Refusal};
+use custody_core::page::{Page, Paged};
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::read;
 use custody_core::ports::store::write;
@@ -35,165 +36,207 @@ pub const RESOURCES: &[&str] = &[
 pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let resource = call.params[0].as_str();
     let limit = limit(&call.query)?;
+    let after = crate::input::starting_after(&call.query)?;
+    // One more row than asked tells whether another page follows.
+    let page = Page {
+        limit: limit + 1,
+        starting_after: after,
+    };
     match resource {
-        "networks" => Ok(super::list(&catalog::networks_json(state), false)),
-        "assets" => {
-            let data: Vec<_> = state
-                .catalog
-                .all()
-                .iter()
-                .map(catalog::asset_json)
-                .collect();
-            Ok(super::list(&data, false))
+        "networks" | "assets" | "fee-policies" | "rpcs" | "treasuries" => {
+            // A handful of rows by construction (per network, asset or endpoint of the
+            // configuration): always one whole page, so there is nothing to start after.
+            if after.is_some() {
+                return Err(crate::input::unknown_cursor().into());
+            }
+            Ok(super::list(&small_listing(state, resource).await?, false))
         }
-        "alerts" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_alerts(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            Ok(super::list(&rows, has_more))
-        }
-        "fee-policies" => {
-            let data: Vec<_> = state
-                .fee_policies
-                .iter()
-                .map(|(asset, p)| {
-                    json!({
-                        "network": asset.network,
-                        "asset": asset.code,
-                        "min_amount_units": p.min_amount_units,
-                        "max_amount_units": p.max_amount_units,
-                        "markup_bps": p.markup_bps,
-                        "service_fee_units": p.service_fee_units,
-                        "service_fee_bps": p.service_fee_bps,
-                        "spread_bps": p.spread_bps,
-                    })
-                })
-                .collect();
-            Ok(super::list(&data, false))
-        }
-        "rpcs" => {
-            let data: Vec<_> = state
-                .chains
-                .iter()
-                .map(|(network, chain)| {
-                    json!({ "network": network, "endpoints": chain.endpoint_health() })
-                })
-                .collect();
-            Ok(super::list(&data, false))
-        }
-        "audit" => {
-            let mut rows = read(
-                state.store.as_ref(),
-                move |tx| Ok(tx.list_audit(limit + 1)?),
-            )
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            Ok(super::list(&rows, has_more))
-        }
+        "alerts" => paged(state, limit, move |tx| Ok(tx.list_alerts(page)?), json_of).await,
+        "audit" => paged(state, limit, move |tx| Ok(tx.list_audit(page)?), json_of).await,
+        // Every tenant's events, newest first, with their attempts (no bodies, no secrets).
         "webhooks" => {
-            // Every tenant's events, newest first, with their attempts (no bodies, no secrets).
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_webhook_events(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            Ok(super::list(&rows, has_more))
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_webhook_events(page)?),
+                json_of,
+            )
+            .await
         }
+        // Every tenant's, newest first: the partner's shape with the tenant beside it.
         "withdrawals" => {
-            // Every tenant's, newest first: the partner's shape with the tenant beside it.
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_withdrawals(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows
-                .iter()
-                .map(|w| {
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_withdrawals(page)?),
+                |w| {
                     let mut v = serde_json::to_value(w.view()).expect("a withdrawal serializes");
                     v["tenant"] = json!(w.tenant.as_str());
                     v
-                })
-                .collect();
-            Ok(super::list(&data, has_more))
+                },
+            )
+            .await
         }
         "swaps" => {
-            // Every tenant's, newest first: the partner's shape with the tenant beside it.
-            let mut rows = read(
-                state.store.as_ref(),
-                move |tx| Ok(tx.list_swaps(limit + 1)?),
-            )
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows
-                .iter()
-                .map(|s| {
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_swaps(page)?),
+                |s| {
                     let mut v = serde_json::to_value(s.view()).expect("a swap serializes");
                     v["tenant"] = json!(s.tenant.as_str());
                     v
-                })
-                .collect();
-            Ok(super::list(&data, has_more))
+                },
+            )
+            .await
         }
         "sweeps" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_sweeps(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows.iter().map(|s| s.view()).collect();
-            Ok(super::list(&data, has_more))
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_sweeps(page)?),
+                |s| json_of(&s.view()),
+            )
+            .await
         }
         "treasury-fundings" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_fundings(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows.iter().map(|f| f.view()).collect();
-            Ok(super::list(&data, has_more))
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_fundings(page)?),
+                |f| json_of(&f.view()),
+            )
+            .await
+        }
+        // Ledger transactions of every tenant with their entries, newest first.
+        "transactions" => {
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_ledger_transactions(page)?),
+                ledger_tx_json,
+            )
+            .await
         }
         "reconciliations" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_reconciliations(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            Ok(super::list(&rows, has_more))
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_reconciliations(page)?),
+                json_of,
+            )
+            .await
         }
         "wallet-migrations" => {
-            let mut rows = read(state.store.as_ref(), move |tx| {
-                Ok(tx.list_migrations(limit + 1)?)
-            })
-            .await?;
-            let has_more = rows.len() > limit;
-            rows.truncate(limit);
-            let data: Vec<_> = rows.iter().map(|m| m.view()).collect();
-            Ok(super::list(&data, has_more))
-        }
-        "treasuries" => {
-            // One row per network (never more than a page): balances read from the chain now.
-            let rows = custody_core::treasury::rows(
-                &state.hot_wallets,
-                &state.chains,
-                &state.catalog,
-                state.store.as_ref(),
+            paged(
+                state,
+                limit,
+                move |tx| Ok(tx.list_migrations(page)?),
+                |m| json_of(&m.view()),
             )
-            .await?;
-            Ok(super::list(&rows, false))
+            .await
         }
         // Allowlisted names whose feature is not built answer like an unknown path.
         _ => Err(Refusal::not_found("admin resource").into()),
     }
+}
+
+/// A ledger transaction as the admin listing shows it: each entry names its account by the
+/// account's key (owner, network, asset), with the amounts in units.
+fn ledger_tx_json(t: &custody_core::ledger::LedgerTx) -> serde_json::Value {
+    let entries: Vec<_> = t
+        .entries
+        .iter()
+        .map(|e| {
+            json!({
+                "id": e.id,
+                "account": e.account.to_string(),
+                "direction": e.direction,
+                "phase": e.phase,
+                "amount_units": e.amount,
+                "balance_after_units": e.balance_after,
+            })
+        })
+        .collect();
+    json!({
+        "id": t.id,
+        "kind": t.kind,
+        "reference_type": t.reference_type,
+        "reference_id": t.reference_id,
+        "hold_id": t.hold_id,
+        "created_at": t.created_at,
+        "entries": entries,
+    })
+}
+
+fn json_of<T: serde::Serialize>(row: &T) -> serde_json::Value {
+    serde_json::to_value(row).expect("a listed row serializes")
+}
+
+/// A page of a store listing asked for `limit + 1` rows: the first `limit` shown, the extra one
+/// only says that another page follows. A cursor the store does not know is a 422.
+async fn paged<T: Send + 'static>(
+    state: &AppState,
+    limit: usize,
+    query: impl FnMut(&mut dyn custody_core::ports::store::ReadTx) -> CoreResult<Paged<T>>
+        + Send
+        + 'static,
+    show: impl Fn(&T) -> serde_json::Value,
+) -> CoreResult<Reply> {
+    let Some(mut rows) = read(state.store.as_ref(), query).await? else {
+        return Err(crate::input::unknown_cursor().into());
+    };
+    let has_more = rows.len() > limit;
+    rows.truncate(limit);
+    let data: Vec<_> = rows.iter().map(show).collect();
+    Ok(super::list(&data, has_more))
+}
+
+/// The listings read from the configuration or the chains rather than from stored rows.
+async fn small_listing(state: &AppState, resource: &str) -> CoreResult<Vec<serde_json::Value>> {
+    Ok(match resource {
+        "networks" => catalog::networks_json(state),
+        "assets" => state
+            .catalog
+            .all()
+            .iter()
+            .map(catalog::asset_json)
+            .collect(),
+        "fee-policies" => state
+            .fee_policies
+            .iter()
+            .map(|(asset, p)| {
+                json!({
+                    "network": asset.network,
+                    "asset": asset.code,
+                    "min_amount_units": p.min_amount_units,
+                    "max_amount_units": p.max_amount_units,
+                    "markup_bps": p.markup_bps,
+                    "service_fee_units": p.service_fee_units,
+                    "service_fee_bps": p.service_fee_bps,
+                    "spread_bps": p.spread_bps,
+                })
+            })
+            .collect(),
+        "rpcs" => state
+            .chains
+            .iter()
+            .map(|(network, chain)| {
+                json!({ "network": network, "endpoints": chain.endpoint_health() })
+            })
+            .collect(),
+        // One row per network: balances read from the chain now.
+        _ => custody_core::treasury::rows(
+            &state.hot_wallets,
+            &state.chains,
+            &state.catalog,
+            state.store.as_ref(),
+        )
+        .await?
+        .iter()
+        .map(json_of)
+        .collect(),
+    })
 }
 
 pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> {
@@ -220,6 +263,32 @@ pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> 
     })
     .await?;
     Ok(Reply::json(200, &control))
+}
+
+/// `POST /admin/alerts/{id}/ack`: the alert stops counting as open, with an audit record (who,
+/// when, why). Body first, then the second factors, as for `/admin/controls`; an id that is
+/// not a UUID is as unknown as one no alert has (404).
+pub async fn acknowledge_alert(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let id = uuid::Uuid::parse_str(&call.params[0]).map_err(|_| Refusal::not_found("alert"))?;
+    let map = crate::input::json_object(&call.body)?;
+    let mut fields = crate::input::Fields::new();
+    fields.no_unknown(&map, &["reason"]);
+    let reason = fields.string(&map, "reason", 500);
+    fields.finish()?;
+    let Some(reason) = reason else {
+        unreachable!("finish() refuses missing fields")
+    };
+    let reason = admin::check_ack_reason(&reason)?.to_owned();
+    let credential = call.credential();
+    second_factor::check(state, credential, &call.headers).await?;
+    let actor = format!("credential:{}", credential.id);
+    let audit_id = new_uuid(state.entropy.as_ref());
+    let now = state.clock.now();
+    let alert = write(state.store.as_ref(), move |tx| {
+        admin::acknowledge_alert(tx, audit_id, &actor, id, &reason, now)
+    })
+    .await?;
+    Ok(Reply::json(200, &alert))
 }
 
 /// `POST /admin/reconcile`: schedules a run for the reconciler (202); the result is listed by
@@ -251,21 +320,29 @@ pub async fn reconcile(state: &AppState, call: &Call) -> CoreResult<Reply> {
 
 pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
     let networks: Vec<_> = state.networks.iter().map(|n| n.network).collect();
-    let (controls, alerts, pending, webhooks, latest) = read(state.store.as_ref(), move |tx| {
-        let controls = tx.list_controls()?;
-        let alerts = tx.open_alert_count()?;
-        let mut pending = Vec::new();
-        for &network in &networks {
-            pending.push((network, tx.pending_deposit_count(network)?));
-        }
-        let webhooks = tx.count_webhook_events()?;
-        let mut latest = Vec::new();
-        for scope in Scope::ALL {
-            latest.push((scope, tx.latest_reconciliation(scope)?));
-        }
-        Ok((controls, alerts, pending, webhooks, latest))
-    })
-    .await?;
+    // One snapshot: the counts agree with each other.
+    let (controls, alerts, pending, work, webhooks, latest) =
+        read(state.store.as_ref(), move |tx| {
+            let controls = tx.list_controls()?;
+            let alerts = tx.open_alert_count()?;
+            let mut pending = Vec::new();
+            for &network in &networks {
+                pending.push((network, tx.pending_deposit_count(network)?));
+            }
+            let work = (
+                tx.pending_withdrawal_count()?,
+                tx.pending_swap_count()?,
+                tx.open_sweep_count()?,
+            );
+            let webhooks = tx.count_webhook_events()?;
+            let mut latest = Vec::new();
+            for scope in Scope::ALL {
+                latest.push((scope, tx.latest_reconciliation(scope)?));
+            }
+            Ok((controls, alerts, pending, work, webhooks, latest))
+        })
+        .await?;
+    let (pending_withdrawals, pending_swaps, open_sweeps) = work;
     let assets = asset_figures(state).await?;
     let chains: Vec<_> = state
         .networks
@@ -322,7 +399,11 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
             "chains": chains,
             "controls": controls_view,
             "pending_deposits": pending.iter().map(|(n, c)| json!({ "network": n, "count": c })).collect::<Vec<_>>(),
+            "pending_withdrawals": pending_withdrawals,
+            "pending_swaps": pending_swaps,
+            "open_sweeps": open_sweeps,
             "webhooks": { "pending": webhooks.pending, "delivered": webhooks.delivered, "dead_lettered": webhooks.dead_lettered },
+            "dead_lettered_webhooks": webhooks.dead_lettered,
             "open_alerts": alerts,
             "assets": assets,
             "reconciliations": reconciliations,
@@ -375,4 +456,46 @@ async fn asset_figures(state: &AppState) -> CoreResult<Vec<serde_json::Value>> {
             }
         })
         .collect())
+}
+
+/// `GET /v1/metrics`: the counters kept as requests and deliveries happen, with the gauges
+/// read now: scanner positions from the scanners' status, queue depths from one store snapshot.
+pub async fn metrics(state: &AppState) -> CoreResult<Reply> {
+    let networks: Vec<_> = state.networks.iter().map(|n| n.network).collect();
+    let (webhooks, withdrawals, swaps, sweeps, alerts, outgoing) =
+        read(state.store.as_ref(), move |tx| {
+            let mut outgoing = Vec::new();
+            for &network in &networks {
+                outgoing.push((network, tx.unfinished_outgoing_count(network)?));
+            }
+            Ok((
+                tx.count_webhook_events()?,
+                tx.pending_withdrawal_count()?,
+                tx.pending_swap_count()?,
+                tx.open_sweep_count()?,
+                tx.open_alert_count()?,
+                outgoing,
+            ))
+        })
+        .await?;
+    let m = &state.metrics;
+    for (network, status) in &state.scan_status {
+        let s = status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        m.set_scanner(network.as_str(), s.scanned_block, s.lag_blocks());
+    }
+    for (queue, depth) in [
+        ("outbox_pending", webhooks.pending),
+        ("webhooks_dead_lettered", webhooks.dead_lettered),
+        ("withdrawals_pending", withdrawals),
+        ("swaps_pending", swaps),
+        ("sweeps_open", sweeps),
+        ("alerts_open", alerts),
+    ] {
+        m.set_queue(queue, depth);
+    }
+    for (network, n) in outgoing {
+        m.set_outgoing(network.as_str(), n);
+    }
+    Ok(Reply::raw_json(200, m.encode().into_bytes())
+        .with_header("content-type", crate::metrics::CONTENT_TYPE))
 }

@@ -32,6 +32,7 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
             200,
             crate::openapi::document_bytes().to_vec(),
         )),
+        RouteId::Metrics => admin::metrics(state).await,
         RouteId::ListNetworks => Ok(catalog::networks(state)),
         RouteId::ListAssets => catalog::assets(state, call),
         RouteId::ListSwapPairs => Ok(catalog::swap_pairs(state)),
@@ -51,6 +52,7 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::AdminDashboard => admin::dashboard(state).await,
         RouteId::AdminUpdateControl => admin::update_control(state, call).await,
         RouteId::AdminReconcile => admin::reconcile(state, call).await,
+        RouteId::AdminAckAlert => admin::acknowledge_alert(state, call).await,
         RouteId::AdminList => admin::list(state, call).await,
     }
 }

@@ -1,12 +1,21 @@
 use custody_core::admin::{Alert, AlertReads, AlertRepo, Control, ControlReads, ControlRepo};
 use custody_core::error::PortError;
+use custody_core::page::{Page, Paged};
+use custody_core::time::Timestamp;
 use rusqlite::{params, OptionalExtension};
+use uuid::Uuid;
 
 use super::{parse_uuid, ts};
 use crate::tx::{db_err, SqliteTx};
 
 impl AlertRepo for SqliteTx<'_> {
     fn raise_alert(&mut self, a: &Alert) -> Result<(), PortError> {
+        if a.acknowledged_at.is_some() || a.acknowledged_by.is_some() {
+            return Err(PortError::permanent(
+                "store",
+                "a new alert is unacknowledged",
+            ));
+        }
         self.conn
             .execute(
                 "INSERT INTO alerts (id, kind, severity, message, reference_type, reference_id, created_at) \
@@ -24,26 +33,50 @@ impl AlertRepo for SqliteTx<'_> {
             .map_err(db_err)?;
         Ok(())
     }
+
+    fn acknowledge_alert(&mut self, id: Uuid, at: Timestamp, by: &str) -> Result<(), PortError> {
+        // The first acknowledgement stands: a second one matches the row and changes nothing.
+        let found = self
+            .conn
+            .execute(
+                "UPDATE alerts SET acknowledged_at = COALESCE(acknowledged_at, ?2), \
+                 acknowledged_by = COALESCE(acknowledged_by, ?3) WHERE id = ?1",
+                params![id.to_string(), at.unix_millis(), by],
+            )
+            .map_err(db_err)?;
+        if found == 0 {
+            return Err(PortError::permanent("store", format!("no alert {id}")));
+        }
+        Ok(())
+    }
 }
 
-impl AlertReads for SqliteTx<'_> {
-    fn list_alerts(&mut self, limit: usize) -> Result<Vec<Alert>, PortError> {
+impl SqliteTx<'_> {
+    fn alerts_where(
+        &self,
+        clause: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<Alert>, PortError> {
         let rows = self
             .conn
-            .prepare_cached(
-                "SELECT id, kind, severity, message, reference_type, reference_id, created_at \
-                 FROM alerts ORDER BY created_at DESC, rowid DESC LIMIT ?1",
-            )
+            .prepare_cached(&format!(
+                "SELECT id, kind, severity, message, reference_type, reference_id, created_at, \
+                 acknowledged_at, acknowledged_by FROM alerts WHERE {clause}"
+            ))
             .map_err(db_err)?
-            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            .query_map(args, |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
+                    (
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                    ),
                     r.get::<_, Option<String>>(4)?,
                     r.get::<_, Option<String>>(5)?,
                     r.get::<_, i64>(6)?,
+                    r.get::<_, Option<i64>>(7)?,
+                    r.get::<_, Option<String>>(8)?,
                 ))
             })
             .map_err(db_err)?
@@ -51,7 +84,14 @@ impl AlertReads for SqliteTx<'_> {
             .map_err(db_err)?;
         rows.into_iter()
             .map(
-                |(id, kind, severity, message, reference_type, reference_id, at)| {
+                |(
+                    (id, kind, severity, message),
+                    reference_type,
+                    reference_id,
+                    at,
+                    ack_at,
+                    ack_by,
+                )| {
                     Ok(Alert {
                         id: parse_uuid(&id)?,
                         kind,
@@ -60,17 +100,32 @@ impl AlertReads for SqliteTx<'_> {
                         reference_type,
                         reference_id: reference_id.as_deref().map(parse_uuid).transpose()?,
                         created_at: ts(at),
+                        acknowledged_at: ack_at.map(ts),
+                        acknowledged_by: ack_by,
                     })
                 },
             )
             .collect()
+    }
+}
+
+impl AlertReads for SqliteTx<'_> {
+    fn list_alerts(&mut self, page: Page) -> Result<Paged<Alert>, PortError> {
+        let Some(args) = super::page_args(self.conn, "alerts", page)? else {
+            return Ok(None);
+        };
+        self.alerts_where(super::PAGE_CLAUSE, args).map(Some)
+    }
+
+    fn alert(&mut self, id: Uuid) -> Result<Option<Alert>, PortError> {
+        Ok(self.alerts_where("id = ?1", [id.to_string()])?.pop())
     }
 
     fn open_alert_count(&mut self) -> Result<u64, PortError> {
         let n: i64 = self
             .conn
             .query_row(
-                "SELECT COUNT(*) FROM alerts WHERE resolved_at IS NULL",
+                "SELECT COUNT(*) FROM alerts WHERE acknowledged_at IS NULL",
                 [],
                 |r| r.get(0),
             )

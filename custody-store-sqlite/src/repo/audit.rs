@@ -1,5 +1,6 @@
 use custody_core::admin::{AuditReads, AuditRecord, AuditRepo};
 use custody_core::error::PortError;
+use custody_core::page::{Page, Paged};
 use rusqlite::params;
 
 use super::{parse_uuid, ts};
@@ -29,16 +30,20 @@ impl AuditRepo for SqliteTx<'_> {
 }
 
 impl AuditReads for SqliteTx<'_> {
-    fn list_audit(&mut self, limit: usize) -> Result<Vec<AuditRecord>, PortError> {
+    fn list_audit(&mut self, page: Page) -> Result<Paged<AuditRecord>, PortError> {
         let json = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
+        let Some(args) = super::page_args(self.conn, "audit", page)? else {
+            return Ok(None);
+        };
         let rows = self
             .conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT id, actor, action, target, old_value, new_value, reason, created_at \
-                 FROM audit ORDER BY created_at DESC, rowid DESC LIMIT ?1",
-            )
+                 FROM audit WHERE {}",
+                super::PAGE_CLAUSE
+            ))
             .map_err(db_err)?
-            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            .query_map(args, |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
@@ -66,6 +71,7 @@ impl AuditReads for SqliteTx<'_> {
                     created_at: ts(at),
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 }

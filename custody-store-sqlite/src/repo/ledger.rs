@@ -443,6 +443,30 @@ impl LedgerReads for SqliteTx<'_> {
         Ok(())
     }
 
+    fn list_ledger_transactions(
+        &mut self,
+        page: custody_core::page::Page,
+    ) -> Result<custody_core::page::Paged<LedgerTx>, PortError> {
+        let Some(args) = super::page_args(self.conn, "ledger_transactions", page)? else {
+            return Ok(None);
+        };
+        let raws = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {TX_COLUMNS} FROM ledger_transactions WHERE {}",
+                super::PAGE_CLAUSE
+            ))
+            .map_err(db_err)?
+            .query_map(args, raw_tx)
+            .map_err(db_err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)?;
+        raws.into_iter()
+            .map(|raw| self.decode_tx(raw))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
     fn scan_ledger_transactions(
         &mut self,
         visit: &mut dyn FnMut(&LedgerTx),

@@ -36,3 +36,37 @@ pub(crate) fn amount(s: &str) -> Result<custody_core::Amount, PortError> {
 pub(crate) fn bad(what: &str, value: &str) -> PortError {
     PortError::permanent("store", format!("bad stored {what} {value:?}"))
 }
+
+/// The arguments of [`PAGE_CLAUSE`]: the limit, then the cursor row's `created_at` and `id`.
+pub(crate) type PageArgs = (i64, Option<i64>, Option<String>);
+
+/// The keyset of an admin page over `table`, whose rows have `id` (TEXT, a lowercase UUID, so
+/// text order is UUID order) and `created_at` (unix ms): the three arguments of [`PAGE_CLAUSE`]
+/// (limit, the cursor row's `created_at` and `id`, both NULL on the first page), or `None` when
+/// `starting_after` names no row of the table.
+pub(crate) fn page_args(
+    conn: &rusqlite::Connection,
+    table: &str,
+    page: custody_core::page::Page,
+) -> Result<Option<PageArgs>, PortError> {
+    use rusqlite::OptionalExtension;
+    let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
+    let Some(after) = page.starting_after else {
+        return Ok(Some((limit, None, None)));
+    };
+    let id = after.to_string();
+    let at: Option<i64> = conn
+        .prepare_cached(&format!("SELECT created_at FROM {table} WHERE id = ?1"))
+        .map_err(crate::tx::db_err)?
+        .query_row([&id], |r| r.get(0))
+        .optional()
+        .map_err(crate::tx::db_err)?;
+    Ok(at.map(|at| (limit, Some(at), Some(id))))
+}
+
+/// The condition and order of an admin page, over the arguments of [`page_args`] as ?1, ?2, ?3:
+/// rows strictly below the cursor in (`created_at`, `id`) descending order. Written as an OR
+/// rather than a row value so that SQLite can use the `(created_at, id)` indexes.
+pub(crate) const PAGE_CLAUSE: &str =
+    "(?2 IS NULL OR created_at < ?2 OR (created_at = ?2 AND id < ?3)) \
+     ORDER BY created_at DESC, id DESC LIMIT ?1";

@@ -363,4 +363,17 @@ impl OutgoingReads for SqliteTx<'_> {
             params![network.as_str(), from],
         )
     }
+
+    fn unfinished_outgoing_count(&mut self, network: Network) -> Result<u64, PortError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM outgoing_txs WHERE network = ?1 \
+                 AND status NOT IN ('final', 'failed')",
+            )
+            .map_err(db_err)?
+            .query_row([network.as_str()], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
 }

@@ -96,10 +96,6 @@ impl SqliteTx<'_> {
     }
 }
 
-fn limit_arg(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
-}
-
 impl ReconciliationRepo for SqliteTx<'_> {
     fn insert_reconciliation(&mut self, run: &Reconciliation) -> Result<(), PortError> {
         self.conn
@@ -200,11 +196,15 @@ impl ReconciliationReads for SqliteTx<'_> {
             .pop())
     }
 
-    fn list_reconciliations(&mut self, limit: usize) -> Result<Vec<Reconciliation>, PortError> {
-        self.reconciliations_where(
-            "ORDER BY created_at DESC, rowid DESC LIMIT ?1",
-            [limit_arg(limit)],
-        )
+    fn list_reconciliations(
+        &mut self,
+        page: custody_core::page::Page,
+    ) -> Result<custody_core::page::Paged<Reconciliation>, PortError> {
+        let Some(args) = super::page_args(self.conn, "reconciliations", page)? else {
+            return Ok(None);
+        };
+        self.reconciliations_where(&format!("WHERE {}", super::PAGE_CLAUSE), args)
+            .map(Some)
     }
 
     fn latest_reconciliation(&mut self, scope: Scope) -> Result<Option<Reconciliation>, PortError> {

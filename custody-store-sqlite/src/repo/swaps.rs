@@ -1,6 +1,7 @@
 //! Swap quotes, swaps and router allowances (migration 0011).
 
 use custody_core::error::PortError;
+use custody_core::page::{Page, Paged};
 use custody_core::swap::{Allowance, Swap, SwapQuote, SwapReads, SwapRepo, SwapStatus};
 use custody_core::time::Timestamp;
 use custody_core::withdrawal::{Costs, Rate, WithdrawalStep};
@@ -380,11 +381,23 @@ impl SwapReads for SqliteTx<'_> {
         Ok(self.swaps_where("id = ?1", params![id.to_string()])?.pop())
     }
 
-    fn list_swaps(&mut self, limit: usize) -> Result<Vec<Swap>, PortError> {
-        self.swaps_where(
-            "1 ORDER BY created_at DESC, id DESC LIMIT ?1",
-            params![i64::try_from(limit).unwrap_or(i64::MAX)],
-        )
+    fn list_swaps(&mut self, page: Page) -> Result<Paged<Swap>, PortError> {
+        let Some(args) = super::page_args(self.conn, "swaps", page)? else {
+            return Ok(None);
+        };
+        self.swaps_where(super::PAGE_CLAUSE, args).map(Some)
+    }
+
+    fn pending_swap_count(&mut self) -> Result<u64, PortError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM swaps WHERE status IN ('reserved', 'broadcasted')",
+            )
+            .map_err(db_err)?
+            .query_row([], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     fn allowance(

@@ -2,6 +2,7 @@
 //! the columns that the constraints and queries need.
 
 use custody_core::error::PortError;
+use custody_core::page::{Page, Paged};
 use custody_core::ports::signer::HdPath;
 use custody_core::sweep::{
     flows, AddressFlow, Funding, FundingStatus, Sweep, SweepReads, SweepRepo, SweepStatus,
@@ -198,10 +199,6 @@ impl SqliteTx<'_> {
     }
 }
 
-fn limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 impl SweepRepo for SqliteTx<'_> {
     fn insert_sweep(&mut self, s: &Sweep) -> Result<(), PortError> {
         self.conn
@@ -375,18 +372,31 @@ impl SweepReads for SqliteTx<'_> {
         )
     }
 
-    fn list_sweeps(&mut self, n: usize) -> Result<Vec<Sweep>, PortError> {
-        self.sweeps_where(
-            "1 ORDER BY created_at DESC, id DESC LIMIT ?1",
-            params![limit(n)],
-        )
+    fn list_sweeps(&mut self, page: Page) -> Result<Paged<Sweep>, PortError> {
+        let Some(args) = super::page_args(self.conn, "sweeps", page)? else {
+            return Ok(None);
+        };
+        self.sweeps_where(super::PAGE_CLAUSE, args).map(Some)
     }
 
-    fn list_fundings(&mut self, n: usize) -> Result<Vec<Funding>, PortError> {
-        self.fundings_where(
-            "1 ORDER BY created_at DESC, id DESC LIMIT ?1",
-            params![limit(n)],
-        )
+    fn open_sweep_count(&mut self) -> Result<u64, PortError> {
+        // The statuses of SweepStatus::is_open, as in the partial index sweeps_one_open.
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM sweeps WHERE status IN ('planned', 'funding', 'broadcasted')",
+            )
+            .map_err(db_err)?
+            .query_row([], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn list_fundings(&mut self, page: Page) -> Result<Paged<Funding>, PortError> {
+        let Some(args) = super::page_args(self.conn, "treasury_fundings", page)? else {
+            return Ok(None);
+        };
+        self.fundings_where(super::PAGE_CLAUSE, args).map(Some)
     }
 
     fn sweep_flows(

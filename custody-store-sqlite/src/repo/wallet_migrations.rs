@@ -182,10 +182,14 @@ impl MigrationReads for SqliteTx<'_> {
         )
     }
 
-    fn list_migrations(&mut self, limit: usize) -> Result<Vec<WalletMigration>, PortError> {
-        self.migrations_where(
-            "ORDER BY created_at DESC, seq DESC LIMIT ?1",
-            [i64::try_from(limit).unwrap_or(i64::MAX)],
-        )
+    fn list_migrations(
+        &mut self,
+        page: custody_core::page::Page,
+    ) -> Result<custody_core::page::Paged<WalletMigration>, PortError> {
+        let Some(args) = super::page_args(self.conn, "wallet_migrations", page)? else {
+            return Ok(None);
+        };
+        self.migrations_where(&format!("WHERE {}", super::PAGE_CLAUSE), args)
+            .map(Some)
     }
 }

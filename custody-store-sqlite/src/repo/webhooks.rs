@@ -324,19 +324,29 @@ impl WebhookReads for SqliteTx<'_> {
         .transpose()
     }
 
-    fn list_webhook_events(&mut self, limit: usize) -> Result<Vec<EventView>, PortError> {
+    fn list_webhook_events(
+        &mut self,
+        page: custody_core::page::Page,
+    ) -> Result<custody_core::page::Paged<EventView>, PortError> {
+        let Some(args) = super::page_args(self.conn, "outbox", page)? else {
+            return Ok(None);
+        };
+        // `o.` is the only table of the query, so the clause's bare column names are its own.
         let raws = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM outbox o \
-                 ORDER BY o.created_at DESC, o.rowid DESC LIMIT ?1"
+                "SELECT {EVENT_COLUMNS} FROM outbox o WHERE {}",
+                super::PAGE_CLAUSE
             ))
             .map_err(db_err)?
-            .query_map([limit_i64(limit)], raw_event)
+            .query_map(args, raw_event)
             .map_err(db_err)?
             .collect::<Result<Vec<_>, _>>()
             .map_err(db_err)?;
-        raws.into_iter().map(|r| self.decode_event(r)).collect()
+        raws.into_iter()
+            .map(|r| self.decode_event(r))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     fn webhook_event(&mut self, id: Uuid) -> Result<Option<EventView>, PortError> {
@@ -605,9 +615,13 @@ mod tests {
         assert_eq!(again.len(), 1);
         assert_eq!((again[0].id, again[0].attempts), (Uuid::from_u128(1), 1));
 
-        let list = read(&store, |tx| Ok(tx.list_webhook_events(10)?))
-            .await
-            .unwrap();
+        let list = read(&store, |tx| {
+            Ok(tx
+                .list_webhook_events(custody_core::page::Page::first(10))?
+                .unwrap_or_default())
+        })
+        .await
+        .unwrap();
         let ids: Vec<_> = list.iter().map(|e| e.id.as_u128()).collect();
         assert_eq!(ids, [3, 2, 1], "newest first");
         assert_eq!(list[0].status, EventStatus::DeadLettered);
@@ -640,7 +654,11 @@ mod tests {
                 dead_lettered: 1
             }
         );
-        let limited = read(&store, |tx| Ok(tx.list_webhook_events(2)?));
+        let limited = read(&store, |tx| {
+            Ok(tx
+                .list_webhook_events(custody_core::page::Page::first(2))?
+                .unwrap_or_default())
+        });
         assert_eq!(limited.await.unwrap().len(), 2);
     }
 
@@ -759,7 +777,13 @@ mod tests {
         assert_eq!((due[0].id, due[0].attempts), (Uuid::from_u128(9), 0));
         assert_eq!(due[0].body, queued.body, "same bytes under the same id");
 
-        let audit = read(&store, |tx| Ok(tx.list_audit(10)?)).await.unwrap();
+        let audit = read(&store, |tx| {
+            Ok(tx
+                .list_audit(custody_core::page::Page::first(10))?
+                .unwrap_or_default())
+        })
+        .await
+        .unwrap();
         let actions: Vec<_> = audit.iter().map(|a| a.action.as_str()).collect();
         assert_eq!(actions, ["webhooks.replay", "webhooks.set"]);
         assert_eq!(

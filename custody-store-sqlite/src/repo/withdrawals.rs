@@ -1,6 +1,7 @@
 //! Withdrawal quotes and withdrawals (migration 0009).
 
 use custody_core::error::PortError;
+use custody_core::page::{Page, Paged};
 use custody_core::time::Timestamp;
 use custody_core::withdrawal::{
     Quote, Withdrawal, WithdrawalReads, WithdrawalRepo, WithdrawalStatus, WithdrawalStep,
@@ -298,10 +299,22 @@ impl WithdrawalReads for SqliteTx<'_> {
             .pop())
     }
 
-    fn list_withdrawals(&mut self, limit: usize) -> Result<Vec<Withdrawal>, PortError> {
-        self.withdrawals_where(
-            "1 ORDER BY created_at DESC, id DESC LIMIT ?1",
-            params![i64::try_from(limit).unwrap_or(i64::MAX)],
-        )
+    fn list_withdrawals(&mut self, page: Page) -> Result<Paged<Withdrawal>, PortError> {
+        let Some(args) = super::page_args(self.conn, "withdrawals", page)? else {
+            return Ok(None);
+        };
+        self.withdrawals_where(super::PAGE_CLAUSE, args).map(Some)
+    }
+
+    fn pending_withdrawal_count(&mut self) -> Result<u64, PortError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM withdrawals WHERE status IN ('reserved', 'broadcasted')",
+            )
+            .map_err(db_err)?
+            .query_row([], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 }

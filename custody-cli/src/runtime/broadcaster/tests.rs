@@ -837,7 +837,8 @@ async fn alerts_of(f: &Fixture, kind: &str) -> Vec<custody_core::admin::Alert> {
     let kind = kind.to_owned();
     read(f.b.store.as_ref(), move |tx| {
         Ok(tx
-            .list_alerts(100)?
+            .list_alerts(custody_core::page::Page::first(100))?
+            .unwrap_or_default()
             .into_iter()
             .filter(|a| a.kind == kind)
             .collect())

@@ -164,6 +164,7 @@ fn ports(store: &Arc<SqliteStore>, sink: Arc<ScriptedSink>) -> WorkerPorts {
         clock: Arc::new(SystemClock),
         entropy: Arc::new(OsEntropy),
         vault: Arc::new(vault()),
+        metrics: Arc::default(),
     }
 }
 
@@ -174,9 +175,13 @@ fn vault() -> custody_core::vault::Vault {
 async fn wait_until(store: &SqliteStore, what: &str, f: impl Fn(&[webhook::EventView]) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let events = read(store, |tx| Ok(tx.list_webhook_events(100)?))
-            .await
-            .unwrap();
+        let events = read(store, |tx| {
+            Ok(tx
+                .list_webhook_events(custody_core::page::Page::first(100))?
+                .unwrap_or_default())
+        })
+        .await
+        .unwrap();
         if f(&events) {
             return;
         }
@@ -270,12 +275,16 @@ async fn a_slow_tenant_does_not_hold_up_others_and_stays_bounded() {
     })
     .await;
     let fast_done = started.elapsed();
-    let slow_delivered = read(store.as_ref(), |tx| Ok(tx.list_webhook_events(100)?))
-        .await
-        .unwrap()
-        .iter()
-        .filter(|e| e.tenant == "slow" && e.status == EventStatus::Delivered)
-        .count();
+    let slow_delivered = read(store.as_ref(), |tx| {
+        Ok(tx
+            .list_webhook_events(custody_core::page::Page::first(100))?
+            .unwrap_or_default())
+    })
+    .await
+    .unwrap()
+    .iter()
+    .filter(|e| e.tenant == "slow" && e.status == EventStatus::Delivered)
+    .count();
     // Faster than one slow attempt: the fast tenant never waited for a slot of the slow one.
     assert!(
         fast_done < Duration::from_millis(1_800) && slow_delivered == 0,
@@ -306,9 +315,13 @@ async fn the_tenth_failure_dead_letters_and_stop_is_prompt() {
     let t = Instant::now();
     worker.stop(Duration::from_secs(5)).await;
     assert!(t.elapsed() < Duration::from_secs(1));
-    let events = read(store.as_ref(), |tx| Ok(tx.list_webhook_events(10)?))
-        .await
-        .unwrap();
+    let events = read(store.as_ref(), |tx| {
+        Ok(tx
+            .list_webhook_events(custody_core::page::Page::first(10))?
+            .unwrap_or_default())
+    })
+    .await
+    .unwrap();
     for e in events {
         assert_eq!(e.attempts, 10);
         assert_eq!(e.last_error.as_deref(), Some("HTTP 500"));

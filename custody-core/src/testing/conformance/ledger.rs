@@ -20,6 +20,7 @@ use crate::ports::store::{ReadJob, Store, WriteJob};
 use crate::{Amount, AssetId, Network};
 
 use super::{at, run_case, tid, uid};
+use crate::page::Page;
 
 /// A step of a ledger case that writes; it answers a boxed value of its own type.
 pub type LedgerWrite =
@@ -111,6 +112,12 @@ impl<T: LedgerReads + ?Sized> LedgerReads for LedgerOf<'_, T> {
         visit: &mut dyn FnMut(&AccountKey, &AccountBalances),
     ) -> Result<(), PortError> {
         self.0.scan_ledger_accounts(visit)
+    }
+    fn list_ledger_transactions(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<LedgerTx>, PortError> {
+        self.0.list_ledger_transactions(page)
     }
     fn scan_ledger_transactions(
         &mut self,
@@ -412,6 +419,29 @@ async fn transactions_are_kept_whole_in_commit_order(t: &dyn LedgerTarget) {
     assert_eq!(got.1.as_ref(), Some(&all[3]));
     assert_eq!(got.2, None);
     assert_eq!(got.3, all, "scanned in commit order");
+
+    // The admin listing: newest first, in pages that start after the previous page's last.
+    let mut newest_first = all.clone();
+    newest_first.sort_by_key(|t| std::cmp::Reverse((t.created_at, t.id)));
+    let whole = lr(t, |r| r.list_ledger_transactions(Page::first(100))).await;
+    assert_eq!(whole.as_ref(), Some(&newest_first));
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = Page {
+            limit: 1,
+            starting_after: after,
+        };
+        let rows = lr(t, move |r| r.list_ledger_transactions(page))
+            .await
+            .expect("a listed cursor");
+        let Some(last) = rows.last() else { break };
+        after = Some(last.id);
+        paged.extend(rows);
+    }
+    assert_eq!(paged, newest_first, "each transaction once, in order");
+    let unknown = lr(t, |r| r.list_ledger_transactions(Page::after(1, uid(999)))).await;
+    assert_eq!(unknown, None);
 }
 
 async fn a_transaction_and_an_entry_are_written_once(t: &dyn LedgerTarget) {

@@ -181,3 +181,57 @@ fn wallet_row(n: u128, tenant: &str, user: &str, network: Network, address: &str
         previous_addresses: Vec::new(),
     }
 }
+
+/// The rows of a first page, which always answers (it names no cursor).
+fn rows<T>(page: crate::page::Paged<T>) -> Vec<T> {
+    page.expect("a first page names no cursor")
+}
+
+/// Pages through a listing `limit` rows at a time, each page starting after the last row of
+/// the previous one, and checks the keyset contract on the way: the pages joined are the
+/// whole listing read at once (no row twice, none missing, same order), the last page is the
+/// first one shorter than `limit` or empty, and a cursor naming no row is `None`.
+async fn check_paging<T: Send + 'static>(
+    s: &dyn Store,
+    limit: usize,
+    list: fn(&mut dyn ReadTx, crate::page::Page) -> Result<crate::page::Paged<T>, PortError>,
+    id: fn(&T) -> Uuid,
+) {
+    use crate::page::Page;
+    let all: Vec<Uuid> = r(s, move |tx| list(tx, Page::first(usize::MAX)))
+        .await
+        .map(|rows| rows.iter().map(id).collect())
+        .expect("a first page");
+    assert!(
+        all.len() > limit,
+        "the case writes more rows than one page holds"
+    );
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = Page {
+            limit,
+            starting_after: after,
+        };
+        let ids: Vec<Uuid> = r(s, move |tx| list(tx, page))
+            .await
+            .expect("the cursor names a listed row")
+            .iter()
+            .map(id)
+            .collect();
+        assert!(ids.len() <= limit);
+        paged.extend_from_slice(&ids);
+        match ids.last() {
+            Some(&last) if ids.len() == limit => after = Some(last),
+            _ => break,
+        }
+    }
+    assert_eq!(paged, all, "paging yields the listing, each row once");
+    let unknown = r(s, move |tx| list(tx, Page::after(limit, uid(0xdead_beef))))
+        .await
+        .map(|rows| rows.len());
+    assert_eq!(
+        unknown, None,
+        "an unknown cursor is refused, not an empty page"
+    );
+}

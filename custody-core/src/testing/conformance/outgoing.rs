@@ -162,6 +162,22 @@ async fn one_payment_per_record_and_one_transaction_per_nonce(store: Arc<dyn Sto
     assert!(r(s, |tx| tx.outgoing_in_flight(Network::Tron, HOT))
         .await
         .is_empty());
+    assert_eq!(
+        r(s, |tx| Ok((
+            tx.unfinished_outgoing_count(Network::Bsc)?,
+            tx.unfinished_outgoing_count(Network::Tron)?
+        )))
+        .await,
+        (3, 0)
+    );
+    // A final one leaves the queue.
+    let mut done = r(s, |tx| tx.outgoing(uid(5))).await.expect("stored");
+    done.status = OutStatus::Failed;
+    w(s, move |tx| tx.update_outgoing(&done)).await.unwrap();
+    assert_eq!(
+        r(s, |tx| tx.unfinished_outgoing_count(Network::Bsc)).await,
+        2
+    );
 }
 
 async fn nonces_are_allocated_once_from_the_seed(store: Arc<dyn Store>) {

@@ -80,14 +80,25 @@ async fn runs_are_listed_newest_first_and_the_latest_is_per_scope(store: Arc<dyn
         let x = run(n, scope, created);
         w(s, move |tx| tx.insert_reconciliation(&x)).await.unwrap();
     }
-    let ids: Vec<_> = r(s, |tx| tx.list_reconciliations(10))
-        .await
-        .iter()
-        .map(|x| x.id)
-        .collect();
-    // Same time: the later inserted first.
+    let ids: Vec<_> = r(s, |tx| {
+        tx.list_reconciliations(crate::page::Page::first(10))
+            .map(super::rows)
+    })
+    .await
+    .iter()
+    .map(|x| x.id)
+    .collect();
+    // Same time: the higher id first (the keyset of the pages).
     assert_eq!(ids, vec![uid(4), uid(2), uid(3), uid(1)]);
-    assert_eq!(r(s, |tx| tx.list_reconciliations(2)).await.len(), 2);
+    assert_eq!(
+        r(s, |tx| tx
+            .list_reconciliations(crate::page::Page::first(2))
+            .map(super::rows))
+        .await
+        .len(),
+        2
+    );
+    super::check_paging(s, 1, |tx, p| tx.list_reconciliations(p), |x| x.id).await;
     let latest = |scope| async move {
         r(s, move |tx| tx.latest_reconciliation(scope))
             .await

@@ -172,6 +172,13 @@ async fn every_tenants_swaps_are_listed_newest_first(store: Arc<dyn Store>) {
         let q = quote(n + 100, tenant);
         let mut sw = swap(n, &q);
         sw.created_at = at(t);
+        // Two on their way, two final: what the pending count tells apart.
+        sw.status = match n {
+            10 => SwapStatus::Reserved,
+            11 => SwapStatus::Broadcasted,
+            12 => SwapStatus::Confirmed,
+            _ => SwapStatus::Failed,
+        };
         w(s, move |tx| {
             tx.insert_swap_quote(&q)?;
             tx.insert_swap(&sw)
@@ -181,10 +188,21 @@ async fn every_tenants_swaps_are_listed_newest_first(store: Arc<dyn Store>) {
     }
     let ids = |v: Vec<Swap>| v.iter().map(|x| x.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(r(s, |tx| tx.list_swaps(10)).await),
+        ids(r(s, |tx| tx
+            .list_swaps(crate::page::Page::first(10))
+            .map(super::rows))
+        .await),
         [uid(12), uid(11), uid(10), uid(13)]
     );
-    assert_eq!(ids(r(s, |tx| tx.list_swaps(1)).await), [uid(12)]);
+    assert_eq!(
+        ids(r(s, |tx| tx
+            .list_swaps(crate::page::Page::first(1))
+            .map(super::rows))
+        .await),
+        [uid(12)]
+    );
+    super::check_paging(s, 1, |tx, p| tx.list_swaps(p), |x| x.id).await;
+    assert_eq!(r(s, |tx| tx.pending_swap_count()).await, 2);
 }
 
 async fn allowances_are_one_per_owner_token_and_spender(store: Arc<dyn Store>) {

@@ -264,21 +264,36 @@ async fn sweeps_and_fundings_are_listed_newest_first(store: Arc<dyn Store>) {
     .unwrap();
     let ids = |v: Vec<uuid::Uuid>| v;
     assert_eq!(
-        ids(r(store.as_ref(), |tx| tx.list_sweeps(2))
-            .await
-            .iter()
-            .map(|s| s.id)
-            .collect()),
+        ids(r(store.as_ref(), |tx| tx
+            .list_sweeps(crate::page::Page::first(2))
+            .map(super::rows))
+        .await
+        .iter()
+        .map(|s| s.id)
+        .collect()),
         [uid(3), uid(2)]
     );
     assert_eq!(
-        ids(r(store.as_ref(), |tx| tx.list_fundings(5))
-            .await
-            .iter()
-            .map(|f| f.id)
-            .collect()),
+        ids(r(store.as_ref(), |tx| tx
+            .list_fundings(crate::page::Page::first(5))
+            .map(super::rows))
+        .await
+        .iter()
+        .map(|f| f.id)
+        .collect()),
         [uid(13), uid(12), uid(11)]
     );
+    super::check_paging(store.as_ref(), 2, |tx, p| tx.list_sweeps(p), |x| x.id).await;
+    super::check_paging(store.as_ref(), 2, |tx, p| tx.list_fundings(p), |x| x.id).await;
+    // Final sweeps leave the open count.
+    w(store.as_ref(), move |tx| {
+        tx.insert_sweep(&sweep(4, Network::Bsc, "0x4", SweepStatus::Confirmed))?;
+        tx.insert_sweep(&sweep(5, Network::Tron, "T5", SweepStatus::Failed))?;
+        tx.insert_sweep(&sweep(6, Network::Tron, "T6", SweepStatus::Broadcasted))
+    })
+    .await
+    .unwrap();
+    assert_eq!(r(store.as_ref(), |tx| tx.open_sweep_count()).await, 4);
 }
 
 async fn flows_count_confirmed_records_per_address(store: Arc<dyn Store>) {

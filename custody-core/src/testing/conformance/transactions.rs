@@ -77,13 +77,21 @@ async fn an_ok_write_is_visible_to_every_later_read(store: Arc<dyn Store>) {
     assert_eq!(answer, "committed", "the job's own answer comes back");
     for _ in 0..3 {
         let (records, control) = r(s, |tx| {
-            Ok((tx.list_audit(10)?, tx.control("maintenance.BSC")?))
+            Ok((
+                tx.list_audit(crate::page::Page::first(10))
+                    .map(super::rows)?,
+                tx.control("maintenance.BSC")?,
+            ))
         })
         .await;
         assert_eq!(records, vec![audit(1, 10)]);
         assert!(control.is_some_and(|c| c.enabled));
     }
-    let seen_by_a_write = w(s, |tx| tx.list_audit(10)).await.unwrap();
+    let seen_by_a_write = w(s, |tx| {
+        tx.list_audit(crate::page::Page::first(10)).map(super::rows)
+    })
+    .await
+    .unwrap();
     assert_eq!(seen_by_a_write, vec![audit(1, 10)]);
 
     // Jobs submitted together (a store may commit them as one batch) are all visible after.
@@ -97,7 +105,14 @@ async fn an_ok_write_is_visible_to_every_later_read(store: Arc<dyn Store>) {
     for answer in join_all(jobs).await {
         answer.unwrap();
     }
-    assert_eq!(r(s, |tx| tx.list_audit(100)).await.len(), 21);
+    assert_eq!(
+        r(s, |tx| tx
+            .list_audit(crate::page::Page::first(100))
+            .map(super::rows))
+        .await
+        .len(),
+        21
+    );
 }
 
 async fn a_failed_job_leaves_no_trace(store: Arc<dyn Store>) {
@@ -132,7 +147,9 @@ async fn a_failed_job_leaves_no_trace(store: Arc<dyn Store>) {
     );
     let left = r(s, |tx| {
         Ok((
-            tx.list_audit(10)?.is_empty(),
+            tx.list_audit(crate::page::Page::first(10))
+                .map(super::rows)?
+                .is_empty(),
             tx.control("maintenance.BSC")?.is_none(),
             tx.count_webhook_events()?.pending,
             tx.ledger_account(&clearing())?.is_none(),
@@ -163,7 +180,15 @@ async fn a_failed_job_leaves_no_trace(store: Arc<dyn Store>) {
         .await,
     );
     assert_eq!(r(s, |tx| tx.control("maintenance.TRON")).await, None);
-    assert_eq!(audit_ids(&r(s, |tx| tx.list_audit(10)).await), [2]);
+    assert_eq!(
+        audit_ids(
+            &r(s, |tx| tx
+                .list_audit(crate::page::Page::first(10))
+                .map(super::rows))
+            .await
+        ),
+        [2]
+    );
 }
 
 async fn a_panicking_job_is_an_error_and_leaves_no_trace(store: Arc<dyn Store>) {
@@ -244,7 +269,14 @@ async fn failed_jobs_do_not_affect_the_jobs_around_them(store: Arc<dyn Store>) {
         assert_eq!(fresh, fate(i) != "commits", "nonce {i}");
     }
     let committed = (0..60u32).filter(|&i| fate(i) == "commits").count();
-    assert_eq!(r(s, |tx| tx.list_audit(100)).await.len(), committed);
+    assert_eq!(
+        r(s, |tx| tx
+            .list_audit(crate::page::Page::first(100))
+            .map(super::rows))
+        .await
+        .len(),
+        committed
+    );
 }
 
 async fn savepoints_nest_and_roll_back(store: Arc<dyn Store>) {
@@ -257,7 +289,10 @@ async fn savepoints_nest_and_roll_back(store: Arc<dyn Store>) {
         tx.append_audit(&audit(3, 3))?;
         tx.use_nonce(uid(1), "inner", at(1))?;
         tx.rollback_to_savepoint()?;
-        let after_inner_rollback = audit_ids(&tx.list_audit(10)?);
+        let after_inner_rollback = audit_ids(
+            &tx.list_audit(crate::page::Page::first(10))
+                .map(super::rows)?,
+        );
         tx.append_audit(&audit(4, 4))?;
         tx.release_savepoint()?;
         tx.savepoint()?;
@@ -267,14 +302,25 @@ async fn savepoints_nest_and_roll_back(store: Arc<dyn Store>) {
         // Released into the enclosing savepoint, so rolled back with it.
         tx.release_savepoint()?;
         tx.rollback_to_savepoint()?;
-        let after_outer_rollback = audit_ids(&tx.list_audit(10)?);
+        let after_outer_rollback = audit_ids(
+            &tx.list_audit(crate::page::Page::first(10))
+                .map(super::rows)?,
+        );
         let inner_nonce_free = tx.use_nonce(uid(1), "inner", at(1))?;
         Ok((after_inner_rollback, after_outer_rollback, inner_nonce_free))
     })
     .await
     .unwrap();
     assert_eq!(inside, (vec![2, 1], vec![4, 2, 1], true));
-    assert_eq!(audit_ids(&r(s, |tx| tx.list_audit(10)).await), [4, 2, 1]);
+    assert_eq!(
+        audit_ids(
+            &r(s, |tx| tx
+                .list_audit(crate::page::Page::first(10))
+                .map(super::rows))
+            .await
+        ),
+        [4, 2, 1]
+    );
     assert!(
         !w(s, |tx| tx.use_nonce(uid(1), "inner", at(1)))
             .await
@@ -298,7 +344,15 @@ async fn nested_keeps_what_succeeds_and_undoes_what_fails(store: Arc<dyn Store>)
     .await
     .unwrap();
     assert_eq!(outcome, (true, true));
-    assert_eq!(audit_ids(&r(s, |tx| tx.list_audit(10)).await), [4, 1]);
+    assert_eq!(
+        audit_ids(
+            &r(s, |tx| tx
+                .list_audit(crate::page::Page::first(10))
+                .map(super::rows))
+            .await
+        ),
+        [4, 1]
+    );
 
     // What a nested block kept is still undone when its job fails.
     let failed: CoreResult<()> = write(s, |tx| {
@@ -307,7 +361,15 @@ async fn nested_keeps_what_succeeds_and_undoes_what_fails(store: Arc<dyn Store>)
     })
     .await;
     assert!(failed.is_err());
-    assert_eq!(audit_ids(&r(s, |tx| tx.list_audit(10)).await), [4, 1]);
+    assert_eq!(
+        audit_ids(
+            &r(s, |tx| tx
+                .list_audit(crate::page::Page::first(10))
+                .map(super::rows))
+            .await
+        ),
+        [4, 1]
+    );
 }
 
 async fn savepoint_misuse_is_an_error(store: Arc<dyn Store>) {
@@ -337,7 +399,11 @@ async fn savepoint_misuse_is_an_error(store: Arc<dyn Store>) {
         matches!(left_open, Err(CoreError::Invariant(_))),
         "{left_open:?}"
     );
-    assert!(r(s, |tx| tx.list_audit(10)).await.is_empty());
+    assert!(r(s, |tx| tx
+        .list_audit(crate::page::Page::first(10))
+        .map(super::rows))
+    .await
+    .is_empty());
 }
 
 async fn a_read_job_sees_a_snapshot(store: Arc<dyn Store>) {

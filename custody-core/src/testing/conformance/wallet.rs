@@ -193,7 +193,11 @@ async fn create_wallet_creates_once_with_its_event(store: Arc<dyn Store>) {
     let bob = create("bob", [5, 6]).await.unwrap();
     assert_eq!((bob.wallet.account, bob.wallet.index), (0, 1));
     assert_ne!(bob.wallet.address, alice.wallet.address);
-    let events = r(s, |tx| tx.list_webhook_events(10)).await;
+    let events = r(s, |tx| {
+        tx.list_webhook_events(crate::page::Page::first(10))
+            .map(super::rows)
+    })
+    .await;
     let created: Vec<_> = events
         .iter()
         .map(|e| (e.id, e.event_type.as_str()))

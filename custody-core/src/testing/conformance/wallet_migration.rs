@@ -311,12 +311,16 @@ async fn migration_records_round_trip(store: Arc<dyn Store>) {
     assert_eq!(open.iter().map(|m| m.id).collect::<Vec<_>>(), [uid(1)]);
 
     // Every one, newest first, with a limit.
-    let listed = r(s, |tx| tx.list_migrations(10)).await;
+    let listed = r(s, |tx| tx.list_migrations(crate::page::Page::first(10)))
+        .await
+        .expect("a first page");
     assert_eq!(
         listed.iter().map(|m| m.id).collect::<Vec<_>>(),
         [uid(3), uid(2), uid(1)]
     );
-    let two = r(s, |tx| tx.list_migrations(2)).await;
+    let two = r(s, |tx| tx.list_migrations(crate::page::Page::first(2)))
+        .await
+        .expect("a first page");
     assert_eq!(
         two.iter().map(|m| m.id).collect::<Vec<_>>(),
         [uid(3), uid(2)]

@@ -203,7 +203,7 @@ async fn an_enqueued_event_is_pending_and_due_at_once(store: Arc<dyn Store>) {
 
 async fn events_are_listed_newest_first(store: Arc<dyn Store>) {
     let s = store.as_ref();
-    // Newest first; equal creation times, the latest queued first.
+    // Newest first; equal creation times, the higher id first.
     let events = vec![
         event(1, "acme", 10),
         event(2, "acme", 30),
@@ -211,12 +211,20 @@ async fn events_are_listed_newest_first(store: Arc<dyn Store>) {
         event(4, "acme", 30),
     ];
     setup(s, &["acme"], events).await;
-    let listed = |limit: usize| r(s, move |tx| tx.list_webhook_events(limit));
+    let listed = |limit: usize| {
+        r(s, move |tx| {
+            tx.list_webhook_events(crate::page::Page::first(limit))
+                .map(super::rows)
+        })
+    };
     let all: Vec<u128> = listed(10).await.iter().map(|e| e.id.as_u128()).collect();
     assert_eq!(all, [4, 2, 3, 1]);
     let two: Vec<u128> = listed(2).await.iter().map(|e| e.id.as_u128()).collect();
     assert_eq!(two, [4, 2]);
     assert!(listed(0).await.is_empty());
+    for limit in [1, 3] {
+        super::check_paging(s, limit, |tx, p| tx.list_webhook_events(p), |e| e.id).await;
+    }
 }
 
 async fn claims_skip_tenants_without_endpoint_and_bound_each_tenant(store: Arc<dyn Store>) {
@@ -384,7 +392,11 @@ async fn attempts_move_events_and_are_recorded(store: Arc<dyn Store>) {
         [(uid(1), 1)]
     );
 
-    let list = r(s, |tx| tx.list_webhook_events(10)).await;
+    let list = r(s, |tx| {
+        tx.list_webhook_events(crate::page::Page::first(10))
+            .map(super::rows)
+    })
+    .await;
     assert_eq!(
         list.iter().map(|e| e.id.as_u128()).collect::<Vec<_>>(),
         [3, 2, 1]

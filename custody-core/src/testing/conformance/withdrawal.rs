@@ -162,6 +162,13 @@ async fn every_tenants_withdrawals_are_listed_newest_first(store: Arc<dyn Store>
         let q = quote(n + 100, tenant);
         let mut wd = withdrawal(n, &q);
         wd.created_at = at(t);
+        // Two on their way, two final: what the pending count tells apart.
+        wd.status = match n {
+            10 => WithdrawalStatus::Reserved,
+            11 => WithdrawalStatus::Broadcasted,
+            12 => WithdrawalStatus::Confirmed,
+            _ => WithdrawalStatus::Failed,
+        };
         w(s, move |tx| {
             tx.insert_quote(&q)?;
             tx.insert_withdrawal(&wd)
@@ -171,12 +178,24 @@ async fn every_tenants_withdrawals_are_listed_newest_first(store: Arc<dyn Store>
     }
     let ids = |v: Vec<Withdrawal>| v.iter().map(|w| w.id).collect::<Vec<_>>();
     assert_eq!(
-        ids(r(s, |tx| tx.list_withdrawals(10)).await),
+        ids(r(s, |tx| tx
+            .list_withdrawals(crate::page::Page::first(10))
+            .map(super::rows))
+        .await),
         [uid(12), uid(11), uid(10), uid(13)]
     );
     assert_eq!(
-        ids(r(s, |tx| tx.list_withdrawals(2)).await),
+        ids(r(s, |tx| tx
+            .list_withdrawals(crate::page::Page::first(2))
+            .map(super::rows))
+        .await),
         [uid(12), uid(11)]
     );
-    assert!(r(s, |tx| tx.list_withdrawals(0)).await.is_empty());
+    assert!(r(s, |tx| tx
+        .list_withdrawals(crate::page::Page::first(0))
+        .map(super::rows))
+    .await
+    .is_empty());
+    super::check_paging(s, 1, |tx, p| tx.list_withdrawals(p), |w| w.id).await;
+    assert_eq!(r(s, |tx| tx.pending_withdrawal_count()).await, 2);
 }

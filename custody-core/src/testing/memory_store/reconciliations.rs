@@ -85,16 +85,18 @@ impl ReconciliationReads for Tx {
             .map(unleased))
     }
 
-    fn list_reconciliations(&mut self, limit: usize) -> Result<Vec<Reconciliation>, PortError> {
-        let mut rows: Vec<&Reconciliation> = self.state.reconciliations.iter().rev().collect();
-        rows.sort_by_key(|r| Reverse(r.created_at));
-        Ok(rows.into_iter().take(limit).map(unleased).collect())
+    fn list_reconciliations(
+        &mut self,
+        page: crate::page::Page,
+    ) -> Result<crate::page::Paged<Reconciliation>, PortError> {
+        let rows = crate::page::select(&self.state.reconciliations, |r| (r.created_at, r.id), page);
+        Ok(rows.map(|rows| rows.iter().map(unleased).collect()))
     }
 
     fn latest_reconciliation(&mut self, scope: Scope) -> Result<Option<Reconciliation>, PortError> {
-        Ok(self
-            .list_reconciliations(usize::MAX)?
-            .into_iter()
-            .find(|r| r.scope == scope))
+        // Newest by time, then the later inserted (what the schedule counts from).
+        let mut rows: Vec<&Reconciliation> = self.state.reconciliations.iter().rev().collect();
+        rows.sort_by_key(|r| Reverse(r.created_at));
+        Ok(rows.into_iter().find(|r| r.scope == scope).map(unleased))
     }
 }

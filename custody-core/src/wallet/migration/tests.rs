@@ -125,7 +125,13 @@ fn a_tenants_wallets_of_a_network_move_under_a_new_account() {
         assert_eq!((dave_tron.account, dave_tron.index), (2, 0));
 
         // The audit trail has the operator, the accounts and the reason.
-        let audit = read(&store, |tx| Ok(tx.list_audit(10)?)).await.unwrap();
+        let audit = read(
+            &store,
+            |tx| Ok(tx.list_audit(crate::page::Page::first(10))?),
+        )
+        .await
+        .unwrap()
+        .expect("a first page");
         assert_eq!(audit.len(), 1);
         let a = &audit[0];
         assert_eq!(
@@ -148,9 +154,12 @@ fn a_tenants_wallets_of_a_network_move_under_a_new_account() {
         let moved = by_id(&store, "acme", alice.id).await;
         assert_eq!(moved.previous_addresses.len(), 2);
         assert_eq!(moved.previous_addresses[0].address, alice.address);
-        let listed = read(&store, |tx| Ok(tx.list_migrations(10)?))
-            .await
-            .unwrap();
+        let listed = read(&store, |tx| {
+            Ok(tx.list_migrations(crate::page::Page::first(10))?)
+        })
+        .await
+        .unwrap()
+        .expect("a first page");
         assert_eq!(listed.len(), 5);
     });
 }
@@ -178,7 +187,13 @@ fn nothing_moves_without_wallets_or_without_a_reason() {
             .await
             .unwrap();
         assert_eq!(account, Some(0));
-        let audit = read(&store, |tx| Ok(tx.list_audit(10)?)).await.unwrap();
+        let audit = read(
+            &store,
+            |tx| Ok(tx.list_audit(crate::page::Page::first(10))?),
+        )
+        .await
+        .unwrap()
+        .expect("a first page");
         assert!(audit.is_empty());
     });
 }
