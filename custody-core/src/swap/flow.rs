@@ -68,7 +68,14 @@ pub struct SwapQuoteRequest {
     pub rate: Rate,
 }
 
-fn controls_refusal(tx: &mut dyn WriteTx, asset_in: &Asset, asset_out: &Asset) -> CoreResult<()> {
+/// Refuses a swap while a control stops it: `kill_switch.swaps` (or the global one),
+/// `maintenance.BSC`, or a TREASURY shortfall control of either asset. Checked before the
+/// router is asked for a price, and again in the quote's and the execution's transactions.
+pub fn controls_refusal(
+    tx: &mut dyn crate::admin::ControlReads,
+    asset_in: &Asset,
+    asset_out: &Asset,
+) -> CoreResult<()> {
     if restricted(tx, "kill_switch.swaps")? {
         return Err(Refusal::new(
             ErrorCode::KillSwitchActive,

@@ -185,6 +185,12 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     }
     // Limits first: a bad amount is a 422 whatever the node's state.
     swap::swap_costs(&policy, amount_in, Amount::ZERO, Rate::NATIVE)?;
+    // A control that stops swaps answers as such, even while the chain is down.
+    let (a_in, a_out) = (asset_in.clone(), asset_out.clone());
+    read(state.store.as_ref(), move |tx| {
+        swap::controls_refusal(tx, &a_in, &a_out)
+    })
+    .await?;
     let (Some(dex), Some(router), Some(sender), Some(hot)) = (
         state.dex.as_ref(),
         state.swap_router.as_ref(),
