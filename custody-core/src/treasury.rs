@@ -248,7 +248,9 @@ fn read_books(tx: &mut dyn ReadTx, network: Network, hot: &str) -> CoreResult<Bo
 /// catalog asset is read: one request each.
 ///
 /// The chain is read before the store, so that a payment signed in between is counted in
-/// transit while its funds are still read on chain (see [`crate::reconcile::treasury`]).
+/// transit while its funds are still read on chain (see [`crate::reconcile::treasury`]); the
+/// deposit addresses before the hot wallet, so that a sweep landing in between is counted
+/// twice rather than not at all.
 pub async fn rows(
     hot_wallets: &BTreeMap<Network, HotWallet>,
     chains: &BTreeMap<Network, Arc<dyn ChainSource>>,
@@ -258,9 +260,11 @@ pub async fn rows(
     let mut out = Vec::with_capacity(hot_wallets.len());
     for (&network, hot) in hot_wallets {
         let chain = chains.get(&network);
-        let balances = balances_of(chain, catalog, network, &hot.address).await;
+        // Deposit addresses before the hot wallet: a sweep mined between the two reads is
+        // then counted on both sides (never on neither, which would look like missing money).
         let addresses = read(store, move |tx| Ok(tx.wallet_addresses(network)?)).await?;
         let deposits = deposit_holdings(chain, catalog, network, &addresses).await;
+        let balances = balances_of(chain, catalog, network, &hot.address).await;
         let address = hot.address.clone();
         let books = read(store, move |tx| read_books(tx, network, &address)).await?;
         let pending = pending_outgoing(catalog, network, &books.in_flight);

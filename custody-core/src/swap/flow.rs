@@ -525,8 +525,13 @@ fn on_approval(
         }
     }
     if out.status == OutStatus::Failed {
+        // The count set by this approval, or by the approval of everything this `approve(0)`
+        // went first for (its reference): that one goes out over an allowance the zero did
+        // not clear, so it counts for nothing either; the next swap zeroes first again.
         let counted = tx.allowance(Network::Bsc, &out.from, token, spender)?;
-        if counted.is_some_and(|a| a.approval_outgoing_id == out.id) {
+        if counted.is_some_and(|a| {
+            a.approval_outgoing_id == out.id || a.approval_outgoing_id == out.reference_id
+        }) {
             tx.drop_allowance(Network::Bsc, &out.from, token, spender)?;
         }
     }

@@ -711,3 +711,23 @@ fn a_treasury_shortfall_of_either_asset_stops_quotes_and_executions() {
     fx.execute(&q, 1).unwrap();
     fx.reconciles();
 }
+
+#[test]
+fn a_zero_approval_that_reverts_voids_the_count_of_the_approval_it_went_first_for() {
+    let fx = Fx::new("USDT", 10_000_000);
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    fx.execute(&q, 1).unwrap();
+    let approvals = fx.approvals();
+    let zero = approvals[0].0;
+    fx.engine(zero, sent);
+    fx.engine(zero, mined(25, false, Vec::new()));
+    let counted = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
+    }))
+    .unwrap();
+    assert_eq!(
+        counted, None,
+        "the allowance the zero did not clear makes the approval of everything count for nothing"
+    );
+    fx.reconciles();
+}
