@@ -52,6 +52,10 @@ pub struct Broadcaster {
 /// How the history note of a wait for funds begins (one alert per wait).
 const HOT_WALLET_SHORT: &str = "waiting: the hot wallet cannot fund it";
 
+/// How the history note of a signed, unsent payment held back while it holds a nonce begins
+/// (one alert per wait).
+const HOLDS_NONCE: &str = "waiting: holds its nonce unsent";
+
 /// How the history note of a payment the node refuses to price begins (one alert per wait).
 const CANNOT_PRICE: &str = "waiting: cannot be priced";
 
@@ -190,6 +194,9 @@ impl Broadcaster {
                     // Only bytes that already left go out again under a switch.
                     let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
                     if never_sent {
+                        if out.nonce.is_some() && !out.last_note_starts_with(HOLDS_NONCE) {
+                            self.alert_held_nonce(&mut out, now).await?;
+                        }
                         return self.check_later(out, now).await;
                     }
                     return self.send_latest(out).await;
@@ -250,6 +257,9 @@ impl Broadcaster {
                 // still may: a switch turned on since, or a debt of the user, stops it here.
                 let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
                 if never_sent && !self.may_sign_new(&out).await? {
+                    if out.nonce.is_some() && !out.last_note_starts_with(HOLDS_NONCE) {
+                        self.alert_held_nonce(&mut out, now).await?;
+                    }
                     return self.check_later(out, now).await;
                 }
                 self.send_latest(out).await
@@ -605,6 +615,36 @@ impl Broadcaster {
         }
         out.next_check_at = now.plus_millis(self.policy.check_every_ms);
         self.save(out).await
+    }
+
+    /// One `outgoing_stuck` alert for a payment signed under nonce N that may not go out now (a
+    /// switch, a shortfall control of its asset, its user's reorganization debt): every later
+    /// payment of the same sender waits behind it until it may, so an operator must know which
+    /// one holds them.
+    async fn alert_held_nonce(&self, out: &mut OutgoingTx, now: Timestamp) -> CoreResult<()> {
+        let nonce = out.nonce.unwrap_or_default();
+        let (id, reference) = (new_uuid(self.entropy.as_ref()), out.id);
+        let message = format!(
+            "{} outgoing transaction {} ({} {}) is signed under nonce {nonce} of {} but may not \
+             be sent now: later payments of that wallet wait behind it until the control or \
+             debt that holds it is lifted",
+            self.network,
+            out.id,
+            out.purpose.as_str(),
+            out.reference_id,
+            out.from
+        );
+        self.alert(
+            "outgoing_stuck",
+            "critical",
+            message,
+            ("outgoing_transaction", reference),
+            id,
+            now,
+        )
+        .await?;
+        out.note(format!("{HOLDS_NONCE} (nonce {nonce})"), now);
+        Ok(())
     }
 
     /// One `outgoing_stuck` alert for an attempt the node keeps refusing; sending goes on.

@@ -725,6 +725,12 @@ async fn money_that_never_left_stays_while_a_switch_is_on() {
         f.chain.broadcasts.lock().unwrap().is_empty(),
         "stored bytes that never left do not leave under the switch"
     );
+    // It holds its nonce: the wallet's later payments wait behind it, and an operator is told
+    // which one holds them, once per wait.
+    let held = alerts_of(&f, "outgoing_stuck").await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0].message.contains("nonce 0"), "{}", held[0].message);
+    assert_eq!(held[0].reference_id, Some(id));
     let now = f.clock.now();
     write(f.b.store.as_ref(), move |tx| {
         set_control(
