@@ -406,7 +406,6 @@ impl Broadcaster {
         };
         tracing::warn!(network = %self.network, outgoing = %out.id, error = %e, "a payment cannot be priced");
         if !out.last_note_starts_with(CANNOT_PRICE) {
-            let (id, reference) = (new_uuid(self.entropy.as_ref()), out.id);
             let message = format!(
                 "{} outgoing transaction {} ({} {}) cannot be priced: {}; it waits for an operator",
                 self.network,
@@ -415,16 +414,8 @@ impl Broadcaster {
                 out.reference_id,
                 e.message
             );
-            self.alert(
-                "outgoing_stuck",
-                "critical",
-                message,
-                ("outgoing_transaction", reference),
-                id,
-                now,
-            )
-            .await?;
-            out.note(format!("{CANNOT_PRICE}: {}", e.message), now);
+            let note = format!("{CANNOT_PRICE}: {}", e.message);
+            self.stuck_alert(out, message, note, now).await?;
         }
         Ok(None)
     }
@@ -623,7 +614,6 @@ impl Broadcaster {
     /// one holds them.
     async fn alert_held_nonce(&self, out: &mut OutgoingTx, now: Timestamp) -> CoreResult<()> {
         let nonce = out.nonce.unwrap_or_default();
-        let (id, reference) = (new_uuid(self.entropy.as_ref()), out.id);
         let message = format!(
             "{} outgoing transaction {} ({} {}) is signed under nonce {nonce} of {} but may not \
              be sent now: later payments of that wallet wait behind it until the control or \
@@ -634,17 +624,8 @@ impl Broadcaster {
             out.reference_id,
             out.from
         );
-        self.alert(
-            "outgoing_stuck",
-            "critical",
-            message,
-            ("outgoing_transaction", reference),
-            id,
-            now,
-        )
-        .await?;
-        out.note(format!("{HOLDS_NONCE} (nonce {nonce})"), now);
-        Ok(())
+        let note = format!("{HOLDS_NONCE} (nonce {nonce})");
+        self.stuck_alert(out, message, note, now).await
     }
 
     /// One `outgoing_stuck` alert for an attempt the node keeps refusing; sending goes on.
@@ -655,21 +636,34 @@ impl Broadcaster {
         now: Timestamp,
     ) -> CoreResult<()> {
         let latest = out.latest().map(|a| a.hash.clone()).unwrap_or_default();
-        let (id, reference) = (new_uuid(self.entropy.as_ref()), out.id);
         let message = format!(
             "{} outgoing transaction {}: the node has refused attempt {latest} since it was signed: {reason}",
             self.network, out.id
         );
+        let note = format!("{REFUSED_LONG} ({latest}): {reason}");
+        self.stuck_alert(out, message, note, now).await
+    }
+
+    /// One critical `outgoing_stuck` alert about `out` and the history note that marks the
+    /// wait it is raised for (so the next rounds of the same wait raise none).
+    async fn stuck_alert(
+        &self,
+        out: &mut OutgoingTx,
+        message: String,
+        note: String,
+        now: Timestamp,
+    ) -> CoreResult<()> {
+        let id = new_uuid(self.entropy.as_ref());
         self.alert(
             "outgoing_stuck",
             "critical",
             message,
-            ("outgoing_transaction", reference),
+            ("outgoing_transaction", out.id),
             id,
             now,
         )
         .await?;
-        out.note(format!("{REFUSED_LONG} ({latest}): {reason}"), now);
+        out.note(note, now);
         Ok(())
     }
 
