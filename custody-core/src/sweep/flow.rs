@@ -318,6 +318,15 @@ fn follow(out: &OutgoingTx, tx_hash: &mut Option<String>, block: &mut Option<u64
     (changed, sent)
 }
 
+/// What a final transaction burned: a final one without an inclusion breaks the engine's own
+/// rules.
+fn final_fee(out: &OutgoingTx) -> CoreResult<Amount> {
+    out.included
+        .as_ref()
+        .map(|i| i.fee_native)
+        .ok_or_else(|| CoreError::Invariant("final without an inclusion".into()))
+}
+
 fn on_sweep(
     tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
@@ -345,11 +354,7 @@ fn on_sweep(
     let asset = AssetId::new(s.network, s.asset.clone());
     match out.status {
         OutStatus::Final => {
-            let fee = out
-                .included
-                .as_ref()
-                .map(|i| i.fee_native)
-                .ok_or_else(|| CoreError::Invariant("final without an inclusion".into()))?;
+            let fee = final_fee(out)?;
             book(
                 tx,
                 entropy,
@@ -455,11 +460,7 @@ fn on_funding(
     let reference = (ReferenceType::TreasuryFunding, f.id);
     match out.status {
         OutStatus::Final => {
-            let fee = out
-                .included
-                .as_ref()
-                .map(|i| i.fee_native)
-                .ok_or_else(|| CoreError::Invariant("final without an inclusion".into()))?;
+            let fee = final_fee(out)?;
             book(
                 tx,
                 entropy,

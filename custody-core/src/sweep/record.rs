@@ -89,6 +89,18 @@ fn shown(network: Network, history: &[SweepStep]) -> Vec<SweepStep> {
         .collect()
 }
 
+/// The history step of a move a sweep or a funding just made, and its update time.
+fn record_move(
+    (history, updated_at): (&mut Vec<SweepStep>, &mut Timestamp),
+    status: &str,
+    tx_hash: &Option<String>,
+    detail: String,
+    now: Timestamp,
+) {
+    *updated_at = now;
+    history.push(step(status, tx_hash.clone(), detail, now));
+}
+
 fn step(status: &str, tx_hash: Option<String>, detail: String, now: Timestamp) -> SweepStep {
     SweepStep {
         status: status.to_owned(),
@@ -162,13 +174,13 @@ impl Sweep {
             ));
         }
         self.status = next;
-        self.updated_at = now;
-        self.history.push(step(
+        record_move(
+            (&mut self.history, &mut self.updated_at),
             next.as_str(),
-            self.tx_hash.clone(),
+            &self.tx_hash,
             detail.into(),
             now,
-        ));
+        );
         Ok(())
     }
 
@@ -243,13 +255,13 @@ impl Funding {
             ));
         }
         self.status = next;
-        self.updated_at = now;
-        self.history.push(step(
+        record_move(
+            (&mut self.history, &mut self.updated_at),
             next.as_str(),
-            self.tx_hash.clone(),
+            &self.tx_hash,
             detail.into(),
             now,
-        ));
+        );
         Ok(())
     }
 }
