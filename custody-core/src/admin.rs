@@ -119,8 +119,17 @@ pub fn check_control_request<'a>(
     catalog: &crate::asset::AssetCatalog,
 ) -> Result<&'a str, crate::error::Refusal> {
     if let Some(asset) = crate::reconcile::parse_shortfall_key(key) {
+        // Well formed but naming no asset of this catalog: a fact about the catalog, like an
+        // unknown asset code elsewhere, not a malformed request.
         if catalog.get(asset.network, &asset.code).is_none() {
-            return Err(unknown_key());
+            return Err(crate::error::Refusal::new(
+                crate::error::ErrorCode::UnsupportedAsset,
+                format!(
+                    "{} {} is not an asset of the catalog",
+                    asset.network, asset.code
+                ),
+            )
+            .with_detail("control_key", "names no asset of the catalog"));
         }
     }
     check_control_update(key, reason)

@@ -252,16 +252,28 @@ impl Fields {
         }
     }
 
-    /// An optional integer within `range`.
+    /// An optional integer within `range`. As in JSON Schema (which the OpenAPI document
+    /// speaks), `2452.0` is the integer 2452; `null` is no integer: leave the field out to get
+    /// its default (decisions §17).
     pub fn opt_int(
         &mut self,
         map: &Map<String, Value>,
         field: &str,
         range: std::ops::RangeInclusive<u64>,
     ) -> Option<u64> {
+        // Exactness is checked first: a whole, non-negative double below 2^53 converts without
+        // loss, and any range this is used with lies far below that.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let integral = |n: &Number| {
+            n.as_u64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && (0.0..9_007_199_254_740_992.0).contains(f))
+                    .map(|f| f as u64)
+            })
+        };
         match map.get(field) {
-            None | Some(Value::Null) => None,
-            Some(Value::Number(n)) => match n.as_u64().filter(|v| range.contains(v)) {
+            None => None,
+            Some(Value::Number(n)) => match integral(n).filter(|v| range.contains(v)) {
                 Some(v) => Some(v),
                 None => {
                     self.issue(
@@ -436,6 +448,21 @@ mod tests {
         let err = f.finish().unwrap_err();
         assert_eq!(err.details.len(), 2);
         assert_eq!(err.details[0].field, "zzz");
+    }
+
+    #[test]
+    fn an_optional_integer_is_a_json_schema_integer_and_never_null() {
+        let map = json_object(br#"{"a":2452.0,"b":null,"c":1.5,"d":7,"e":-0.0}"#).unwrap();
+        let mut f = Fields::new();
+        assert_eq!(f.opt_int(&map, "a", 1..=10_000), Some(2452));
+        assert_eq!(f.opt_int(&map, "d", 1..=10_000), Some(7));
+        assert_eq!(f.opt_int(&map, "missing", 1..=10_000), None);
+        f.finish().unwrap();
+        for field in ["b", "c", "e"] {
+            let mut f = Fields::new();
+            assert_eq!(f.opt_int(&map, field, 1..=10_000), None);
+            assert_eq!(f.finish().unwrap_err().details[0].field, field);
+        }
     }
 
     fn code_of(body: &[u8]) -> ErrorCode {

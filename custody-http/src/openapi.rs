@@ -7,6 +7,29 @@ use serde_json::{json, Map, Value};
 
 use crate::routes::{Access, Route, RouteId, ROUTES};
 
+/// Characters no request string may hold (decisions §17): Rust's `char::is_control`, the
+/// Unicode category Cc.
+const NO_CONTROL: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+
+/// Free text the server trims first (a reason): no control character and at least one
+/// character that is not whitespace (Rust's `char::is_whitespace`).
+const NOT_BLANK: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\u0000-\\u0020\\u007F-\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000][^\\u0000-\\u001F\\u007F-\\u009F]*$";
+
+/// Idempotency keys are header values: visible ASCII, inner spaces allowed (HTTP trims the
+/// ends of a header value, which would change the signed key).
+const IDEMPOTENCY_KEY: &str = "^[!-~][ -~]*[!-~]$";
+
+/// A request string of 1 to `max` characters without control characters, as
+/// `crate::input::Fields::string` checks it.
+fn text(max: usize) -> Value {
+    json!({ "type": "string", "minLength": 1, "maxLength": max, "pattern": NO_CONTROL })
+}
+
+/// A trimmed free-text reason of at most 500 characters.
+fn reason() -> Value {
+    json!({ "type": "string", "minLength": 1, "maxLength": 500, "pattern": NOT_BLANK })
+}
+
 fn error_response(description: &str) -> Value {
     json!({
         "description": description,
@@ -73,6 +96,60 @@ fn request_schema(route: &Route) -> Option<Value> {
     }
 }
 
+/// A request a partner would send, shown in the document and tried first by API fuzzers.
+fn request_example(route: &Route) -> Option<Value> {
+    match route.id {
+        RouteId::CreateWallet => Some(json!({ "external_user_id": "alice", "network": "BSC" })),
+        RouteId::CreateInternalTransfer => Some(json!({
+            "sender_external_user_id": "alice", "recipient_external_user_id": "bob",
+            "asset": "BNB", "network": "BSC", "amount_units": "1000"
+        })),
+        RouteId::QuoteWithdrawal => Some(json!({
+            "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+            "destination_address": "0x000000000000000000000000000000000000dEaD",
+            "amount_units": "1000000000000000"
+        })),
+        RouteId::QuoteSwap => Some(json!({
+            "external_user_id": "alice", "asset_in": "BNB", "asset_out": "USDT",
+            "amount_in_units": "1000000000000000", "slippage_bps": 50
+        })),
+        RouteId::AdminUpdateControl => Some(json!({
+            "control_key": "maintenance.TRON", "enabled": false, "reason": "node upgraded"
+        })),
+        RouteId::AdminReconcile => Some(json!({ "scope": "LEDGER" })),
+        _ => None,
+    }
+}
+
+/// OpenAPI links: how the answer of one operation feeds the next (the id of a created wallet,
+/// the quote a withdrawal or swap executes), for clients and stateful API testing.
+fn links(route: &Route) -> Option<Value> {
+    let by_id = |op: &str, expr: &str| json!({ "operationId": op, "parameters": { "id": expr } });
+    let execute = |op: &str| json!({ "operationId": op, "requestBody": { "quote_id": "$response.body#/id" } });
+    let links = match route.id {
+        RouteId::CreateWallet => json!({
+            "GetWallet": by_id("getWallet", "$response.body#/id"),
+            "GetWalletBalances": by_id("getWalletBalances", "$response.body#/id"),
+            "ListWalletTransactions": by_id("listWalletTransactions", "$response.body#/id"),
+            "ListDepositsOfUser": {
+                "operationId": "listDeposits",
+                "parameters": { "external_user_id": "$response.body#/external_user_id" }
+            }
+        }),
+        RouteId::QuoteWithdrawal => json!({ "CreateWithdrawal": execute("createWithdrawal") }),
+        RouteId::CreateWithdrawal => {
+            json!({ "GetWithdrawal": by_id("getWithdrawal", "$response.body#/id") })
+        }
+        RouteId::QuoteSwap => json!({ "CreateSwap": execute("createSwap") }),
+        RouteId::CreateSwap => json!({ "GetSwap": by_id("getSwap", "$response.body#/id") }),
+        RouteId::ListDeposits => {
+            json!({ "GetDeposit": by_id("getDeposit", "$response.body#/data/0/id") })
+        }
+        _ => return None,
+    };
+    Some(links)
+}
+
 fn list_of(item_ref: &str) -> Value {
     json!({
         "type": "object", "additionalProperties": false, "required": ["data", "has_more"],
@@ -108,6 +185,7 @@ fn parameters(route: &Route) -> Vec<Value> {
                 "type": "string",
                 "enum": ["detected", "confirming", "confirmed", "credited", "orphaned", "reversed"]
             }),
+            "external_user_id" => text(160),
             _ => json!({ "type": "string" }),
         };
         let mut param = json!({ "name": q, "in": "query", "required": false, "schema": schema });
@@ -133,7 +211,7 @@ fn parameters(route: &Route) -> Vec<Value> {
     if route.idempotency_key {
         out.push(json!({
             "name": "Idempotency-Key", "in": "header", "required": true,
-            "schema": { "type": "string", "minLength": 8, "maxLength": 128 }
+            "schema": { "type": "string", "minLength": 8, "maxLength": 128, "pattern": IDEMPOTENCY_KEY }
         }));
     }
     out
@@ -170,14 +248,15 @@ fn operation(route: &Route) -> Value {
             "X-RateLimit-Remaining": { "$ref": "#/components/headers/RateLimitRemaining" }
         })
     };
-    responses.insert(
-        route.success_status.to_string(),
-        json!({
-            "description": "Success",
-            "headers": ok_headers,
-            "content": { success_content_type(route): { "schema": success_schema(route) } }
-        }),
-    );
+    let mut success = json!({
+        "description": "Success",
+        "headers": ok_headers,
+        "content": { success_content_type(route): { "schema": success_schema(route) } }
+    });
+    if let Some(links) = links(route) {
+        success["links"] = links;
+    }
+    responses.insert(route.success_status.to_string(), success);
     let mut op = json!({
         "operationId": route.operation_id,
         "summary": route.summary,
@@ -189,6 +268,9 @@ fn operation(route: &Route) -> Value {
             "required": true,
             "content": { "application/json": { "schema": schema } }
         });
+        if let Some(example) = request_example(route) {
+            op["requestBody"]["content"]["application/json"]["example"] = example;
+        }
         responses.insert(
             "400".into(),
             error_response(
@@ -238,6 +320,12 @@ fn operation(route: &Route) -> Value {
     }
     if route.template.contains('{') {
         responses.insert("404".into(), error_response("NOT_FOUND"));
+    }
+    if matches!(route.id, RouteId::CreateWithdrawal | RouteId::CreateSwap) {
+        responses.insert(
+            "404".into(),
+            error_response("NOT_FOUND: no quote of the calling tenant has this quote_id"),
+        );
     }
     responses.insert("405".into(), error_response("METHOD_NOT_ALLOWED"));
     responses.insert("500".into(), error_response("INTERNAL_ERROR (sanitized)"));
@@ -361,7 +449,7 @@ fn component_schemas() -> Value {
             "type": "object", "additionalProperties": false,
             "required": ["external_user_id", "network"],
             "properties": {
-                "external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
+                "external_user_id": text(160),
                 "network": { "$ref": "#/components/schemas/NetworkName" }
             }
         }),
@@ -371,10 +459,10 @@ fn component_schemas() -> Value {
         "type": "object", "additionalProperties": false,
         "required": ["external_user_id", "network", "asset", "destination_address", "amount_units"],
         "properties": {
-            "external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
+            "external_user_id": text(160),
             "network": { "$ref": "#/components/schemas/NetworkName" },
-            "asset": { "type": "string" },
-            "destination_address": { "type": "string" },
+            "asset": text(16),
+            "destination_address": text(128),
             "amount_units": { "$ref": "#/components/schemas/Units" }
         }
     }));
@@ -447,9 +535,9 @@ fn component_schemas() -> Value {
             "type": "object", "additionalProperties": false,
             "required": ["external_user_id", "asset_in", "asset_out", "amount_in_units"],
             "properties": {
-                "external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
-                "asset_in": { "type": "string" },
-                "asset_out": { "type": "string" },
+                "external_user_id": text(160),
+                "asset_in": text(16),
+                "asset_out": text(16),
                 "amount_in_units": { "$ref": "#/components/schemas/Units" },
                 "slippage_bps": { "type": "integer", "minimum": 1, "maximum": 10000, "default": 50 }
             }
@@ -504,9 +592,9 @@ fn component_schemas() -> Value {
                     "type": "object", "additionalProperties": false,
                     "required": ["sender_external_user_id", "recipient_external_user_id", "asset", "network", "amount_units"],
                     "properties": {
-                        "sender_external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
-                        "recipient_external_user_id": { "type": "string", "minLength": 1, "maxLength": 160 },
-                        "asset": { "type": "string" },
+                        "sender_external_user_id": text(160),
+                        "recipient_external_user_id": text(160),
+                        "asset": text(16),
                         "network": { "$ref": "#/components/schemas/NetworkName" },
                         "amount_units": { "$ref": "#/components/schemas/Units" }
                     }
@@ -660,11 +748,11 @@ fn component_schemas() -> Value {
                     {
                         "type": "string",
                         "pattern": "^treasury_shortfall\\.(BSC|TRON)\\.[A-Z0-9]{1,16}$",
-                        "description": "the automatic control a TREASURY shortfall turns on, for an asset of the catalog (any other asset: 422)"
+                        "description": "the automatic control a TREASURY shortfall turns on, for an asset of the catalog (any other asset: 422 UNSUPPORTED_ASSET)"
                     }
                 ] },
                 "enabled": { "type": "boolean" },
-                "reason": { "type": "string", "minLength": 1, "maxLength": 500 }
+                "reason": reason()
             }
         }),
     );
@@ -693,7 +781,7 @@ fn component_schemas() -> Value {
         json!({
             "type": "object", "additionalProperties": false,
             "required": ["reason"],
-            "properties": { "reason": { "type": "string", "minLength": 1, "maxLength": 500 } }
+            "properties": { "reason": reason() }
         }),
     );
     schemas.insert(

@@ -379,10 +379,16 @@ fn match_template(template: &str, path: &str) -> Option<Vec<String>> {
     }
 }
 
-/// Matches `path` (below `/v1`) and `method` against the table.
+/// Matches `path` (below `/v1`) and `method` against the table. A path that spells a literal
+/// route (`/swaps/quote`) is that route only, never a parameter of another one
+/// (`/swaps/{id}`): its allowed methods are the literal route's, as the document lists them.
 pub fn find(method: &str, path: &str) -> Match {
+    let literal = ROUTES.iter().any(|r| r.template == path);
     let mut allow = Vec::new();
     for route in ROUTES {
+        if literal && route.template != path {
+            continue;
+        }
         if let Some(params) = match_template(route.template, path) {
             if route.method == method {
                 return Match::Found { route, params };
@@ -418,6 +424,19 @@ mod tests {
             Match::WrongMethod { allow: vec!["GET"] }
         );
         assert_eq!(find("GET", "/assets/"), Match::NotFound);
+        // A literal route is never read as a parameter of another one.
+        assert_eq!(
+            find("GET", "/swaps/quote"),
+            Match::WrongMethod {
+                allow: vec!["POST"]
+            }
+        );
+        assert_eq!(
+            find("GET", "/admin/reconcile"),
+            Match::WrongMethod {
+                allow: vec!["POST"]
+            }
+        );
         assert_eq!(find("GET", "/admin/"), Match::NotFound);
         assert_eq!(find("GET", "/nope"), Match::NotFound);
     }

@@ -4,6 +4,7 @@
 
 pub mod anvil;
 pub mod dex;
+pub mod profile;
 pub mod receiver;
 pub mod rpc_proxy;
 pub mod tron_api;

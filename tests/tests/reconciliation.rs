@@ -192,7 +192,7 @@ fn a_treasury_shortfall_stops_bnb_withdrawals_until_an_operator_lifts_it() {
         &json!({ "control_key": "treasury_shortfall.BSC.DOGE", "enabled": false, "reason": "x" }),
         None,
     );
-    assert_eq!((r.status, r.code().as_str()), (422, "VALIDATION_FAILED"));
+    assert_eq!((r.status, r.code().as_str()), (422, "UNSUPPORTED_ASSET"));
     // The operator turns it off.
     let off = admin.post(
         "/v1/admin/controls",
