@@ -96,7 +96,11 @@ impl Custody {
     }
 
     pub fn init_with(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Self::init_in(tempfile::tempdir().expect("temp dir"), args, env)
+    }
+
+    /// Like [`Custody::init_with`], with the data dir under `dir` (a small file system, to fill).
+    pub fn init_in(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Self {
         let c = Custody {
             dir,
             child: None,
