@@ -1,8 +1,9 @@
 //! A JSON-RPC proxy on loopback between `custody serve` and anvil that can misbehave on
-//! `eth_sendRawTransaction` only: cut the connection after forwarding (the answer is lost
+//! `eth_sendRawTransaction`: cut the connection after forwarding (the answer is lost
 //! but the node has the transaction), or hold the request before or after forwarding it
-//! (a node that hangs, so that the test can `kill -9` the service at that point). Every other
-//! call passes through untouched.
+//! (a node that hangs, so that the test can `kill -9` the service at that point). And on every
+//! call ([`NodeFault`]): a node that is down, slow, answers 5xx or truncated JSON, or serves
+//! blocks whose parent hash is not their parent's.
 //!
 //! HTTP/1.1 with keep-alive on the client side; one upstream connection per request.
 
@@ -26,8 +27,26 @@ pub enum SendFault {
     HoldAfterForward,
 }
 
+/// What happens to every call (after [`SendFault`] for sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeFault {
+    Healthy,
+    /// The connection is closed before anything is read: a node that was killed.
+    Down,
+    /// Each answer comes this many milliseconds late.
+    Slow(u64),
+    /// HTTP 503 with a text body, nothing forwarded.
+    ServerError,
+    /// Forwarded; the answer's body is cut in half (framed with its new length).
+    TruncatedJson,
+    /// Forwarded; every block in an answer carries a `parentHash` that names no block.
+    BrokenParentHash,
+}
+
 struct Shared {
     fault: Mutex<SendFault>,
+    node_fault: Mutex<NodeFault>,
+    calls: AtomicUsize,
     stopping: AtomicBool,
     sends_seen: AtomicUsize,
     sends_forwarded: AtomicUsize,
@@ -51,6 +70,8 @@ impl RpcProxy {
         let port = listener.local_addr().expect("local addr").port();
         let shared = Arc::new(Shared {
             fault: Mutex::new(SendFault::Pass),
+            node_fault: Mutex::new(NodeFault::Healthy),
+            calls: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             sends_seen: AtomicUsize::new(0),
             sends_forwarded: AtomicUsize::new(0),
@@ -80,6 +101,15 @@ impl RpcProxy {
 
     pub fn set_send_fault(&self, fault: SendFault) {
         *self.shared.fault.lock().unwrap() = fault;
+    }
+
+    pub fn set_node_fault(&self, fault: NodeFault) {
+        *self.shared.node_fault.lock().unwrap() = fault;
+    }
+
+    /// Calls received, whatever became of them.
+    pub fn calls(&self) -> usize {
+        self.shared.calls.load(Ordering::SeqCst)
     }
 
     /// `eth_sendRawTransaction` requests received.
@@ -182,11 +212,69 @@ fn hold(s: &Shared, while_fault: SendFault) {
     }
 }
 
+/// Rewrites the answer as `fault` says; `None` closes the connection without an answer.
+fn disturb(fault: NodeFault, answer: Message) -> Option<Message> {
+    let reframe = |head: &[u8], body: Vec<u8>| {
+        let text = String::from_utf8_lossy(head);
+        let kept: Vec<&str> = text
+            .split("\r\n")
+            .filter(|l| !l.to_ascii_lowercase().starts_with("content-length") && !l.is_empty())
+            .collect();
+        Message {
+            head: format!(
+                "{}\r\ncontent-length: {}\r\n\r\n",
+                kept.join("\r\n"),
+                body.len()
+            )
+            .into_bytes(),
+            body,
+        }
+    };
+    match fault {
+        NodeFault::TruncatedJson => {
+            let half = answer.body[..answer.body.len() / 2].to_vec();
+            Some(reframe(&answer.head, half))
+        }
+        NodeFault::BrokenParentHash => {
+            let text = String::from_utf8_lossy(&answer.body).into_owned();
+            let mut out = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find("\"parentHash\":\"") {
+                let start = at + "\"parentHash\":\"".len();
+                out.push_str(&rest[..start]);
+                out.push_str(&format!("0x{}", "de".repeat(32)));
+                rest = &rest[start + 66..];
+            }
+            out.push_str(rest);
+            Some(reframe(&answer.head, out.into_bytes()))
+        }
+        _ => Some(answer),
+    }
+}
+
 fn serve(conn: TcpStream, s: &Shared) {
     let Ok(reader) = conn.try_clone() else { return };
     let mut reader = BufReader::new(reader);
     let mut writer = conn;
     while let Some(request) = read_message(&mut reader) {
+        s.calls.fetch_add(1, Ordering::SeqCst);
+        let node_fault = *s.node_fault.lock().unwrap();
+        match node_fault {
+            NodeFault::Down => break,
+            NodeFault::ServerError => {
+                let body = "upstream unavailable";
+                let answer = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if writer.write_all(answer.as_bytes()).is_err() {
+                    break;
+                }
+                continue;
+            }
+            NodeFault::Slow(ms) => std::thread::sleep(Duration::from_millis(ms)),
+            _ => {}
+        }
         let is_send = String::from_utf8_lossy(&request.body).contains("eth_sendRawTransaction");
         let fault = if is_send {
             s.sends_seen.fetch_add(1, Ordering::SeqCst);
@@ -210,7 +298,9 @@ fn serve(conn: TcpStream, s: &Shared) {
             }
             _ => {}
         }
-        let Some(answer) = answer else { break };
+        let Some(answer) = answer.and_then(|a| disturb(node_fault, a)) else {
+            break;
+        };
         if writer.write_all(&answer.head).is_err() || writer.write_all(&answer.body).is_err() {
             break;
         }
