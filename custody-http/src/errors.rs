@@ -43,7 +43,7 @@ pub fn status_for(refusal: &Refusal, insufficient_balance_status: u16) -> u16 {
 
 /// Turns any core error into a refusal safe to show. Port and invariant failures are logged
 /// by the caller with their detail and become a bare `INTERNAL_ERROR`; a transient store
-/// failure says the request may be retried.
+/// failure (busy, I/O, a full disk) says the request may be retried, and when (`Retry-After`).
 pub fn sanitize(err: &CoreError) -> Refusal {
     match err {
         CoreError::Refused(r) => r.clone(),
@@ -54,6 +54,7 @@ pub fn sanitize(err: &CoreError) -> Refusal {
                 ErrorCode::InternalError,
                 "the service could not complete the request; retry later",
             )
+            .retry_after(1)
         }
         CoreError::Port(_) | CoreError::Invariant(_) => Refusal::new(
             ErrorCode::InternalError,

@@ -328,7 +328,12 @@ fn operation(route: &Route) -> Value {
         );
     }
     responses.insert("405".into(), error_response("METHOD_NOT_ALLOWED"));
-    responses.insert("500".into(), error_response("INTERNAL_ERROR (sanitized)"));
+    responses.insert(
+        "500".into(),
+        error_response(
+            "INTERNAL_ERROR (sanitized); with Retry-After when the failure is transient (the store busy or its disk full)",
+        ),
+    );
     responses.insert(
         "503".into(),
         error_response("MAINTENANCE: too many connections, from this address or in all; retry after Retry-After seconds"),

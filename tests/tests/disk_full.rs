@@ -99,6 +99,11 @@ fn a_full_disk_refuses_writes_cleanly_and_recovers_when_space_returns() {
                     !body.contains("sqlite") && !body.contains("disk") && !body.contains("/"),
                     "sanitized: {body}"
                 );
+                assert_eq!(
+                    r.header("retry-after"),
+                    Some("1"),
+                    "a transient refusal says when"
+                );
                 refused += 1;
                 refused_status = Some((status, r.code()));
             }
