@@ -104,6 +104,8 @@ pub struct Anvil {
     child: Option<Child>,
     port: u16,
     accounts: Vec<String>,
+    /// The arguments it was started with, to start it again ([`Anvil::restart`]).
+    args: Vec<String>,
 }
 
 impl Anvil {
@@ -156,6 +158,7 @@ impl Anvil {
                         child: Some(child),
                         port,
                         accounts: Vec::new(),
+                        args: extra_args.iter().map(|a| (*a).to_owned()).collect(),
                     };
                     let accounts = anvil.rpc("eth_accounts", json!([]));
                     anvil.accounts = serde_json::from_value(accounts).expect("account list");
@@ -181,6 +184,48 @@ impl Anvil {
             child: None,
             port,
             accounts: serde_json::from_value(accounts).expect("account list"),
+            args: Vec::new(),
+        }
+    }
+
+    /// A node that keeps its chain across [`Anvil::restart`] (in `state`, written on exit).
+    pub fn start_persistent(state: &Path) -> Option<Anvil> {
+        let state = state.to_str().expect("a UTF-8 path");
+        Self::start_with(&["--dump-state", state])
+    }
+
+    /// Stops the node (SIGTERM: it writes its chain), keeps it down for `down_for`, and starts
+    /// it again on the same port with the same chain. Needs [`Anvil::start_persistent`].
+    pub fn restart(&mut self, down_for: Duration) {
+        let state = self
+            .args
+            .iter()
+            .position(|a| a == "--dump-state")
+            .map(|i| self.args[i + 1].clone())
+            .expect("a node started with Anvil::start_persistent");
+        let mut child = self.child.take().expect("a node this handle started");
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let _ = child.wait();
+        std::thread::sleep(down_for);
+        let bin = anvil_bin().expect("anvil");
+        let child = Command::new(&bin)
+            .args(["--host", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--chain-id", &CHAIN_ID.to_string(), "--silent"])
+            .args(["--load-state", &state])
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while rpc_at(self.port, "eth_chainId", json!([])).is_err() {
+            assert!(Instant::now() < deadline, "anvil did not come back");
+            std::thread::sleep(Duration::from_millis(25));
         }
     }
 

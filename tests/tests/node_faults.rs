@@ -173,3 +173,125 @@ fn a_node_that_is_down_slow_failing_truncated_or_lying_costs_nothing_once_it_rec
     let dashboard = custody.client(&admin).get("/v1/admin/dashboard");
     assert_eq!(dashboard.status, 200);
 }
+
+/// The node process itself stopped and started again (its chain kept, as a real node keeps
+/// its database), right after a deposit and a withdrawal (the scanner mid-scan, the
+/// broadcaster mid-broadcast), and at a random moment later: while it is down the API answers
+/// without a 500; once it is back every deposit is credited once and every withdrawal paid
+/// once on the node.
+#[test]
+fn the_node_killed_and_restarted_mid_scan_and_mid_broadcast_pays_and_credits_once() {
+    let state = tempfile::tempdir().unwrap();
+    let Some(mut anvil) = Anvil::start_persistent(&state.path().join("chain.json")) else {
+        return;
+    };
+    let (mut rng, seed) = custody_e2e::profile::Rng::from_env();
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_BSC_RPC_URLS", anvil.url().as_str())],
+    );
+    let dir = custody.data_dir();
+    set_config(&dir, "bsc", "poll_interval_ms", "100");
+    set_config(&dir, "bsc", "confirmations", "3");
+    set_config(
+        &dir,
+        "bsc",
+        "start_block",
+        &anvil.block_number().to_string(),
+    );
+    set_config(&dir, "bsc.sending", "replace_after_ms", "3000");
+    set_config(&dir, "bsc.sending", "rebroadcast_after_ms", "1000");
+    set_config(&dir, "bsc.sending", "lease_ms", "3000");
+    let cred = custody.credential("acme", &["--rate-limit", "1000000"]);
+    let hot = custody.hot_wallet("BSC");
+    anvil.send_value(anvil.account(0), &hot, 10 * ETH);
+    custody.start();
+    let client = custody.client(&cred);
+    let alice = client.wallet("alice", "BSC");
+    let address = alice["address"].as_str().unwrap().to_owned();
+    custody.adjust("acme", "alice", "BSC", "BNB", true, &ETH.to_string());
+    let destination = "0x00000000000000000000000000000000000000F1";
+
+    let rounds = 4;
+    let mut withdrawals = Vec::new();
+    for round in 0..rounds {
+        anvil.send_value(anvil.account(1), &address, DEPOSIT);
+        let quote = client.post(
+            "/v1/withdrawals/quote",
+            &json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                     "destination_address": destination, "amount_units": WITHDRAWN.to_string() }),
+            None,
+        );
+        assert_eq!(
+            quote.status,
+            201,
+            "{}",
+            String::from_utf8_lossy(&quote.body)
+        );
+        let w = client.post(
+            "/v1/withdrawals",
+            &json!({ "quote_id": quote.json()["id"] }),
+            Some(&format!("node-restart-{round:04}")),
+        );
+        assert_eq!(w.status, 201);
+        withdrawals.push(w.json()["id"].as_str().unwrap().to_owned());
+        // Round 0 at once; the others after a random moment of the service's work.
+        let after = if round == 0 { 0 } else { 50 + rng.below(600) };
+        std::thread::sleep(Duration::from_millis(u64::try_from(after).unwrap()));
+        let down = std::thread::scope(|s| {
+            let probe = s.spawn(|| {
+                // While the node is down (or coming back): the API answers without a 500.
+                let mut seen = Vec::new();
+                for _ in 0..8 {
+                    std::thread::sleep(Duration::from_millis(150));
+                    let q = client.post(
+                        "/v1/withdrawals/quote",
+                        &json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                                 "destination_address": destination,
+                                 "amount_units": WITHDRAWN.to_string() }),
+                        None,
+                    );
+                    seen.push(q.status);
+                    let b = client.get(&format!(
+                        "/v1/wallets/{}/balances",
+                        alice["id"].as_str().unwrap()
+                    ));
+                    seen.push(b.status);
+                }
+                seen
+            });
+            anvil.restart(Duration::from_millis(1500));
+            probe.join().unwrap()
+        });
+        assert!(
+            down.iter().all(|s| *s == 200 || *s == 201 || *s == 503),
+            "seed {seed}, round {round}: answers while the node was down {down:?}"
+        );
+        let id = withdrawals.last().unwrap().clone();
+        custody.wait_for(120, &format!("round {round}: recovery"), || {
+            let credited = client
+                .deposits("")
+                .iter()
+                .filter(|d| d["status"] == "credited")
+                .count();
+            let w = client.get(&format!("/v1/withdrawals/{id}")).json();
+            if credited == round + 1 && w["status"] == "confirmed" {
+                return Some(());
+            }
+            assert_ne!(w["status"], "failed", "{w}");
+            anvil.mine(1);
+            None
+        });
+        println!(
+            "node restart: round {round}: stopped {after} ms after the withdrawal, down 1.5 s, answers meanwhile {down:?}, recovered"
+        );
+    }
+    assert_eq!(client.deposits("").len(), rounds);
+    assert_eq!(
+        anvil.balance(destination),
+        WITHDRAWN * u128::try_from(rounds).unwrap(),
+        "each withdrawal paid once"
+    );
+    let (balanced, out, err) = custody.cli(&["ledger", "reconcile"]);
+    assert!(balanced, "{out} {err}");
+}
