@@ -110,15 +110,19 @@ fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document() {
     let (examples, max_time) = profile::pick(("10", "90"), ("100", "300"));
     let started = std::time::Instant::now();
     let out = Command::new(schemathesis())
-        .current_dir(&fuzz_dir)
+        // schemathesis keeps a cache in its working directory: the run's temp dir, not the tree.
+        .current_dir(custody.dir.path())
         .env("SCHEMATHESIS_HOOKS", "hooks")
         .env("PYTHONPATH", &fuzz_dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("CUSTODY_FUZZ_PARTNER", partner.json.to_string())
         .env("CUSTODY_FUZZ_ADMIN", admin.json.to_string())
         .env("CUSTODY_FUZZ_BASE_URL", &base)
         .env("CUSTODY_FUZZ_COUNTS", &counts)
         .env("NO_COLOR", "1")
-        .args(["--config-file", "schemathesis.toml", "run"])
+        .arg("--config-file")
+        .arg(fuzz_dir.join("schemathesis.toml"))
+        .arg("run")
         .arg(format!("{base}/openapi.json"))
         .args(["--url", &base, "--checks", "all", "--workers", "1"])
         .args(["--phases", "examples,coverage,fuzzing,stateful"])
