@@ -239,11 +239,17 @@ fn disturb(fault: NodeFault, answer: Message) -> Option<Message> {
             let text = String::from_utf8_lossy(&answer.body).into_owned();
             let mut out = String::with_capacity(text.len());
             let mut rest = text.as_str();
+            // EVM (`0x` + 64 hex) and TRON (64 hex) spell it alike but for the prefix.
             while let Some(at) = rest.find("\"parentHash\":\"") {
                 let start = at + "\"parentHash\":\"".len();
+                let len = rest[start..].find('"').unwrap_or(0);
+                let value = &rest[start..start + len];
                 out.push_str(&rest[..start]);
-                out.push_str(&format!("0x{}", "de".repeat(32)));
-                rest = &rest[start + 66..];
+                let digits = value.strip_prefix("0x").unwrap_or(value).len();
+                out.push_str(&value[..len - digits]);
+                out.push_str(&"de".repeat(digits / 2));
+                out.push_str(&"d".repeat(digits % 2));
+                rest = &rest[start + len..];
             }
             out.push_str(rest);
             Some(reframe(&answer.head, out.into_bytes()))

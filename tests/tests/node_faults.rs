@@ -7,7 +7,8 @@
 //! quotes are 503 CHAIN_UNAVAILABLE or succeed, balances show the on-chain side as unknown
 //! with a reason), nothing is credited from a lying node. When the node recovers, every deposit
 //! is credited exactly once, every withdrawal confirmed and paid exactly once on the node, and
-//! the ledger reconciles. Complements withdrawals_faults.rs (dropped transactions, cut
+//! the ledger reconciles. The same faults on TRON's HTTP API for deposits, and the node process
+//! itself stopped and started again. Complements withdrawals_faults.rs (dropped transactions, cut
 //! broadcasts, `kill -9` of the service) and deposits_bsc.rs (a node unreachable mid-scan).
 
 use std::time::Duration;
@@ -291,6 +292,107 @@ fn the_node_killed_and_restarted_mid_scan_and_mid_broadcast_pays_and_credits_onc
         anvil.balance(destination),
         WITHDRAWN * u128::try_from(rounds).unwrap(),
         "each withdrawal paid once"
+    );
+    let (balanced, out, err) = custody.cli(&["ledger", "reconcile"]);
+    assert!(balanced, "{out} {err}");
+}
+
+/// The same faults on TRON's HTTP API (the test server of custody_e2e::tron_api behind the
+/// proxy): TRX deposits arrive while the API is down, slow, failing, truncating or serving
+/// blocks whose parent hash names no block; the API keeps answering without a 500, nothing is
+/// credited from a broken answer, and once it is healthy each deposit is credited once.
+#[test]
+fn a_tron_api_that_misbehaves_credits_each_deposit_once_when_it_recovers() {
+    use custody_e2e::tron_api::{BlockSpec, TronApi, TxSpec};
+    const MAINNET_GENESIS: &str =
+        "00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc";
+    const SENDER: &str = "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy";
+    const TRX: i64 = 2_500_000;
+
+    let api = TronApi::start();
+    api.append_empty(3);
+    let proxy = RpcProxy::start(api.url());
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_TRON_API_URLS", proxy.url().as_str())],
+    );
+    custody.edit_config(
+        &format!("genesis_block_id = \"{MAINNET_GENESIS}\""),
+        &format!("genesis_block_id = \"{}\"", api.genesis_block_id()),
+    );
+    let dir = custody.data_dir();
+    set_config(&dir, "tron", "poll_interval_ms", "100");
+    set_config(&dir, "tron", "confirmations", "3");
+    set_config(&dir, "tron", "start_block", &api.head().number.to_string());
+    let cred = custody.credential("acme", &["--rate-limit", "1000000"]);
+    custody.start();
+    let client = custody.client(&cred);
+    let alice = client.wallet("alice", "TRON");
+    let address = alice["address"].as_str().unwrap().to_owned();
+
+    // The short profile keeps the faults particular to what a node says (the BSC test above
+    // runs all five); the long one runs all five here too.
+    let all = [
+        NodeFault::Down,
+        NodeFault::Slow(1500),
+        NodeFault::ServerError,
+        NodeFault::TruncatedJson,
+        NodeFault::BrokenParentHash,
+    ];
+    let faults: &[NodeFault] = custody_e2e::profile::pick(
+        &[
+            NodeFault::Down,
+            NodeFault::TruncatedJson,
+            NodeFault::BrokenParentHash,
+        ],
+        &all,
+    );
+    for (i, fault) in faults.iter().enumerate() {
+        api.append(BlockSpec::new().tx(TxSpec::trx(SENDER, &address, TRX)));
+        proxy.set_node_fault(*fault);
+        for _ in 0..6 {
+            api.append_empty(1);
+            std::thread::sleep(Duration::from_millis(400));
+            let b = client.get(&format!(
+                "/v1/wallets/{}/balances",
+                alice["id"].as_str().unwrap()
+            ));
+            assert_eq!(b.status, 200, "{fault:?}: balances");
+        }
+        if matches!(
+            fault,
+            NodeFault::TruncatedJson | NodeFault::BrokenParentHash
+        ) {
+            let credited = client
+                .deposits("")
+                .iter()
+                .filter(|d| d["status"] == "credited")
+                .count();
+            assert!(
+                credited <= i,
+                "{fault:?}: a deposit was credited during the fault"
+            );
+        }
+        proxy.set_node_fault(NodeFault::Healthy);
+        custody.wait_for(120, &format!("TRON {fault:?}: recovery"), || {
+            let credited = client
+                .deposits("")
+                .iter()
+                .filter(|d| d["status"] == "credited")
+                .count();
+            if credited == i + 1 {
+                return Some(());
+            }
+            api.append_empty(1);
+            None
+        });
+        println!("node faults: TRON {fault:?}: API answered throughout, recovered");
+    }
+    assert_eq!(client.deposits("").len(), faults.len());
+    assert_eq!(
+        client.available(&alice, "TRX"),
+        u128::try_from(TRX).unwrap() * u128::try_from(faults.len()).unwrap(),
+        "each deposit credited once"
     );
     let (balanced, out, err) = custody.cli(&["ledger", "reconcile"]);
     assert!(balanced, "{out} {err}");
