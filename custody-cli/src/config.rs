@@ -597,10 +597,33 @@ pub struct SweepsConfig {
     pub bsc_funding_max_units: String,
     #[serde(default = "default_tron_funding_max_units")]
     pub tron_funding_max_units: String,
+    /// How a TRC20 sweep gets the energy its transfer needs: `burn_trx` (a funding sends the
+    /// TRX it burns) or `delegate` (the hot wallet lends the energy of its Stake 2.0 stake for
+    /// the sweep and takes it back after; TRX is still sent for bandwidth and activation, and
+    /// burned instead when the stake cannot lend enough).
+    #[serde(default)]
+    pub tron_energy_mode: TronEnergyMode,
+    /// `delegate`: the energy lent is the resource planner's figure plus this percentage (the
+    /// network's energy per staked TRX moves between the plan and the sweep).
+    #[serde(default = "default_tron_delegation_margin_percent")]
+    pub tron_delegation_margin_percent: u64,
     /// Per-asset minimums; an asset without one is swept above one whole coin or token
     /// (10^decimals units).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<SweepPolicyConfig>,
+}
+
+/// `[sweeps] tron_energy_mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TronEnergyMode {
+    #[default]
+    BurnTrx,
+    Delegate,
+}
+
+fn default_tron_delegation_margin_percent() -> u64 {
+    10
 }
 
 /// `[[sweeps.policies]]`: amounts of `asset` at or below `min_units` stay on their address.
@@ -642,6 +665,8 @@ impl Default for SweepsConfig {
             failure_backoff_ms: default_sweep_failure_backoff_ms(),
             bsc_funding_max_units: default_bsc_funding_max_units(),
             tron_funding_max_units: default_tron_funding_max_units(),
+            tron_energy_mode: TronEnergyMode::default(),
+            tron_delegation_margin_percent: default_tron_delegation_margin_percent(),
             policies: Vec::new(),
         }
     }
@@ -755,6 +780,12 @@ impl Config {
             }
         }
         self.reconciliation.validate()?;
+        if self.sweeps.tron_delegation_margin_percent > 100 {
+            return Err(format!(
+                "[sweeps] tron_delegation_margin_percent = {}: at most 100",
+                self.sweeps.tron_delegation_margin_percent
+            ));
+        }
         for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
             chain.sending.validate(section)?;
             if chain.confirmations < 1 {

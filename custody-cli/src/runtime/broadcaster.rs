@@ -767,8 +767,15 @@ impl Broadcaster {
 /// What the sender must hold for the fee: the worst the payment may burn; for a native sweep,
 /// the fee its plan left behind (it sends everything else, and its fee is exact). A token
 /// sweep holds the worst too: short of it, the node refuses it (EVM) or it runs out of energy
-/// and burns what it has (TRON).
+/// and burns what it has (TRON). On TRON a sweep counts the address's own bandwidth and energy
+/// (energy a treasury delegation lent it included): only its own transactions spend them, one
+/// sweep at a time, so they are still there when it executes.
 fn fee_to_hold(out: &OutgoingTx, estimate: &custody_core::ports::sender::FeeEstimate) -> Amount {
+    if out.purpose == Purpose::Sweep {
+        if let Some(plan) = &estimate.plan {
+            return Amount::from_units(u128::from(plan.max_burn_keeping_resources_sun()));
+        }
+    }
     let native_sweep = out.purpose == Purpose::Sweep
         && matches!(
             out.payment,

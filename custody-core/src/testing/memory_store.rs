@@ -1876,6 +1876,8 @@ impl crate::sweep::SweepRepo for Tx {
             ));
         };
         stored.status = funding.status;
+        stored.waits_for = funding.waits_for;
+        stored.reclaim_id = funding.reclaim_id;
         stored.fee_native = funding.fee_native;
         stored.tx_hash = funding.tx_hash.clone();
         stored.block_number = funding.block_number;
@@ -1957,6 +1959,25 @@ impl crate::sweep::SweepReads for Tx {
                 .filter(|s| s.status.is_open())
                 .count(),
         ))
+    }
+
+    fn open_fundings(&mut self, network: Network) -> Result<Vec<crate::sweep::Funding>, PortError> {
+        use crate::sweep::FundingStatus;
+        let mut out: Vec<_> = self
+            .state
+            .fundings
+            .iter()
+            .filter(|x| {
+                x.network == network
+                    && matches!(
+                        x.status,
+                        FundingStatus::Planned | FundingStatus::Broadcasted
+                    )
+            })
+            .cloned()
+            .collect();
+        out.sort_by_key(|x| (x.created_at, x.id));
+        Ok(out)
     }
 
     fn list_fundings(&mut self, page: Page) -> Result<Paged<crate::sweep::Funding>, PortError> {
