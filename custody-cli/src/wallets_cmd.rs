@@ -136,7 +136,7 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
                     custody_core::wallet::seeds::register_seed(tx, record, first)?;
                 }
                 let mut ids = || new_uuid(&OsEntropy);
-                migrate_tenant(
+                let moved = migrate_tenant(
                     tx,
                     signer.as_ref(),
                     &mut ids,
@@ -145,7 +145,18 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
                     &actor,
                     &reason,
                     now,
-                )
+                )?;
+                // A seed no wallet moves to is not imported (the transaction rolls back).
+                if seed.is_some() && moved.is_empty() {
+                    return Err(custody_core::error::Refusal::new(
+                        custody_core::error::ErrorCode::ValidationFailed,
+                        format!(
+                            "tenant {t} has no wallets to migrate: the new seed was not imported"
+                        ),
+                    )
+                    .into());
+                }
+                Ok(moved)
             })
             .await
             .map_err(|e| match e {

@@ -91,6 +91,21 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
     let _ = std::fs::remove_file(&seed);
 
     let new_seed = temp_file(NEW_MNEMONIC);
+    // A tenant with nothing to move: the seed is not imported either.
+    let (ok, _, err) = custody.cli(&[
+        "wallets",
+        "migrate",
+        "--tenant",
+        "acme",
+        "--network",
+        "TRON",
+        "--reason",
+        "r",
+        "--mnemonic-file",
+        new_seed.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("new seed was not imported"), "{err}");
     let printed = custody.cli_ok(&[
         "wallets",
         "migrate",
