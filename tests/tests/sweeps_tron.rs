@@ -213,10 +213,21 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
         api.pool().is_empty(),
         "no delegation before the funding is final"
     );
+    // A node that lags: the delegation's broadcast is taken but its answer lost, and blocks
+    // come without it for a while. It is sent again (the same bytes), never a second one.
+    api.set_inclusion_paused(true);
+    api.lose_answers("/wallet/broadcasthex", 1);
     api.append_empty(18);
     custody.wait_for(60, "the delegation sent", || {
         funding_of(&custody, &ops, &a, "energy_delegation").filter(|f| f["status"] == "broadcasted")
     });
+    for _ in 0..3 {
+        api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert_eq!(api.delegated_energy(&hot, &a), 0, "not included yet");
+    assert_eq!(api.pool().len(), 1, "one delegation waits in the pool");
+    api.set_inclusion_paused(false);
     api.produce_block();
     assert_eq!(api.delegated_energy(&hot, &a), 14_332 * SUN);
     std::thread::sleep(std::time::Duration::from_millis(1_000));
@@ -271,6 +282,17 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
     assert!(delegated_in >= funded_in + 19, "{funded_in} {delegated_in}");
     assert!(swept_in >= delegated_in + 19, "{delegated_in} {swept_in}");
     assert!(reclaimed_in > swept_in, "{swept_in} {reclaimed_in}");
+    let delegation_hash = hash(&delegation["id"]);
+    let holding = (1..=api.head().number)
+        .filter(|n| {
+            api.block(*n).is_some_and(|b| {
+                b.txids
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case(&delegation_hash))
+            })
+        })
+        .count();
+    assert_eq!(holding, 1, "delegated once");
     // The energy came from the delegation: the sweep burned its bandwidth only.
     assert_eq!(done["network_cost_units"], funding["amount_units"]);
     let resources = api.account_resource(&a);
