@@ -51,6 +51,14 @@ impl EnergyStake for TronStake {
             delegatable_sun: Amount::from_units(u128::try_from(delegatable).unwrap_or(0)),
         })
     }
+
+    async fn account_energy(&self, address: &str) -> Result<(u64, u64), PortError> {
+        let address = TronAddress::parse(address)
+            .map_err(|e| PortError::permanent("tron", format!("address {address:?}: {e}")))?;
+        let r = self.client.account_resource(&address).await?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        Ok((n(r.energy_limit), n(r.energy_used)))
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! lent from the hot wallet's stake instead, and taken back after the sweep.
 
 use custody_e2e::receiver::set_config;
-use custody_e2e::tron_api::{BlockSpec, TronApi, TxSpec, TRC20_TRANSFER_ENERGY_NEW_HOLDER};
+use custody_e2e::tron_api::{
+    BlockSpec, TronApi, TxSpec, TRC20_TRANSFER_ENERGY, TRC20_TRANSFER_ENERGY_NEW_HOLDER,
+};
 use custody_e2e::{Cred, Custody};
 use serde_json::Value;
 
@@ -171,7 +173,7 @@ fn funding_of(custody: &Custody, ops: &Cred, address: &str, kind: &str) -> Optio
 #[test]
 fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
     let api = TronApi::start();
-    let (mut custody, cred, ops, hot) = delegating(&api, 20_000);
+    let (mut custody, cred, ops, hot) = delegating(&api, 40_000);
     let client = custody.client(&cred);
     let alice = client.wallet("alice", "TRON");
     let a = alice["address"].as_str().unwrap().to_owned();
@@ -262,7 +264,7 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
     assert_eq!(api.delegated_energy(&hot, &a), 0);
     assert_eq!(
         api.energy_stake(&hot),
-        20_000 * SUN,
+        40_000 * SUN,
         "the stake is whole again"
     );
 
@@ -298,6 +300,60 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
     let resources = api.account_resource(&a);
     assert_eq!(resources["EnergyUsed"], TRC20_TRANSFER_ENERGY_NEW_HOLDER);
     assert_eq!(client.available(&alice, "USDT"), 50_000_000);
+
+    // A second deposit to the same address. This server leaves the energy used above the
+    // limit the reclaim lowered (java-tron moves a share of it to the owner): the loan makes
+    // it up, plus what the transfer needs now that the hot wallet holds USDT (64,285).
+    api.append(BlockSpec::new().tx(TxSpec::trc20(USDT, SENDER, &a, 30_000_000)));
+    api.set_trc20_balance(USDT, &a, 30_000_000);
+    api.append_empty(19);
+    let second = |kind: &str| {
+        admin(&custody, &ops, "treasury-fundings")
+            .into_iter()
+            .find(|f| {
+                f["address"] == a.as_str()
+                    && f["kind"] == kind
+                    && f["id"] != delegation["id"]
+                    && f["id"] != funding["id"]
+                    && f["id"] != reclaim["id"]
+            })
+    };
+    let funding2 = custody.wait_for(60, "a second TRX funding", || {
+        second("native").filter(|f| f["status"] == "broadcasted")
+    });
+    let lent = (TRC20_TRANSFER_ENERGY + TRC20_TRANSFER_ENERGY_NEW_HOLDER) * 11 / 10;
+    assert_eq!(second("energy_delegation").unwrap()["energy_units"], lent);
+    api.produce_block();
+    api.append_empty(18);
+    custody.wait_for(60, "the second delegation sent", || {
+        second("energy_delegation").filter(|f| f["status"] == "broadcasted")
+    });
+    api.produce_block();
+    api.append_empty(18);
+    let sweep2 = custody.wait_for(60, "the second sweep sent", || {
+        admin(&custody, &ops, "sweeps").into_iter().find(|s| {
+            s["address"] == a.as_str() && s["id"] != sweep["id"] && s["status"] == "broadcasted"
+        })
+    });
+    api.produce_block();
+    api.append_empty(18);
+    let done2 = custody.wait_for(60, "the second sweep confirmed", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["id"] == sweep2["id"] && s["status"] == "confirmed")
+    });
+    assert_eq!(done2["network_cost_units"], funding2["amount_units"]);
+    assert_eq!(api.trc20_balance(USDT, &hot), 80_000_000);
+    custody.wait_for(60, "the second reclaim sent", || {
+        second("energy_reclaim").filter(|f| f["status"] == "broadcasted")
+    });
+    api.produce_block();
+    api.append_empty(18);
+    custody.wait_for(60, "the second reclaim confirmed", || {
+        second("energy_reclaim").filter(|f| f["status"] == "confirmed")
+    });
+    assert_eq!(api.delegated_energy(&hot, &a), 0);
+    assert_eq!(api.energy_stake(&hot), 40_000 * SUN);
     let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
     assert!(ok, "{out}");
     custody.stop();

@@ -42,7 +42,7 @@ use custody_core::sweep::{
     start_delegation, start_funded_sweep, Delegation, DelegationFacts, FundingKind, Plan, SweepIds,
     SweepOrder, SweepPolicy, SweepSource, TokenFacts,
 };
-use custody_core::tron::delegation::stake_for_energy;
+use custody_core::tron::delegation::{energy_to_lend, stake_for_energy};
 use custody_core::tron::resources::{ResourcePlan, TRX_TRANSFER_BANDWIDTH_BYTES};
 use custody_core::wallet::migration::{self, old_key_available, OldAddress};
 use custody_core::withdrawal::{mul_div_ceil, HotWallet, Rate};
@@ -531,7 +531,13 @@ impl Sweeper {
             .delegatable_sun
             .checked_sub(in_flight)
             .unwrap_or(Amount::ZERO);
-        let energy_missing = plan.energy_burned;
+        // From the raw limit and usage: usage left above a limit a reclaim lowered counts too.
+        let (limit, used) = lending
+            .stake
+            .account_energy(&source.address)
+            .await
+            .map_err(|e| format!("the address's energy was not read: {e}"))?;
+        let energy_missing = energy_to_lend(plan.energy_needed, limit, used);
         let margin = lending.margin_percent;
         let delegation = stake.market.and_then(|m| {
             let stake_sun = stake_for_energy(energy_missing, &m, margin)?;

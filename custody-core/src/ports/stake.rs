@@ -28,4 +28,8 @@ pub struct StakeFacts {
 #[async_trait]
 pub trait EnergyStake: Send + Sync {
     async fn stake_facts(&self, owner: &str) -> Result<StakeFacts, PortError>;
+
+    /// `address`'s energy limit (its own stake and what is lent to it) and the part of it used
+    /// (`EnergyLimit`, `EnergyUsed`; both 0 for an account the chain does not know).
+    async fn account_energy(&self, address: &str) -> Result<(u64, u64), PortError>;
 }

@@ -56,6 +56,14 @@ pub fn stake_for_energy(energy: u64, market: &EnergyMarket, margin_percent: u64)
     u64::try_from(trx.checked_mul(u128::from(SUN_PER_TRX))?).ok()
 }
 
+/// The energy to lend an account whose energy limit is `limit` with `used` of it spent, so that
+/// a transaction needing `needed` finds it available (`limit − used`, what java-tron lets it
+/// take): the shortfall counted from the raw figures, so usage left above a limit that a
+/// reclaim lowered is made up too.
+pub fn energy_to_lend(needed: u64, limit: u64, used: u64) -> u64 {
+    needed.saturating_add(used).saturating_sub(limit)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +114,16 @@ mod tests {
         assert_eq!(stake % SUN_PER_TRX, 0);
         assert!(m.energy_of_stake(stake) >= 64_285);
         assert!(m.energy_of_stake(stake - SUN_PER_TRX) < 64_285);
+    }
+
+    #[test]
+    fn the_energy_lent_makes_up_usage_above_the_limit() {
+        assert_eq!(energy_to_lend(130_285, 0, 0), 130_285);
+        assert_eq!(energy_to_lend(130_285, 100_000, 0), 30_285);
+        assert_eq!(energy_to_lend(130_285, 200_000, 0), 0);
+        // A reclaim took the limit back while 130,285 stayed used: lend that too.
+        assert_eq!(energy_to_lend(64_285, 0, 130_285), 194_570);
+        assert_eq!(energy_to_lend(64_285, 150_000, 100_000), 14_285);
     }
 
     proptest! {
