@@ -1233,3 +1233,30 @@ mod tests {
         assert!(err.contains("treasury_every_ms"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod energy_mode_tests {
+    use super::*;
+
+    fn sweeps(text: &str) -> Result<SweepsConfig, String> {
+        toml::from_str::<SweepsConfig>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_tron_energy_mode_is_burn_trx_unless_delegate_is_asked() {
+        let default = sweeps("").unwrap();
+        assert_eq!(default.tron_energy_mode, TronEnergyMode::BurnTrx);
+        assert_eq!(default.tron_delegation_margin_percent, 10);
+        let delegate = sweeps("tron_energy_mode = \"delegate\"").unwrap();
+        assert_eq!(delegate.tron_energy_mode, TronEnergyMode::Delegate);
+        assert!(sweeps("tron_energy_mode = \"rent\"")
+            .unwrap_err()
+            .contains("unknown variant"));
+        let mut c = Config::default_for_init();
+        c.sweeps.tron_delegation_margin_percent = 101;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("tron_delegation_margin_percent"));
+    }
+}
