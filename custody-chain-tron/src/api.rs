@@ -41,6 +41,12 @@
 //! - `wallet/getaccountresource`: `{"freeNetUsed", "freeNetLimit", "NetUsed", "NetLimit",
 //!   "EnergyUsed", "EnergyLimit", "TotalNetLimit", "TotalNetWeight", "TotalEnergyLimit",
 //!   "TotalEnergyWeight", ...}`; "Returns {} if ... the account does not exist".
+//!   `TotalEnergyLimit` is the network's daily energy, `TotalEnergyWeight` the whole TRX staked
+//!   for energy network-wide: one staked TRX yields `TotalEnergyLimit / TotalEnergyWeight`
+//!   energy (developers.tron.network "Resource Model").
+//! - `wallet/getcandelegatedmaxsize` (`{"owner_address", "type": 1}`, 1 = energy): `{"max_size"}`,
+//!   the sun of the owner's Stake 2.0 stake it may delegate now; `{}` when that is 0
+//!   (developers.tron.network "getcandelegatedmaxsize"; tronpy issue #115).
 //! - `wallet/triggerconstantcontract`: `{"result": {"result": true}, "energy_used",
 //!   "energy_penalty", "constant_result": ["<64 hex>"], "transaction": {...}}`; when the node
 //!   refuses the call `result` carries `code` and a hex `message`; when the call runs and
@@ -253,6 +259,19 @@ pub struct AccountResource {
     pub energy_used: i64,
     #[serde(rename = "EnergyLimit", default)]
     pub energy_limit: i64,
+    #[serde(rename = "TotalEnergyLimit", default)]
+    pub total_energy_limit: i64,
+    #[serde(rename = "TotalEnergyWeight", default)]
+    pub total_energy_weight: i64,
+    #[serde(rename = "Error", default)]
+    pub error: Option<String>,
+}
+
+/// `wallet/getcandelegatedmaxsize`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct CanDelegatedMaxSize {
+    #[serde(default)]
+    pub max_size: i64,
     #[serde(rename = "Error", default)]
     pub error: Option<String>,
 }

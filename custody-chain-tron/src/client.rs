@@ -1144,6 +1144,23 @@ impl TronClient {
         Ok(resource)
     }
 
+    /// `wallet/getcandelegatedmaxsize` of energy (type 1): the sun of `owner`'s stake it may
+    /// delegate now; 0 for `{}`.
+    pub async fn can_delegate_energy_sun(&self, owner: &TronAddress) -> Result<i64, PortError> {
+        let (_, answer) = self
+            .read(
+                "/wallet/getcandelegatedmaxsize",
+                json!({ "owner_address": owner.to_hex41(), "type": 1 }),
+                |b| {
+                    let r: api::CanDelegatedMaxSize = parse_json(b)?;
+                    node_error(&r.error)?;
+                    Ok(r)
+                },
+            )
+            .await?;
+        Ok(answer.max_size)
+    }
+
     /// `wallet/getchainparameters`.
     pub async fn chain_parameters(&self) -> Result<api::ChainParameters, PortError> {
         let (_, params) = self

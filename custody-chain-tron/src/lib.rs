@@ -18,6 +18,8 @@
 //! - [`sender`]: [`TronSender`], the [`ChainSender`](custody_core::ports::ChainSender) port:
 //!   price, build (reference block, expiration), assemble, broadcast (the node's answer
 //!   classified), look up by txID, head and balances.
+//! - [`stake`]: [`TronStake`], the [`EnergyStake`](custody_core::ports::EnergyStake) port: the
+//!   network's energy per staked TRX and what the hot wallet's stake can delegate now.
 //! - [`api`]: the node's JSON, with the documentation each field was checked against.
 //!
 //! Nothing here decides what is a deposit: the core does, from the returned data.
@@ -30,6 +32,7 @@ pub mod fees;
 pub mod proto;
 pub mod scan;
 pub mod sender;
+pub mod stake;
 pub mod tx;
 
 pub use chain::TronChain;
@@ -39,6 +42,7 @@ pub use client::{
 };
 pub use fees::{PlanInputs, ResourcePlan};
 pub use sender::{classify_broadcast, SenderSettingsError, TronSender, TronSenderSettings};
+pub use stake::TronStake;
 pub use tx::{
     attach_signature, energy_delegation, sign, trc20_transfer, trx_transfer, RefBlock,
     SignedTransaction, TxError, TxTiming, UnsignedTransaction,

@@ -27,6 +27,8 @@ pub struct Chains {
     pub senders: BTreeMap<Network, Arc<dyn ChainSender>>,
     /// The BSC DEX router swaps are priced by, when BSC has endpoints.
     pub dex: Option<Arc<dyn custody_core::ports::dex::DexRouter>>,
+    /// What the TRON hot wallet's stake can lend, when TRON has endpoints.
+    pub energy_stake: Option<Arc<dyn custody_core::ports::EnergyStake>>,
 }
 
 /// Builds an adapter for each network with at least one URL. A network without one still
@@ -38,6 +40,7 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         holdings: BTreeMap::new(),
         senders: BTreeMap::new(),
         dex: None,
+        energy_stake: None,
     };
     for network in Network::ALL {
         chains
@@ -82,6 +85,9 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         )
         .map_err(|e| format!("[tron]: {e}"))?;
         chains.senders.insert(Network::Tron, Arc::new(sender));
+        chains.energy_stake = Some(Arc::new(custody_chain_tron::TronStake::new(
+            tron.client().clone(),
+        )));
         chains.sources.insert(Network::Tron, tron);
     }
     Ok(chains)
@@ -235,6 +241,19 @@ pub fn start_sweepers(
             signer: Arc::clone(&signer),
             interval: Duration::from_millis(config.sweeps.interval_ms.max(100)),
             failure_backoff: Duration::from_millis(config.sweeps.failure_backoff_ms),
+            energy: match (
+                network,
+                &chains.energy_stake,
+                config.sweeps.tron_energy_mode,
+            ) {
+                (Network::Tron, Some(stake), crate::config::TronEnergyMode::Delegate) => {
+                    Some(custody_cli::runtime::sweeper::EnergyLending {
+                        stake: Arc::clone(stake),
+                        margin_percent: config.sweeps.tron_delegation_margin_percent,
+                    })
+                }
+                _ => None,
+            },
         };
         background.spawn("sweeper", move |stop| sweeper.run(stop));
     }

@@ -292,11 +292,10 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     if unlocked.insecure {
         warn_insecure();
     }
-    // The seed is stretched and the master key derived once, here, never per request.
-    let signer: Arc<dyn custody_core::ports::Signer> = Arc::new(
-        custody_core::keys::HdSigner::from_seed(&unlocked.mnemonic.to_seed())
-            .map_err(|e| format!("cannot load the master key: {e}"))?,
-    );
+    // The seeds are stretched and the master keys derived once, here, never per request:
+    // seed.json's and every seed a wallet migration imported (old addresses keep their keys).
+    let signer: Arc<dyn custody_core::ports::Signer> =
+        Arc::new(crate::seeds::load(&store, &unlocked)?);
     let vault = Arc::new(vault_of(&unlocked));
     drop(unlocked);
     let limits = config.server.limits()?;

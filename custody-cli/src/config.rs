@@ -597,10 +597,33 @@ pub struct SweepsConfig {
     pub bsc_funding_max_units: String,
     #[serde(default = "default_tron_funding_max_units")]
     pub tron_funding_max_units: String,
+    /// How a TRC20 sweep gets the energy its transfer needs: `burn_trx` (a funding sends the
+    /// TRX it burns) or `delegate` (the hot wallet lends the energy of its Stake 2.0 stake for
+    /// the sweep and takes it back after; TRX is still sent for bandwidth and activation, and
+    /// burned instead when the stake cannot lend enough).
+    #[serde(default)]
+    pub tron_energy_mode: TronEnergyMode,
+    /// `delegate`: the energy lent is the resource planner's figure plus this percentage (the
+    /// network's energy per staked TRX moves between the plan and the sweep).
+    #[serde(default = "default_tron_delegation_margin_percent")]
+    pub tron_delegation_margin_percent: u64,
     /// Per-asset minimums; an asset without one is swept above one whole coin or token
     /// (10^decimals units).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<SweepPolicyConfig>,
+}
+
+/// `[sweeps] tron_energy_mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TronEnergyMode {
+    #[default]
+    BurnTrx,
+    Delegate,
+}
+
+fn default_tron_delegation_margin_percent() -> u64 {
+    10
 }
 
 /// `[[sweeps.policies]]`: amounts of `asset` at or below `min_units` stay on their address.
@@ -642,6 +665,8 @@ impl Default for SweepsConfig {
             failure_backoff_ms: default_sweep_failure_backoff_ms(),
             bsc_funding_max_units: default_bsc_funding_max_units(),
             tron_funding_max_units: default_tron_funding_max_units(),
+            tron_energy_mode: TronEnergyMode::default(),
+            tron_delegation_margin_percent: default_tron_delegation_margin_percent(),
             policies: Vec::new(),
         }
     }
@@ -755,6 +780,12 @@ impl Config {
             }
         }
         self.reconciliation.validate()?;
+        if self.sweeps.tron_delegation_margin_percent > 100 {
+            return Err(format!(
+                "[sweeps] tron_delegation_margin_percent = {}: at most 100",
+                self.sweeps.tron_delegation_margin_percent
+            ));
+        }
         for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
             chain.sending.validate(section)?;
             if chain.confirmations < 1 {
@@ -1200,5 +1231,32 @@ mod tests {
         let err =
             load_edited(&[("treasury_every_ms = 3600000", "treasury_every_ms = -1")]).unwrap_err();
         assert!(err.contains("treasury_every_ms"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod energy_mode_tests {
+    use super::*;
+
+    fn sweeps(text: &str) -> Result<SweepsConfig, String> {
+        toml::from_str::<SweepsConfig>(text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_tron_energy_mode_is_burn_trx_unless_delegate_is_asked() {
+        let default = sweeps("").unwrap();
+        assert_eq!(default.tron_energy_mode, TronEnergyMode::BurnTrx);
+        assert_eq!(default.tron_delegation_margin_percent, 10);
+        let delegate = sweeps("tron_energy_mode = \"delegate\"").unwrap();
+        assert_eq!(delegate.tron_energy_mode, TronEnergyMode::Delegate);
+        assert!(sweeps("tron_energy_mode = \"rent\"")
+            .unwrap_err()
+            .contains("unknown variant"));
+        let mut c = Config::default_for_init();
+        c.sweeps.tron_delegation_margin_percent = 101;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .contains("tron_delegation_margin_percent"));
     }
 }

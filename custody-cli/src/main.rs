@@ -5,6 +5,7 @@ mod commands;
 mod config;
 mod datadir;
 mod ledger_cmd;
+mod seeds;
 mod treasury;
 mod wallets_cmd;
 mod webhooks;

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use custody_core::keys::HdSigner;
 use custody_core::wallet::{hot_wallet_address, hot_wallet_path};
 use custody_core::withdrawal::HotWallet;
 use custody_core::Network;
@@ -17,8 +16,7 @@ pub fn show(dir: &DataDir) -> Result<(), String> {
     let config = dir.load_config()?;
     let catalog = config.catalog()?;
     let (store, unlocked) = open_store(dir, &config)?;
-    let signer = HdSigner::from_seed(&unlocked.mnemonic.to_seed())
-        .map_err(|e| format!("cannot load the master key: {e}"))?;
+    let signer = crate::seeds::load(&store, &unlocked)?;
     drop(unlocked);
     let mut hot_wallets = BTreeMap::new();
     for network in Network::ALL {

@@ -1,11 +1,14 @@
 //! `custody wallets migrate` (decisions §13): moves wallets to new addresses under a new account
-//! index of their tenant, one store transaction per tenant, and prints the migrations.
+//! index of their tenant, one store transaction per tenant, and prints the migrations. With
+//! `--mnemonic-file`, the new accounts are derived from the seed in that file: it is sealed
+//! with the data dir's key and registered (`wallet::seeds`) in the first tenant's transaction,
+//! as the seed of every account allocated from then on.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use custody_cli::runtime::system::{OsEntropy, SystemClock};
-use custody_core::keys::HdSigner;
+use custody_core::keys::{HdKeys, Mnemonic};
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::Clock;
@@ -38,7 +41,9 @@ pub struct MigrateArgs {
     /// Why (written to the audit trail).
     #[arg(long)]
     pub reason: String,
-    /// Move to a new seed instead (not supported yet).
+    /// Derive the new addresses from the BIP39 mnemonic in this file (a seed rotation)
+    /// instead of the current seed; it is kept sealed like the first seed. Restart `serve`
+    /// afterwards so that it signs with it.
     #[arg(long)]
     pub mnemonic_file: Option<PathBuf>,
 }
@@ -50,13 +55,16 @@ pub fn run(dir: &DataDir, command: &WalletsCommand) -> Result<(), String> {
 }
 
 fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
-    if args.mnemonic_file.is_some() {
-        return Err(
-            "--mnemonic-file (moving wallets to a new seed) is not supported yet; \
-                    without it, wallets move to a new account index of the current seed"
-                .into(),
-        );
-    }
+    let new_mnemonic = args
+        .mnemonic_file
+        .as_ref()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--mnemonic-file {}: {e}", path.display()))?;
+            Mnemonic::parse(text.trim())
+                .map_err(|e| format!("--mnemonic-file {}: {e}", path.display()))
+        })
+        .transpose()?;
     let network: Option<Network> = args
         .network
         .as_deref()
@@ -76,10 +84,31 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
     );
     let config = dir.load_config()?;
     let (store, unlocked) = open_store(dir, &config)?;
-    let signer = std::sync::Arc::new(
-        HdSigner::from_seed(&unlocked.mnemonic.to_seed())
-            .map_err(|e| format!("cannot load the master key: {e}"))?,
-    );
+    let mut seeds = crate::seeds::load(&store, &unlocked)?;
+    // The new seed as the next generation, from the account the allocator hands out next;
+    // `register_seed` checks in the transaction that nothing moved in between.
+    let mut new_seed = None;
+    if let Some(mnemonic) = &new_mnemonic {
+        let (existing, next) = runtime()?
+            .block_on(read(store.as_ref(), |tx| {
+                Ok((tx.seeds()?.len(), tx.next_account()?))
+            }))
+            .map_err(|e| format!("cannot read the seeds: {e}"))?;
+        let generation = u32::try_from(existing + 1).map_err(|e| e.to_string())?;
+        let record = crate::seeds::seal(
+            &unlocked,
+            mnemonic,
+            (generation, next),
+            &OsEntropy,
+            SystemClock.now(),
+        )?;
+        let keys = HdKeys::from_mnemonic(mnemonic).map_err(|e| e.to_string())?;
+        seeds
+            .add(generation, next, keys)
+            .map_err(|e| e.to_string())?;
+        new_seed = Some((record, crate::seeds::fingerprint(&unlocked.mnemonic)?));
+    }
+    let signer = std::sync::Arc::new(seeds);
     drop(unlocked);
     let rt = runtime()?;
     let result = rt.block_on(async {
@@ -94,12 +123,20 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
         let mut migrated = Vec::new();
         // One transaction per tenant: a tenant's wallets and its new account move together,
         // and a failure leaves the tenants already done migrated (their records say so).
+        if tenants.is_empty() && new_seed.is_some() {
+            return Err("no wallets to migrate: the new seed was not imported".to_string());
+        }
         for t in tenants {
             let (signer, reason, actor) = (signer.clone(), args.reason.clone(), actor.clone());
             let now = SystemClock.now();
+            // Registered with the first tenant's wallets: both commit or neither.
+            let seed = new_seed.take();
             let done = write(store.as_ref(), move |tx| {
+                if let Some((record, first)) = &seed {
+                    custody_core::wallet::seeds::register_seed(tx, record, first)?;
+                }
                 let mut ids = || new_uuid(&OsEntropy);
-                migrate_tenant(
+                let moved = migrate_tenant(
                     tx,
                     signer.as_ref(),
                     &mut ids,
@@ -108,7 +145,18 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
                     &actor,
                     &reason,
                     now,
-                )
+                )?;
+                // A seed no wallet moves to is not imported (the transaction rolls back).
+                if seed.is_some() && moved.is_empty() {
+                    return Err(custody_core::error::Refusal::new(
+                        custody_core::error::ErrorCode::ValidationFailed,
+                        format!(
+                            "tenant {t} has no wallets to migrate: the new seed was not imported"
+                        ),
+                    )
+                    .into());
+                }
+                Ok(moved)
             })
             .await
             .map_err(|e| match e {

@@ -8,6 +8,7 @@
 //! its own: watched, matched to it, and signed from with their own paths.
 
 pub mod migration;
+pub mod seeds;
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -264,6 +265,7 @@ pub fn create_wallet(
         )
         .into());
     }
+    seeds::check_seed_loaded(tx, signer, account)?;
     let (pubkey, chain_code) = signer.external_chain_public_key(network, account)?;
     let (address, _) = derive_address(network, &pubkey, &chain_code, index)
         .map_err(|e| PortError::permanent("signer", e.to_string()))?;

@@ -64,6 +64,11 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0016_alert_acks_and_pages",
         include_str!("../migrations/0016_alert_acks_and_pages.sql"),
     ),
+    // 0017 belongs to another branch; it goes before this one when both are merged.
+    (
+        "0018_seed_generations",
+        include_str!("../migrations/0018_seed_generations.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -8,7 +8,8 @@
 //! `wallet/gettransactioninfobyid`, `wallet/gettransactionbyid` (transactions in blocks only,
 //! as java-tron), `wallet/gettransactionfrompending`, `walletsolidity/getnowblock`,
 //! `wallet/getaccount`, `wallet/getaccountresource` (with the energy of staked and delegated
-//! TRX, see below), `wallet/triggerconstantcontract`
+//! TRX, see below), `wallet/getcandelegatedmaxsize` (energy: the undelegated stake less the
+//! share the owner's used energy holds; `{}` for 0), `wallet/triggerconstantcontract`
 //! (`balanceOf(address)`, and `transfer(address,uint256)` run as its `owner_address`: the
 //! energy it would use, or a revert), `wallet/broadcasthex`, `wallet/getchainparameters`;
 //! anything else is a 404.
@@ -825,6 +826,18 @@ impl State {
             .sum();
         let own = self.energy_stakes.get(address).copied().unwrap_or(0);
         self.resource(address, "EnergyLimit") + energy_of_stake(own + acquired)
+    }
+
+    /// `wallet/getcandelegatedmaxsize` of energy: the stake `owner` keeps undelegated, less
+    /// the share its own used energy holds (java-tron `Wallet.getCanDelegatedMaxSize`: the
+    /// used energy's worth of stake at the network's ratio, rounded up, stays).
+    fn delegatable_energy_stake(&self, owner: &str) -> i64 {
+        let own = self.energy_stakes.get(owner).copied().unwrap_or(0);
+        let used = i128::from(self.resource(owner, "EnergyUsed").max(0));
+        let limit = i128::from(TOTAL_ENERGY_LIMIT);
+        let held = (used * i128::from(TOTAL_ENERGY_WEIGHT) * i128::from(TRX_PRECISION) + limit - 1)
+            / limit;
+        i64::try_from((i128::from(own) - held).max(0)).unwrap_or(0)
     }
 
     /// The `wallet/getaccountresource` answer: what a test set, with `EnergyLimit` counting
@@ -1801,6 +1814,17 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
         "/wallet/getaccountresource" => {
             let address = hex41(body["address"].as_str().unwrap_or_default());
             value_response(&s.account_resource_json(&address))
+        }
+        "/wallet/getcandelegatedmaxsize" => {
+            let owner = hex41(body["owner_address"].as_str().unwrap_or_default());
+            if body["type"].as_i64() != Some(1) {
+                // Bandwidth stake is not modelled: nothing to delegate.
+                return value_response(&json!({}));
+            }
+            match s.delegatable_energy_stake(&owner) {
+                0 => value_response(&json!({})),
+                max => value_response(&json!({ "max_size": max })),
+            }
         }
         "/wallet/getchainparameters" => {
             let params: Vec<Value> = s

@@ -1,10 +1,13 @@
 //! A TRC20 sweep on the TRON API test server through `custody serve` (decisions §13): a USDT
 //! deposit credited on an address that holds no TRX (its account does not even exist) is
 //! swept to the hot wallet after a TRX treasury funding, and only once that funding is final;
-//! the books follow the chain.
+//! the books follow the chain. With `[sweeps] tron_energy_mode = "delegate"` the energy is
+//! lent from the hot wallet's stake instead, and taken back after the sweep.
 
 use custody_e2e::receiver::set_config;
-use custody_e2e::tron_api::{BlockSpec, TronApi, TxSpec};
+use custody_e2e::tron_api::{
+    BlockSpec, TronApi, TxSpec, TRC20_TRANSFER_ENERGY, TRC20_TRANSFER_ENERGY_NEW_HOLDER,
+};
 use custody_e2e::{Cred, Custody};
 use serde_json::Value;
 
@@ -115,5 +118,272 @@ fn a_trc20_deposit_is_swept_after_a_final_trx_funding() {
     );
     let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
     assert!(ok, "{out}");
+    custody.stop();
+}
+
+/// A service pointed at a fresh TRON test chain with sweeps every 200 ms, its energy lent
+/// (`[sweeps] tron_energy_mode = "delegate"`), and a hot wallet holding 1,000 TRX and
+/// `stake_trx` staked for energy.
+fn delegating(api: &TronApi, stake_trx: i64) -> (Custody, Cred, Cred, String) {
+    api.append_empty(30);
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_TRON_API_URLS", api.url())],
+    );
+    custody.edit_config(
+        &format!("genesis_block_id = \"{MAINNET_GENESIS}\""),
+        &format!("genesis_block_id = \"{}\"", api.genesis_block_id()),
+    );
+    let dir = custody.data_dir();
+    set_config(&dir, "tron", "poll_interval_ms", "100");
+    set_config(&dir, "tron", "start_block", &api.head().number.to_string());
+    set_config(&dir, "tron.sending", "rebroadcast_after_ms", "1000");
+    set_config(&dir, "tron.sending", "lease_ms", "3000");
+    set_config(&dir, "sweeps", "interval_ms", "200");
+    set_config(&dir, "sweeps", "tron_energy_mode", "\"delegate\"");
+    let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    let ops = custody.credential("ops", &["--admin", "--rate-limit", "100000"]);
+    let hot = custody.hot_wallet("TRON");
+    api.set_trx_balance(&hot, 1_000 * SUN);
+    api.set_energy_stake(&hot, stake_trx * SUN);
+    custody.start();
+    (custody, cred, ops, hot)
+}
+
+/// The block of the server's chain that holds `txid`.
+fn block_holding(api: &TronApi, txid: &str) -> u64 {
+    (1..=api.head().number)
+        .find(|n| {
+            api.block(*n)
+                .is_some_and(|b| b.txids.iter().any(|t| t.eq_ignore_ascii_case(txid)))
+        })
+        .unwrap_or_else(|| panic!("no block holds {txid}"))
+}
+
+fn funding_of(custody: &Custody, ops: &Cred, address: &str, kind: &str) -> Option<Value> {
+    admin(custody, ops, "treasury-fundings")
+        .into_iter()
+        .find(|f| f["address"] == address && f["kind"] == kind)
+}
+
+/// Decisions §13 with energy delegation: the address gets TRX for its bandwidth and
+/// activation, then the energy of the hot wallet's stake (the resource planner's figure plus
+/// the margin) once that TRX is final, the sweep once the delegation is final, and the energy
+/// is taken back once the sweep is final. The order is read from the server's blocks.
+#[test]
+fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
+    let api = TronApi::start();
+    let (mut custody, cred, ops, hot) = delegating(&api, 40_000);
+    let client = custody.client(&cred);
+    let alice = client.wallet("alice", "TRON");
+    let a = alice["address"].as_str().unwrap().to_owned();
+    api.append(BlockSpec::new().tx(TxSpec::trc20(USDT, SENDER, &a, 50_000_000)));
+    api.set_trc20_balance(USDT, &a, 50_000_000);
+    api.append_empty(19);
+    custody.wait_for(60, "credited", || {
+        (client.deposits("?status=credited").len() == 1).then_some(())
+    });
+
+    let funding = custody.wait_for(60, "a TRX funding broadcast", || {
+        funding_of(&custody, &ops, &a, "native").filter(|f| f["status"] == "broadcasted")
+    });
+    let sweep = custody.wait_for(30, "a sweep waiting", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["address"] == a.as_str() && s["status"] == "funding")
+    });
+    let delegation = funding_of(&custody, &ops, &a, "energy_delegation").expect("a delegation");
+    assert_eq!(sweep["funding_id"], funding["id"]);
+    assert_eq!(sweep["delegation_id"], delegation["id"]);
+    // Only the bandwidth is funded in TRX: what the sweep's transfer burns without energy.
+    assert_eq!(
+        funding["amount_units"], sweep["planned_network_cost_units"],
+        "{funding} {sweep}"
+    );
+    // The planner's energy: the node's estimate of a transfer to a hot wallet that never held
+    // USDT (130,285), plus the default 10 % margin; 10 energy per staked TRX on this server.
+    let energy = TRC20_TRANSFER_ENERGY_NEW_HOLDER + TRC20_TRANSFER_ENERGY_NEW_HOLDER / 10;
+    assert_eq!(delegation["energy_units"], energy);
+    assert_eq!(delegation["amount_units"], "14332000000");
+    assert_eq!(delegation["status"], "planned");
+    assert_eq!(api.delegated_energy(&hot, &a), 0);
+
+    // The funding included, not final: nothing delegated yet (the address did not exist).
+    api.produce_block();
+    std::thread::sleep(std::time::Duration::from_millis(1_000));
+    assert!(
+        api.pool().is_empty(),
+        "no delegation before the funding is final"
+    );
+    // A node that lags: the delegation's broadcast is taken but its answer lost, and blocks
+    // come without it for a while. It is sent again (the same bytes), never a second one.
+    api.set_inclusion_paused(true);
+    api.lose_answers("/wallet/broadcasthex", 1);
+    api.append_empty(18);
+    custody.wait_for(60, "the delegation sent", || {
+        funding_of(&custody, &ops, &a, "energy_delegation").filter(|f| f["status"] == "broadcasted")
+    });
+    for _ in 0..3 {
+        api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert_eq!(api.delegated_energy(&hot, &a), 0, "not included yet");
+    assert_eq!(api.pool().len(), 1, "one delegation waits in the pool");
+    api.set_inclusion_paused(false);
+    api.produce_block();
+    assert_eq!(api.delegated_energy(&hot, &a), 14_332 * SUN);
+    std::thread::sleep(std::time::Duration::from_millis(1_000));
+    assert!(
+        api.pool().is_empty(),
+        "no sweep before the delegation is final"
+    );
+    api.append_empty(18);
+    custody.wait_for(60, "the sweep sent", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["id"] == sweep["id"] && s["status"] == "broadcasted")
+    });
+    api.produce_block();
+    assert_eq!(api.trc20_balance(USDT, &hot), 50_000_000);
+    api.append_empty(18);
+    let done = custody.wait_for(60, "the sweep confirmed", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["id"] == sweep["id"] && s["status"] == "confirmed")
+    });
+    let reclaim = custody.wait_for(60, "the reclaim sent", || {
+        funding_of(&custody, &ops, &a, "energy_reclaim").filter(|f| f["status"] == "broadcasted")
+    });
+    assert_eq!(reclaim["reclaims_id"], delegation["id"]);
+    assert_eq!(reclaim["amount_units"], "14332000000");
+    api.produce_block();
+    api.append_empty(18);
+    custody.wait_for(60, "the reclaim confirmed", || {
+        funding_of(&custody, &ops, &a, "energy_reclaim").filter(|f| f["status"] == "confirmed")
+    });
+    assert_eq!(api.delegated_energy(&hot, &a), 0);
+    assert_eq!(
+        api.energy_stake(&hot),
+        40_000 * SUN,
+        "the stake is whole again"
+    );
+
+    // The order on the server's chain: funding, delegation 19 blocks later at least (final),
+    // sweep 19 blocks after the delegation, reclaim after the sweep.
+    let all = admin(&custody, &ops, "treasury-fundings");
+    let hash = |id: &Value| {
+        all.iter().find(|f| f["id"] == *id).unwrap()["tx_hash"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let funded_in = block_holding(&api, &hash(&funding["id"]));
+    let delegated_in = block_holding(&api, &hash(&delegation["id"]));
+    let swept_in = block_holding(&api, done["tx_hash"].as_str().unwrap());
+    let reclaimed_in = block_holding(&api, &hash(&reclaim["id"]));
+    assert!(delegated_in >= funded_in + 19, "{funded_in} {delegated_in}");
+    assert!(swept_in >= delegated_in + 19, "{delegated_in} {swept_in}");
+    assert!(reclaimed_in > swept_in, "{swept_in} {reclaimed_in}");
+    let delegation_hash = hash(&delegation["id"]);
+    let holding = (1..=api.head().number)
+        .filter(|n| {
+            api.block(*n).is_some_and(|b| {
+                b.txids
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case(&delegation_hash))
+            })
+        })
+        .count();
+    assert_eq!(holding, 1, "delegated once");
+    // The energy came from the delegation: the sweep burned its bandwidth only.
+    assert_eq!(done["network_cost_units"], funding["amount_units"]);
+    let resources = api.account_resource(&a);
+    assert_eq!(resources["EnergyUsed"], TRC20_TRANSFER_ENERGY_NEW_HOLDER);
+    assert_eq!(client.available(&alice, "USDT"), 50_000_000);
+
+    // A second deposit to the same address. This server leaves the energy used above the
+    // limit the reclaim lowered (java-tron moves a share of it to the owner): the loan makes
+    // it up, plus what the transfer needs now that the hot wallet holds USDT (64,285).
+    api.append(BlockSpec::new().tx(TxSpec::trc20(USDT, SENDER, &a, 30_000_000)));
+    api.set_trc20_balance(USDT, &a, 30_000_000);
+    api.append_empty(19);
+    let second = |kind: &str| {
+        admin(&custody, &ops, "treasury-fundings")
+            .into_iter()
+            .find(|f| {
+                f["address"] == a.as_str()
+                    && f["kind"] == kind
+                    && f["id"] != delegation["id"]
+                    && f["id"] != funding["id"]
+                    && f["id"] != reclaim["id"]
+            })
+    };
+    let funding2 = custody.wait_for(60, "a second TRX funding", || {
+        second("native").filter(|f| f["status"] == "broadcasted")
+    });
+    let lent = (TRC20_TRANSFER_ENERGY + TRC20_TRANSFER_ENERGY_NEW_HOLDER) * 11 / 10;
+    assert_eq!(second("energy_delegation").unwrap()["energy_units"], lent);
+    api.produce_block();
+    api.append_empty(18);
+    custody.wait_for(60, "the second delegation sent", || {
+        second("energy_delegation").filter(|f| f["status"] == "broadcasted")
+    });
+    api.produce_block();
+    api.append_empty(18);
+    let sweep2 = custody.wait_for(60, "the second sweep sent", || {
+        admin(&custody, &ops, "sweeps").into_iter().find(|s| {
+            s["address"] == a.as_str() && s["id"] != sweep["id"] && s["status"] == "broadcasted"
+        })
+    });
+    api.produce_block();
+    api.append_empty(18);
+    let done2 = custody.wait_for(60, "the second sweep confirmed", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["id"] == sweep2["id"] && s["status"] == "confirmed")
+    });
+    assert_eq!(done2["network_cost_units"], funding2["amount_units"]);
+    assert_eq!(api.trc20_balance(USDT, &hot), 80_000_000);
+    custody.wait_for(60, "the second reclaim sent", || {
+        second("energy_reclaim").filter(|f| f["status"] == "broadcasted")
+    });
+    api.produce_block();
+    api.append_empty(18);
+    custody.wait_for(60, "the second reclaim confirmed", || {
+        second("energy_reclaim").filter(|f| f["status"] == "confirmed")
+    });
+    assert_eq!(api.delegated_energy(&hot, &a), 0);
+    assert_eq!(api.energy_stake(&hot), 40_000 * SUN);
+    let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
+    assert!(ok, "{out}");
+    custody.stop();
+}
+
+/// A stake too small for the energy: the sweep falls back to burning TRX (a funding of the
+/// whole fee, no delegation).
+#[test]
+fn without_enough_stake_the_sweep_burns_trx() {
+    let api = TronApi::start();
+    let (mut custody, cred, ops, _hot) = delegating(&api, 1_000);
+    let client = custody.client(&cred);
+    let alice = client.wallet("alice", "TRON");
+    let a = alice["address"].as_str().unwrap().to_owned();
+    api.append(BlockSpec::new().tx(TxSpec::trc20(USDT, SENDER, &a, 50_000_000)));
+    api.set_trc20_balance(USDT, &a, 50_000_000);
+    api.append_empty(19);
+    let funding = custody.wait_for(60, "a TRX funding", || {
+        funding_of(&custody, &ops, &a, "native")
+    });
+    let sweep = admin(&custody, &ops, "sweeps")
+        .into_iter()
+        .find(|s| s["address"] == a.as_str())
+        .unwrap();
+    assert_eq!(sweep["delegation_id"], Value::Null);
+    assert!(funding_of(&custody, &ops, &a, "energy_delegation").is_none());
+    let units: u128 = funding["amount_units"].as_str().unwrap().parse().unwrap();
+    assert!(
+        units > 130_285 * 100,
+        "the funding pays the energy's burn: {funding}"
+    );
     custody.stop();
 }

@@ -80,9 +80,9 @@ fn a_migrated_wallets_old_address_is_still_credited_and_swept() {
                 "--reason",
                 "r",
                 "--mnemonic-file",
-                "/tmp/x",
+                "/tmp/custody-no-such-mnemonic-file",
             ],
-            "not supported yet",
+            "--mnemonic-file",
         ),
         (
             vec!["--tenant", "nobody", "--reason", "r"],

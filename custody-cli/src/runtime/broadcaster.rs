@@ -58,6 +58,7 @@ const HOLDS_NONCE: &str = "waiting: holds its nonce unsent";
 
 /// How the history note of a payment the node refuses to price begins (one alert per wait).
 const CANNOT_PRICE: &str = "waiting: cannot be priced";
+const SEED_NOT_LOADED: &str = "waiting: its seed is not loaded";
 
 /// How the history note of a payment refused for long begins (one alert per attempt).
 const REFUSED_LONG: &str = "waiting: refused by the node";
@@ -181,6 +182,9 @@ impl Broadcaster {
                 let Some(estimate) = self.price_or_wait(&mut out, now).await? else {
                     return self.check_later(out, now).await;
                 };
+                if !self.seed_loaded(&mut out, now).await? {
+                    return self.check_later(out, now).await;
+                }
                 let fee = fee_to_hold(&out, &estimate);
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
@@ -245,6 +249,9 @@ impl Broadcaster {
                 let Some(estimate) = self.price_or_wait(&mut out, now).await? else {
                     return self.check_later(out, now).await;
                 };
+                if !self.seed_loaded(&mut out, now).await? {
+                    return self.check_later(out, now).await;
+                }
                 let fee = fee_to_hold(&out, &estimate);
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
@@ -644,6 +651,34 @@ impl Broadcaster {
         self.stuck_alert(out, message, note, now).await
     }
 
+    /// Whether this process holds the seed that derives `out`'s sender (a seed imported by a
+    /// wallet migration after it started does not): signing with another seed's key would
+    /// send from an address that is not the sender, and on BSC spend its nonce for nothing.
+    /// Otherwise one `outgoing_stuck` alert, and it waits for a restart.
+    async fn seed_loaded(&self, out: &mut OutgoingTx, now: Timestamp) -> CoreResult<bool> {
+        let (signer, account) = (Arc::clone(&self.signer), out.from_path.account);
+        let checked = read(self.store.as_ref(), move |tx| {
+            custody_core::wallet::seeds::check_seed_loaded(tx, signer.as_ref(), account)
+        })
+        .await;
+        match checked {
+            Ok(()) => Ok(true),
+            Err(CoreError::Refused(r)) => {
+                tracing::warn!(network = %self.network, outgoing = %out.id, reason = %r.message, "not signed");
+                if !out.last_note_starts_with(SEED_NOT_LOADED) {
+                    let message = format!(
+                        "{} outgoing transaction {} is not signed: {}",
+                        self.network, out.id, r.message
+                    );
+                    let note = format!("{SEED_NOT_LOADED}: {}", r.message);
+                    self.stuck_alert(out, message, note, now).await?;
+                }
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// One critical `outgoing_stuck` alert about `out` and the history note that marks the
     /// wait it is raised for (so the next rounds of the same wait raise none).
     async fn stuck_alert(
@@ -767,8 +802,15 @@ impl Broadcaster {
 /// What the sender must hold for the fee: the worst the payment may burn; for a native sweep,
 /// the fee its plan left behind (it sends everything else, and its fee is exact). A token
 /// sweep holds the worst too: short of it, the node refuses it (EVM) or it runs out of energy
-/// and burns what it has (TRON).
+/// and burns what it has (TRON). On TRON a sweep counts the address's own bandwidth and energy
+/// (energy a treasury delegation lent it included): only its own transactions spend them, one
+/// sweep at a time, so they are still there when it executes.
 fn fee_to_hold(out: &OutgoingTx, estimate: &custody_core::ports::sender::FeeEstimate) -> Amount {
+    if out.purpose == Purpose::Sweep {
+        if let Some(plan) = &estimate.plan {
+            return Amount::from_units(u128::from(plan.max_burn_keeping_resources_sun()));
+        }
+    }
     let native_sweep = out.purpose == Purpose::Sweep
         && matches!(
             out.payment,

@@ -3,11 +3,21 @@
 //! it creates). The rules are the core's (`custody_core::sweep`); this loop reads the chain,
 //! asks the core, and writes the plan in one job:
 //!
-//! 1. funded sweeps whose funding is final get their token transfer (never on the funding's
-//!    mere inclusion: a reorganization could take the gas back);
+//! 1. funded sweeps move on: an energy delegation that waited for the native funding
+//!    activating its address is sent once that funding is final; the token transfer is created
+//!    once every funding of the sweep is final (never on a funding's mere inclusion: a
+//!    reorganization could take the gas or the energy back);
 //! 2. every address with credited deposits and no open sweep is planned: tokens first (they
 //!    need the address's native coin for gas, which a native sweep would take), then the
 //!    native coin.
+//!
+//! On TRON with `[sweeps] tron_energy_mode = "delegate"`, a token sweep borrows the energy its
+//! transfer needs (the resource planner's figure plus `tron_delegation_margin_percent`) from
+//! the hot wallet's stake, converted to stake at the network's energy per staked TRX read from
+//! the node; TRX is still sent for the bandwidth the address has no free points for (and its
+//! activation). When the stake cannot lend that much (what the node says it can delegate, less
+//! the delegations of this service still on their way), the sweep burns TRX as in `burn_trx`
+//! mode and a warning is logged. The core reclaims the energy once the transfer ends.
 //!
 //! Nothing is planned while `kill_switch.global` or `maintenance.<NETWORK>` is on. A crash
 //! between two rounds loses nothing: a sweep and its first transaction are created together,
@@ -24,12 +34,16 @@ use custody_core::ports::clock::new_uuid;
 use custody_core::ports::dex::DexRouter;
 use custody_core::ports::sender::{ChainSender, Payment};
 use custody_core::ports::store::{read, write};
+use custody_core::ports::EnergyStake;
 use custody_core::ports::Signer;
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::sweep::{
-    create_sweep, plan_native, plan_token, start_funded_sweep, Plan, SweepIds, SweepOrder,
-    SweepPolicy, SweepSource, TokenFacts,
+    create_sweep, plan_native, plan_token, plan_token_delegated, ready_for_transfer,
+    start_delegation, start_funded_sweep, Delegation, DelegationFacts, FundingKind, Plan, SweepIds,
+    SweepOrder, SweepPolicy, SweepSource, TokenFacts,
 };
+use custody_core::tron::delegation::{energy_to_lend, stake_for_energy};
+use custody_core::tron::resources::{ResourcePlan, TRX_TRANSFER_BANDWIDTH_BYTES};
 use custody_core::wallet::migration::{self, old_key_available, OldAddress};
 use custody_core::withdrawal::{mul_div_ceil, HotWallet, Rate};
 use custody_core::{Amount, Asset, AssetCatalog, Network};
@@ -55,6 +69,14 @@ impl NativePrices {
     }
 }
 
+/// `[sweeps] tron_energy_mode = "delegate"`: where the stake's figures come from.
+#[derive(Clone)]
+pub struct EnergyLending {
+    pub stake: Arc<dyn EnergyStake>,
+    /// The energy lent is the planner's figure plus this percentage.
+    pub margin_percent: u64,
+}
+
 pub struct Sweeper {
     pub network: Network,
     pub sender: Arc<dyn ChainSender>,
@@ -72,6 +94,8 @@ pub struct Sweeper {
     /// How long an address whose last sweep failed is left alone (a paused token, a frozen
     /// address: each try would burn a fee).
     pub failure_backoff: Duration,
+    /// TRON token sweeps borrow their energy from the hot wallet's stake (`None`: burn TRX).
+    pub energy: Option<EnergyLending>,
 }
 
 /// What the books say each (address, asset) holds: credited deposits, plus what fundings
@@ -248,13 +272,15 @@ impl Sweeper {
         sweep: custody_core::sweep::Sweep,
         books: &Books,
     ) -> CoreResult<bool> {
-        let Some(funding_id) = sweep.funding_id else {
+        let (id, now) = (sweep.id, self.clock.now());
+        let delegated = write(self.store.as_ref(), move |tx| start_delegation(tx, id, now)).await?;
+        if let Some(d) = delegated {
+            tracing::info!(network = %self.network, sweep = %id, delegation = %d.id, address = %d.address, stake_sun = %d.amount.units(), "energy delegation sent after its funding");
             return Ok(false);
-        };
+        }
+        let waiting = sweep.clone();
         let funded = read(self.store.as_ref(), move |tx| {
-            Ok(tx
-                .funding_by_id(funding_id)?
-                .is_some_and(|f| f.status == custody_core::sweep::FundingStatus::Confirmed))
+            ready_for_transfer(tx, &waiting)
         })
         .await?;
         if !funded {
@@ -345,6 +371,8 @@ impl Sweeper {
                 sweep: new_uuid(self.entropy.as_ref()),
                 outgoing: new_uuid(self.entropy.as_ref()),
                 funding: new_uuid(self.entropy.as_ref()),
+                delegation: new_uuid(self.entropy.as_ref()),
+                delegation_outgoing: new_uuid(self.entropy.as_ref()),
             };
             let now = self.clock.now();
             let created = write(self.store.as_ref(), move |tx| {
@@ -418,6 +446,15 @@ impl Sweeper {
                 },
             )
             .await?;
+        if let (Some(lending), Some(plan)) = (&self.energy, estimate.plan) {
+            let facts = (asset, source, policy, token, native);
+            match self.plan_delegated(lending, facts, &plan).await {
+                Ok(order) => return Ok(order),
+                Err(why) => {
+                    tracing::warn!(network = %self.network, address = %source.address, asset = %asset.code, %why, "energy not delegated: the sweep burns TRX");
+                }
+            }
+        }
         let mut cost_native = estimate.expected_native;
         let needs_funding = native < estimate.max_native;
         if needs_funding {
@@ -453,6 +490,128 @@ impl Sweeper {
             policy,
         );
         self.order(asset, source, plan, estimate.expected_native)
+    }
+
+    /// A TRON token sweep whose energy the hot wallet's stake lends. `Err(why)` when it cannot
+    /// (the caller burns TRX then): no energy market, not enough stake, a node that did not
+    /// answer.
+    async fn plan_delegated(
+        &self,
+        lending: &EnergyLending,
+        (asset, source, policy, token, native): (
+            &Asset,
+            &SweepSource,
+            &SweepPolicy,
+            Amount,
+            Amount,
+        ),
+        plan: &ResourcePlan,
+    ) -> Result<Option<SweepOrder>, String> {
+        let network = self.network;
+        let stake = lending
+            .stake
+            .stake_facts(&self.hot.address)
+            .await
+            .map_err(|e| format!("the hot wallet's stake was not read: {e}"))?;
+        // Delegations of this service not yet final may not show in the node's figure yet:
+        // counted here as taken (twice for a moment when they do; burning TRX then is safe,
+        // lending stake that is gone is not).
+        let in_flight = read(
+            self.store.as_ref(),
+            move |tx| Ok(tx.open_fundings(network)?),
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .iter()
+        .filter(|f| f.kind == FundingKind::EnergyDelegation)
+        .fold(Amount::ZERO, |sum, f| {
+            sum.checked_add(f.amount).unwrap_or(sum)
+        });
+        let delegatable = stake
+            .delegatable_sun
+            .checked_sub(in_flight)
+            .unwrap_or(Amount::ZERO);
+        // From the raw limit and usage: usage left above a limit a reclaim lowered counts too.
+        let (limit, used) = lending
+            .stake
+            .account_energy(&source.address)
+            .await
+            .map_err(|e| format!("the address's energy was not read: {e}"))?;
+        let energy_missing = energy_to_lend(plan.energy_needed, limit, used);
+        let margin = lending.margin_percent;
+        let delegation = stake.market.and_then(|m| {
+            let stake_sun = stake_for_energy(energy_missing, &m, margin)?;
+            let energy = energy_missing.saturating_add(energy_missing.saturating_mul(margin) / 100);
+            Some(Delegation {
+                stake_sun: Amount::from_units(u128::from(stake_sun)),
+                energy,
+            })
+        });
+        let burn_without_energy = Amount::from_units(u128::from(
+            plan.bandwidth_burn_sun.saturating_add(plan.activation_sun),
+        ));
+        // The whole cost: the transfer's bandwidth, the TRX funding's fee (its activation) when
+        // one is needed, and the delegation's and the reclaim's bandwidth.
+        let mut cost = burn_without_energy;
+        if let Some(missing) = burn_without_energy
+            .checked_sub(native)
+            .filter(|m| !m.is_zero())
+        {
+            let funding = self
+                .sender
+                .price(
+                    &self.hot.address,
+                    &Payment::Native {
+                        to: source.address.clone(),
+                        amount: missing,
+                    },
+                )
+                .await
+                .map_err(|e| format!("the bandwidth funding was not priced: {e}"))?;
+            cost = cost.checked_add(funding.expected_native).unwrap_or(cost);
+        }
+        if let Some(d) = delegation.filter(|_| energy_missing > 0) {
+            // An address the chain does not know yet cannot be priced a delegation: a system
+            // contract's bandwidth burned in full stands for it.
+            let delegation_fee = match self
+                .sender
+                .price(
+                    &self.hot.address,
+                    &Payment::DelegateEnergy {
+                        receiver: source.address.clone(),
+                        balance_sun: d.stake_sun,
+                    },
+                )
+                .await
+            {
+                Ok(e) => e.expected_native,
+                Err(_) => Amount::from_units(u128::from(
+                    TRX_TRANSFER_BANDWIDTH_BYTES.saturating_mul(plan.prices.bandwidth_sun),
+                )),
+            };
+            for _ in 0..2 {
+                cost = cost.checked_add(delegation_fee).unwrap_or(cost);
+            }
+        }
+        let cost_in_token = self.prices.rate(asset).await.and_then(|r| {
+            mul_div_ceil(cost.units(), r.asset_units.units(), r.native_units.units())
+                .map(Amount::from_units)
+        });
+        let facts = DelegationFacts {
+            token_balance: token,
+            native_balance: native,
+            burn_without_energy,
+            energy_missing,
+            delegation,
+            delegatable,
+            cost_in_token,
+        };
+        let planned = plan_token_delegated(&facts, policy)?;
+        if let Plan::Delegate { delegation, .. } = &planned {
+            tracing::info!(network = %network, address = %source.address, asset = %asset.code, energy_needed = plan.energy_needed, energy_lent = delegation.energy, stake_sun = %delegation.stake_sun.units(), delegatable_sun = %delegatable.units(), "sweep energy to be delegated");
+        }
+        self.order(asset, source, planned, burn_without_energy)
+            .map_err(|e| e.to_string())
     }
 
     /// The order of `plan`; `None` for a skip (logged).

@@ -5,17 +5,20 @@
 //!   `m/44'/{coin}'/{account}'/0`, so a new address or signature costs one child derivation.
 //! - [`derive_address`]: a deposit address from an external-chain public key, without any
 //!   private key (one non-hardened public derivation).
-//! - [`HdSigner`]: the [`Signer`](crate::ports::signer::Signer) port over [`HdKeys`].
+//! - [`HdSigner`]: the [`Signer`](crate::ports::signer::Signer) port over [`HdKeys`];
+//!   [`SeedSet`]: the same over every seed generation (a wallet migration to a new seed).
 //!
 //! Key material lives in [`Secret`](crate::secret::Secret) or in `k256` keys that zero
 //! themselves on drop; no `Debug` and no error message here ever contains it.
 
 mod hd;
 mod mnemonic;
+mod seeds;
 mod signer;
 
 pub use hd::{derive_address, HdKeys};
 pub use mnemonic::{MasterSeed, Mnemonic};
+pub use seeds::SeedSet;
 pub use signer::HdSigner;
 
 use crate::error::PortError;

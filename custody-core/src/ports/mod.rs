@@ -7,6 +7,7 @@ pub mod clock;
 pub mod dex;
 pub mod sender;
 pub mod signer;
+pub mod stake;
 pub mod store;
 pub mod webhook;
 
@@ -15,5 +16,6 @@ pub use clock::{Clock, Entropy};
 pub use dex::DexRouter;
 pub use sender::ChainSender;
 pub use signer::{HdPath, RecoverableSignature, Signer};
+pub use stake::{EnergyStake, StakeFacts};
 pub use store::{nested, read, write, ReadTx, Savepoints, Store, WriteTx};
 pub use webhook::{DeliveryOutcome, WebhookRequest, WebhookSink};

@@ -75,4 +75,13 @@ pub trait Signer: Send + Sync {
         path: &HdPath,
         digest: &[u8; 32],
     ) -> Result<RecoverableSignature, PortError>;
+
+    /// The seed generation this signer derives `account` from (`crate::wallet::seeds`): 0, the
+    /// master seed, for a signer holding one seed. The core compares it with the store's
+    /// before deriving an address, so that a process started before a seed was imported never
+    /// hands out an address of the wrong seed.
+    fn seed_generation(&self, account: u32) -> u32 {
+        let _ = account;
+        0
+    }
 }

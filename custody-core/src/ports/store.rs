@@ -21,6 +21,7 @@ pub trait ReadTx:
     + crate::ledger::LedgerReads
     + crate::wallet::WalletReads
     + crate::wallet::migration::MigrationReads
+    + crate::wallet::seeds::SeedReads
     + crate::deposit::DepositReads
     + crate::chain::ChainReads
     + crate::outgoing::OutgoingReads
@@ -41,6 +42,8 @@ impl<T> ReadTx for T where
         + crate::ledger::LedgerReads
         + crate::wallet::WalletReads
         + crate::wallet::migration::MigrationReads
+        + crate::wallet::seeds::SeedReads
+        + crate::wallet::seeds::SeedReads
         + crate::deposit::DepositReads
         + crate::chain::ChainReads
         + crate::outgoing::OutgoingReads
@@ -67,6 +70,7 @@ pub trait WriteTx:
     + crate::ledger::LedgerRepo
     + crate::wallet::WalletRepo
     + crate::wallet::migration::MigrationRepo
+    + crate::wallet::seeds::SeedRepo
     + crate::deposit::DepositRepo
     + crate::chain::ChainRepo
     + crate::outgoing::OutgoingRepo
@@ -90,6 +94,8 @@ impl<T> WriteTx for T where
         + crate::ledger::LedgerRepo
         + crate::wallet::WalletRepo
         + crate::wallet::migration::MigrationRepo
+        + crate::wallet::seeds::SeedRepo
+        + crate::wallet::seeds::SeedRepo
         + crate::deposit::DepositRepo
         + crate::chain::ChainRepo
         + crate::outgoing::OutgoingRepo

@@ -2,9 +2,14 @@
 //!
 //! - [`create_sweep`]: a plan becomes a sweep with its first outgoing transaction (the
 //!   address's own transfer to the hot wallet, or the hot wallet's funding of the address);
-//! - [`start_funded_sweep`]: once a funding is final, the token transfer it paid for;
+//! - [`start_delegation`]: once the native funding that activates a TRON address is final, the
+//!   energy delegation that waited for it;
+//! - [`start_funded_sweep`]: once every funding of a sweep is final, the token transfer they
+//!   paid for;
 //! - [`on_outgoing`]: run in the broadcaster's transaction each time a sweep's or a funding's
-//!   outgoing transaction moves, booking what moved and every fee burned.
+//!   outgoing transaction moves, booking what moved and every fee burned; when a sweep's
+//!   transfer ends (final or failed), the reclaim of the energy it borrowed is created in that
+//!   same transaction.
 
 use uuid::Uuid;
 
@@ -19,10 +24,11 @@ use crate::ports::sender::Payment;
 use crate::ports::signer::HdPath;
 use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
+use crate::wallet::hot_wallet_path;
 use crate::withdrawal::HotWallet;
 
-use super::record::{Funding, Sweep, SweepStep};
-use super::{FundingStatus, Plan, SweepStatus};
+use super::record::{Funding, Sweep, SweepReads, SweepStep};
+use super::{Delegation, FundingKind, FundingStatus, Plan, SweepStatus};
 
 /// The deposit address a sweep empties.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +43,9 @@ pub struct SweepIds {
     pub sweep: Uuid,
     pub outgoing: Uuid,
     pub funding: Uuid,
+    /// An energy delegation's record and its outgoing transaction.
+    pub delegation: Uuid,
+    pub delegation_outgoing: Uuid,
 }
 
 /// A plan to carry out, with what the caller read from the chain.
@@ -75,10 +84,15 @@ pub fn create_sweep(
     now: Timestamp,
 ) -> CoreResult<Option<Sweep>> {
     let network = order.asset.network;
-    let (amount, funding) = match order.plan {
+    let (amount, funding, delegation) = match order.plan {
         Plan::Skip(_) => return Ok(None),
-        Plan::Sweep { amount } => (amount, None),
-        Plan::Fund { amount, funding } => (amount, Some(funding)),
+        Plan::Sweep { amount } => (amount, None, None),
+        Plan::Fund { amount, funding } => (amount, Some(funding), None),
+        Plan::Delegate {
+            amount,
+            funding,
+            delegation,
+        } => (amount, funding, Some(delegation)),
     };
     if tx.open_sweep_at(network, &order.source.address)?.is_some() {
         return Ok(None);
@@ -93,6 +107,7 @@ pub fn create_sweep(
         amount,
         status: SweepStatus::Planned,
         funding_id: None,
+        delegation_id: None,
         outgoing_id: None,
         planned_fee_native: order.planned_fee_native,
         fee_native: None,
@@ -103,81 +118,217 @@ pub fn create_sweep(
         created_at: now,
         updated_at: now,
     };
-    let mut funding_record = None;
-    match funding {
-        None => {
-            tx.insert_outgoing(&OutgoingTx::new(
-                ids.outgoing,
-                network,
-                Purpose::Sweep,
-                ids.sweep,
-                order.source.address.clone(),
-                order.source.path,
-                transfer_of(&order.asset, &order.hot.address, amount),
-                None,
-                now,
-            ))?;
-            sweep.outgoing_id = Some(ids.outgoing);
-            sweep.history.push(SweepStep {
-                status: SweepStatus::Planned.as_str().into(),
-                tx_hash: None,
-                at: now.to_rfc3339(),
-                detail: String::new(),
-            });
-        }
-        Some(units) => {
-            tx.insert_outgoing(&OutgoingTx::new(
-                ids.outgoing,
-                network,
-                Purpose::Funding,
-                ids.funding,
-                order.hot.address.clone(),
-                order.hot.path,
-                Payment::Native {
-                    to: order.source.address.clone(),
-                    amount: units,
-                },
-                None,
-                now,
-            ))?;
-            funding_record = Some(Funding {
-                id: ids.funding,
-                network,
-                asset: order.native.code.clone(),
-                address: order.source.address.clone(),
-                from: order.hot.address.clone(),
+    let mut fundings = Vec::new();
+    if funding.is_none() && delegation.is_none() {
+        tx.insert_outgoing(&OutgoingTx::new(
+            ids.outgoing,
+            network,
+            Purpose::Sweep,
+            ids.sweep,
+            order.source.address.clone(),
+            order.source.path,
+            transfer_of(&order.asset, &order.hot.address, amount),
+            None,
+            now,
+        ))?;
+        sweep.outgoing_id = Some(ids.outgoing);
+        sweep
+            .history
+            .push(step(SweepStatus::Planned.as_str(), String::new(), now));
+    }
+    if let Some(units) = funding {
+        tx.insert_outgoing(&OutgoingTx::new(
+            ids.outgoing,
+            network,
+            Purpose::Funding,
+            ids.funding,
+            order.hot.address.clone(),
+            order.hot.path,
+            Payment::Native {
+                to: order.source.address.clone(),
                 amount: units,
-                sweep_id: ids.sweep,
-                outgoing_id: ids.outgoing,
-                status: FundingStatus::Planned,
-                fee_native: None,
-                tx_hash: None,
-                block_number: None,
-                failure_reason: None,
-                history: vec![SweepStep {
-                    status: FundingStatus::Planned.as_str().into(),
-                    tx_hash: None,
-                    at: now.to_rfc3339(),
-                    detail: format!("gas for sweep {}", ids.sweep),
-                }],
-                created_at: now,
-                updated_at: now,
-            });
-            sweep.status = SweepStatus::Funding;
-            sweep.funding_id = Some(ids.funding);
-            sweep.history.push(SweepStep {
-                status: SweepStatus::Funding.as_str().into(),
-                tx_hash: None,
-                at: now.to_rfc3339(),
-                detail: format!("waiting for treasury funding {}", ids.funding),
-            });
+            },
+            None,
+            now,
+        ))?;
+        fundings.push(funding_record(
+            (ids.funding, ids.outgoing, ids.sweep),
+            FundingKind::Native,
+            order,
+            units,
+            format!("gas for sweep {}", ids.sweep),
+            now,
+        ));
+        sweep.funding_id = Some(ids.funding);
+        sweep.history.push(step(
+            SweepStatus::Funding.as_str(),
+            format!("waiting for treasury funding {}", ids.funding),
+            now,
+        ));
+    }
+    if let Some(Delegation { stake_sun, energy }) = delegation {
+        let mut d = funding_record(
+            (ids.delegation, ids.delegation_outgoing, ids.sweep),
+            FundingKind::EnergyDelegation,
+            order,
+            stake_sun,
+            format!("{energy} energy for sweep {}", ids.sweep),
+            now,
+        );
+        d.energy = Some(energy);
+        if funding.is_some() {
+            // java-tron refuses a delegation to an account that does not exist yet: the native
+            // funding creates it, so the delegation is sent once that one is final.
+            d.waits_for = Some(ids.funding);
+        } else {
+            tx.insert_outgoing(&delegation_outgoing(&d, now))?;
         }
+        fundings.push(d);
+        sweep.delegation_id = Some(ids.delegation);
+        sweep.history.push(step(
+            SweepStatus::Funding.as_str(),
+            format!("waiting for energy delegation {}", ids.delegation),
+            now,
+        ));
+    }
+    if sweep.outgoing_id.is_none() {
+        sweep.status = SweepStatus::Funding;
     }
     tx.insert_sweep(&sweep)?;
-    if let Some(f) = &funding_record {
+    for f in &fundings {
         tx.insert_funding(f)?;
     }
     Ok(Some(sweep))
+}
+
+fn step(status: &str, detail: String, now: Timestamp) -> SweepStep {
+    SweepStep {
+        status: status.to_owned(),
+        tx_hash: None,
+        at: now.to_rfc3339(),
+        detail,
+    }
+}
+
+/// A new funding in `planned`, from the hot wallet to the order's address.
+fn funding_record(
+    (id, outgoing_id, sweep_id): (Uuid, Uuid, Uuid),
+    kind: FundingKind,
+    order: &SweepOrder,
+    amount: Amount,
+    detail: String,
+    now: Timestamp,
+) -> Funding {
+    Funding {
+        id,
+        network: order.asset.network,
+        kind,
+        asset: order.native.code.clone(),
+        address: order.source.address.clone(),
+        from: order.hot.address.clone(),
+        amount,
+        energy: None,
+        waits_for: None,
+        reclaim_id: None,
+        reclaims: None,
+        sweep_id,
+        outgoing_id,
+        status: FundingStatus::Planned,
+        fee_native: None,
+        tx_hash: None,
+        block_number: None,
+        failure_reason: None,
+        history: vec![step(FundingStatus::Planned.as_str(), detail, now)],
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// The hot wallet's transaction lending delegation `d`'s energy (the stake stays its own).
+fn delegation_outgoing(d: &Funding, now: Timestamp) -> OutgoingTx {
+    OutgoingTx::new(
+        d.outgoing_id,
+        d.network,
+        Purpose::Funding,
+        d.id,
+        d.from.clone(),
+        hot_wallet_path(d.network),
+        Payment::DelegateEnergy {
+            receiver: d.address.clone(),
+            balance_sun: d.amount,
+        },
+        None,
+        now,
+    )
+}
+
+/// Sends the energy delegation of sweep `sweep_id` that waited for its native funding, once
+/// that funding is confirmed (the address exists then). `Ok(None)` when there is none, it is
+/// not ready, or it was sent already: the outgoing transaction and the cleared `waits_for`
+/// are one write, so a retry after a crash never sends it twice.
+pub fn start_delegation(
+    tx: &mut dyn WriteTx,
+    sweep_id: Uuid,
+    now: Timestamp,
+) -> CoreResult<Option<Funding>> {
+    let Some(sweep) = tx.sweep_by_id(sweep_id)? else {
+        return Ok(None);
+    };
+    let Some(delegation_id) = sweep.delegation_id else {
+        return Ok(None);
+    };
+    if sweep.status != SweepStatus::Funding {
+        return Ok(None);
+    }
+    let Some(mut d) = tx.funding_by_id(delegation_id)? else {
+        return Err(CoreError::Invariant(format!(
+            "sweep {} names energy delegation {delegation_id}, which does not exist",
+            sweep.id
+        )));
+    };
+    let Some(waits_for) = d.waits_for else {
+        return Ok(None);
+    };
+    if d.status != FundingStatus::Planned {
+        return Ok(None);
+    }
+    let paid = tx
+        .funding_by_id(waits_for)?
+        .is_some_and(|f| f.status == FundingStatus::Confirmed);
+    if !paid {
+        return Ok(None);
+    }
+    tx.insert_outgoing(&delegation_outgoing(&d, now))?;
+    d.waits_for = None;
+    d.note(
+        format!("funding {waits_for} final: delegation created"),
+        now,
+    );
+    tx.update_funding(&d)?;
+    Ok(Some(d))
+}
+
+/// Whether every funding `sweep` waits for (its native coin, its energy delegation) is
+/// confirmed: its transfer may be created.
+pub fn ready_for_transfer<T: SweepReads + ?Sized>(tx: &mut T, sweep: &Sweep) -> CoreResult<bool> {
+    if sweep.funding_id.is_none() && sweep.delegation_id.is_none() {
+        return Err(CoreError::Invariant(format!(
+            "sweep {} waits for a funding it does not name",
+            sweep.id
+        )));
+    }
+    for id in [sweep.funding_id, sweep.delegation_id]
+        .into_iter()
+        .flatten()
+    {
+        let confirmed = tx
+            .funding_by_id(id)?
+            .is_some_and(|f| f.status == FundingStatus::Confirmed);
+        if !confirmed {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Creates the token transfer of funded sweep `sweep_id` once its funding is confirmed, for
@@ -197,16 +348,7 @@ pub fn start_funded_sweep(
     if sweep.status != SweepStatus::Funding || sweep.outgoing_id.is_some() {
         return Ok(None);
     }
-    let Some(funding_id) = sweep.funding_id else {
-        return Err(CoreError::Invariant(format!(
-            "sweep {} waits for a funding it does not name",
-            sweep.id
-        )));
-    };
-    let funded = tx
-        .funding_by_id(funding_id)?
-        .is_some_and(|f| f.status == FundingStatus::Confirmed);
-    if !funded {
+    if !ready_for_transfer(tx, &sweep)? {
         return Ok(None);
     }
     if asset.code != sweep.asset || asset.network != sweep.network || amount < sweep.amount {
@@ -233,7 +375,7 @@ pub fn start_funded_sweep(
     ))?;
     sweep.amount = amount;
     sweep.outgoing_id = Some(outgoing_id);
-    sweep.note(format!("funding {funding_id} final: transfer created"), now);
+    sweep.note("fundings final: transfer created", now);
     tx.update_sweep(&sweep)?;
     Ok(Some(sweep))
 }
@@ -379,6 +521,7 @@ fn on_sweep(
             s.transition(SweepStatus::Confirmed, "", now)
                 .map_err(invariant)?;
             tx.update_sweep(&s)?;
+            reclaim_energy(tx, entropy, &s, now)?;
         }
         OutStatus::Failed => {
             let fee = out.included.as_ref().map(|i| i.fee_native);
@@ -403,6 +546,8 @@ fn on_sweep(
             s.transition(SweepStatus::Failed, why.clone(), now)
                 .map_err(invariant)?;
             tx.update_sweep(&s)?;
+            // A failed transfer still spent (part of) the energy: it is taken back all the same.
+            reclaim_energy(tx, entropy, &s, now)?;
             // The address is left alone for a while (`[sweeps] failure_backoff_ms`): an operator
             // should know why its funds stay where they are.
             tx.raise_alert(&crate::admin::Alert {
@@ -461,17 +606,20 @@ fn on_funding(
     match out.status {
         OutStatus::Final => {
             let fee = final_fee(out)?;
-            book(
-                tx,
-                entropy,
-                reference,
-                TxKind::TreasuryFunding,
-                &[
-                    Leg::debit(system(SystemAccount::DepositClearing, native), f.amount),
-                    Leg::credit(system(SystemAccount::Treasury, native), f.amount),
-                ],
-                now,
-            )?;
+            // A delegation or a reclaim moves energy, not coins: only its fee is booked.
+            if f.kind == FundingKind::Native {
+                book(
+                    tx,
+                    entropy,
+                    reference,
+                    TxKind::TreasuryFunding,
+                    &[
+                        Leg::debit(system(SystemAccount::DepositClearing, native), f.amount),
+                        Leg::credit(system(SystemAccount::Treasury, native), f.amount),
+                    ],
+                    now,
+                )?;
+            }
             book_fee(
                 tx,
                 entropy,
@@ -508,14 +656,28 @@ fn on_funding(
             f.transition(FundingStatus::Failed, why.clone(), now)
                 .map_err(invariant)?;
             tx.update_funding(&f)?;
+            if f.kind == FundingKind::EnergyReclaim {
+                return reclaim_failed(tx, entropy, &f, &why, now);
+            }
             // The sweep it paid for cannot go on: the next plan starts afresh.
+            let reason = format!("its treasury funding {} failed: {why}", f.id);
             if let Some(mut s) = tx.sweep_by_id(f.sweep_id)? {
                 if s.status.is_open() && s.outgoing_id.is_none() {
-                    let reason = format!("its treasury funding {} failed: {why}", f.id);
                     s.failure_reason = Some(reason.clone());
-                    s.transition(SweepStatus::Failed, reason, now)
+                    s.transition(SweepStatus::Failed, reason.clone(), now)
                         .map_err(invariant)?;
                     tx.update_sweep(&s)?;
+                }
+                // A delegation waiting for this funding will never be sent.
+                if let Some(did) = s.delegation_id.filter(|d| *d != f.id) {
+                    if let Some(mut d) = tx.funding_by_id(did)? {
+                        if d.waits_for == Some(f.id) && d.status == FundingStatus::Planned {
+                            d.failure_reason = Some(reason.clone());
+                            d.transition(FundingStatus::Failed, reason, now)
+                                .map_err(invariant)?;
+                            tx.update_funding(&d)?;
+                        }
+                    }
                 }
             }
             Ok(())
@@ -528,4 +690,105 @@ fn on_funding(
             Ok(())
         }
     }
+}
+
+/// Takes back the energy `sweep` borrowed, once its transfer ended: a reclaim funding and its
+/// undelegation, created in the transaction that recorded the end, at most once (the
+/// delegation names its reclaim). A delegation that never confirmed lent nothing.
+fn reclaim_energy(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    sweep: &Sweep,
+    now: Timestamp,
+) -> CoreResult<()> {
+    let Some(delegation_id) = sweep.delegation_id else {
+        return Ok(());
+    };
+    let Some(mut d) = tx.funding_by_id(delegation_id)? else {
+        return Err(CoreError::Invariant(format!(
+            "sweep {} names energy delegation {delegation_id}, which does not exist",
+            sweep.id
+        )));
+    };
+    if d.status != FundingStatus::Confirmed || d.reclaim_id.is_some() {
+        return Ok(());
+    }
+    let (id, outgoing_id) = (new_uuid(entropy), new_uuid(entropy));
+    tx.insert_outgoing(&OutgoingTx::new(
+        outgoing_id,
+        d.network,
+        Purpose::Funding,
+        id,
+        d.from.clone(),
+        hot_wallet_path(d.network),
+        Payment::UndelegateEnergy {
+            receiver: d.address.clone(),
+            balance_sun: d.amount,
+        },
+        None,
+        now,
+    ))?;
+    tx.insert_funding(&Funding {
+        id,
+        kind: FundingKind::EnergyReclaim,
+        energy: None,
+        waits_for: None,
+        reclaim_id: None,
+        reclaims: Some(d.id),
+        outgoing_id,
+        status: FundingStatus::Planned,
+        fee_native: None,
+        tx_hash: None,
+        block_number: None,
+        failure_reason: None,
+        history: vec![step(
+            FundingStatus::Planned.as_str(),
+            format!(
+                "takes back delegation {} (sweep {} {})",
+                d.id,
+                sweep.id,
+                sweep.status.as_str()
+            ),
+            now,
+        )],
+        created_at: now,
+        updated_at: now,
+        ..d.clone()
+    })?;
+    d.reclaim_id = Some(id);
+    d.note(format!("reclaimed by {id}"), now);
+    tx.update_funding(&d)?;
+    Ok(())
+}
+
+/// An undelegation that failed leaves the stake lent to a deposit address: the hot wallet has
+/// that much less energy for its own transfers until an operator takes it back. Not retried
+/// on its own: a node's refusal may mean it was taken back already.
+fn reclaim_failed(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    f: &Funding,
+    why: &str,
+    now: Timestamp,
+) -> CoreResult<()> {
+    tx.raise_alert(&crate::admin::Alert {
+        id: new_uuid(entropy),
+        kind: "energy_reclaim_failed".into(),
+        severity: "warning".into(),
+        message: format!(
+            "{} reclaim {} of the energy of {} sun of stake lent to {} failed: {why}; \
+             undelegate it from {} by hand",
+            f.network,
+            f.id,
+            f.amount.units(),
+            f.address,
+            f.from
+        ),
+        reference_type: Some("treasury_funding".into()),
+        reference_id: Some(f.id),
+        created_at: now,
+        acknowledged_at: None,
+        acknowledged_by: None,
+    })?;
+    Ok(())
 }

@@ -12,7 +12,17 @@
 //! sweep's nonce blocked behind it).
 //!
 //! A treasury funding: `planned` → `broadcasted` → `confirmed` | `failed`, one outgoing
-//! transaction of the hot wallet.
+//! transaction of the hot wallet, of one [`FundingKind`]:
+//!
+//! - `native`: the native coin sent to the address (the gas or TRX the transfer burns);
+//! - `energy_delegation` (TRON, `[sweeps] tron_energy_mode = "delegate"`): the energy the
+//!   token transfer needs, lent from the hot wallet's stake instead of burning TRX. When the
+//!   address also needs TRX (its bandwidth, or its activation: java-tron refuses a delegation
+//!   to an account that does not exist), the delegation is recorded with the sweep but sent only
+//!   once that native funding is final ([`Funding::waits_for`]);
+//! - `energy_reclaim`: the undelegation taking that energy back, created in the very store
+//!   transaction in which the sweep's transfer ends (final or failed), so that no crash can
+//!   leave a delegation without its reclaim, nor make two.
 //!
 //! At most one sweep is open per deposit address (a constraint): a native sweep empties the
 //! address, so it must never race a token sweep that needs the address's gas.
@@ -23,8 +33,14 @@ mod record;
 
 use serde::Serialize;
 
-pub use flow::{create_sweep, on_outgoing, start_funded_sweep, SweepIds, SweepOrder, SweepSource};
-pub use plan::{plan_native, plan_token, Plan, SweepPolicy, TokenFacts};
+pub use flow::{
+    create_sweep, on_outgoing, ready_for_transfer, start_delegation, start_funded_sweep, SweepIds,
+    SweepOrder, SweepSource,
+};
+pub use plan::{
+    plan_native, plan_token, plan_token_delegated, Delegation, DelegationFacts, Plan, SweepPolicy,
+    TokenFacts,
+};
 pub use record::{
     flows, AddressFlow, Funding, FundingView, Sweep, SweepReads, SweepRepo, SweepStep, SweepView,
 };
@@ -82,6 +98,28 @@ impl SweepStatus {
     }
 }
 
+/// What a treasury funding does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FundingKind {
+    /// The native coin sent to the deposit address; `amount` is what it receives.
+    Native,
+    /// TRON: the energy of `amount` sun of the hot wallet's stake lent to the address.
+    EnergyDelegation,
+    /// TRON: that stake's energy taken back; `amount` is the stake undelegated.
+    EnergyReclaim,
+}
+
+impl FundingKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FundingKind::Native => "native",
+            FundingKind::EnergyDelegation => "energy_delegation",
+            FundingKind::EnergyReclaim => "energy_reclaim",
+        }
+    }
+}
+
 /// States of a treasury funding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -125,5 +163,7 @@ impl FundingStatus {
     }
 }
 
+#[cfg(test)]
+mod delegation_tests;
 #[cfg(test)]
 mod tests;

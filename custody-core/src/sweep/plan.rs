@@ -30,6 +30,23 @@ pub enum Plan {
     Sweep { amount: Amount },
     /// Send the address `funding` of the native coin first; then sweep `amount`.
     Fund { amount: Amount, funding: Amount },
+    /// TRON: lend the address the energy of `delegation` (after `funding` of TRX for its
+    /// bandwidth and activation, when it needs any); then sweep `amount`; then take the energy
+    /// back.
+    Delegate {
+        amount: Amount,
+        funding: Option<Amount>,
+        delegation: Delegation,
+    },
+}
+
+/// The energy a token sweep borrows from the hot wallet's stake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delegation {
+    /// Sun of stake whose energy is lent.
+    pub stake_sun: Amount,
+    /// The energy the transfer lacks, margin included (what the stake yields at least).
+    pub energy: u64,
 }
 
 fn below_cost(amount: Amount, cost: Amount, multiple: u32) -> bool {
@@ -117,10 +134,171 @@ pub fn plan_token(facts: &TokenFacts, policy: &SweepPolicy) -> Plan {
     }
 }
 
+/// What a TRON token sweep reads when the hot wallet lends energy
+/// (`[sweeps] tron_energy_mode = "delegate"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelegationFacts {
+    pub token_balance: Amount,
+    pub native_balance: Amount,
+    /// What the transfer burns with the address's resources as they are, its energy aside:
+    /// bandwidth it has no free or staked points for (sun). The address must hold it.
+    pub burn_without_energy: Amount,
+    /// Energy the transfer needs beyond what the address has (the resource planner's
+    /// `energy_needed − energy_from_account`).
+    pub energy_missing: u64,
+    /// The stake lending `energy_missing` plus the margin, and that energy; `None` when the
+    /// node gave no energy market.
+    pub delegation: Option<Delegation>,
+    /// What the hot wallet may delegate now, less its delegations in flight.
+    pub delegatable: Amount,
+    /// The whole cost (fundings, delegation and reclaim, the transfer's burn) in the token.
+    pub cost_in_token: Option<Amount>,
+}
+
+/// Plans a token sweep whose energy is lent. `Err(why)` when it cannot be lent (no market,
+/// not enough delegatable stake): the caller then burns TRX ([`plan_token`]).
+pub fn plan_token_delegated(facts: &DelegationFacts, policy: &SweepPolicy) -> Result<Plan, String> {
+    let amount = facts.token_balance;
+    if amount.is_zero() || amount <= policy.min_units {
+        return Ok(Plan::Skip(format!(
+            "{} is not above the minimum {}",
+            amount.units(),
+            policy.min_units.units()
+        )));
+    }
+    if let Some(cost) = facts.cost_in_token {
+        if below_cost(amount, cost, policy.cost_multiple) {
+            return Ok(Plan::Skip(format!(
+                "{} is less than {} × the cost {}",
+                amount.units(),
+                policy.cost_multiple,
+                cost.units()
+            )));
+        }
+    }
+    let funding = match facts.burn_without_energy.checked_sub(facts.native_balance) {
+        None => None,
+        Some(missing) if missing.is_zero() => None,
+        Some(missing) if missing > policy.funding_max_native => {
+            return Ok(Plan::Skip(format!(
+                "the bandwidth needs a funding of {}, above the cap {}",
+                missing.units(),
+                policy.funding_max_native.units()
+            )))
+        }
+        Some(missing) => Some(missing),
+    };
+    if facts.energy_missing == 0 {
+        // The address has the energy already (a delegation still there, its own stake).
+        return Ok(match funding {
+            None => Plan::Sweep { amount },
+            Some(funding) => Plan::Fund { amount, funding },
+        });
+    }
+    let Some(delegation) = facts.delegation else {
+        return Err(
+            "the node gave no energy per staked TRX (TotalEnergyLimit, TotalEnergyWeight)".into(),
+        );
+    };
+    if delegation.energy < facts.energy_missing {
+        return Err(format!(
+            "a delegation of {} energy does not cover the {} missing",
+            delegation.energy, facts.energy_missing
+        ));
+    }
+    if delegation.stake_sun > facts.delegatable {
+        return Err(format!(
+            "{} energy takes {} sun of stake; the hot wallet can delegate {}",
+            delegation.energy,
+            delegation.stake_sun.units(),
+            facts.delegatable.units()
+        ));
+    }
+    Ok(Plan::Delegate {
+        amount,
+        funding,
+        delegation,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn delegation_facts() -> DelegationFacts {
+        DelegationFacts {
+            token_balance: u(5_000),
+            native_balance: u(0),
+            burn_without_energy: u(345),
+            energy_missing: 130_285,
+            delegation: Some(Delegation {
+                stake_sun: u(14_332_000_000),
+                energy: 143_313,
+            }),
+            delegatable: u(20_000_000_000),
+            cost_in_token: Some(u(100)),
+        }
+    }
+
+    #[test]
+    fn a_delegated_sweep_funds_only_the_bandwidth_and_lends_the_energy() {
+        assert_eq!(
+            plan_token_delegated(&delegation_facts(), &policy()),
+            Ok(Plan::Delegate {
+                amount: u(5_000),
+                funding: Some(u(345)),
+                delegation: Delegation {
+                    stake_sun: u(14_332_000_000),
+                    energy: 143_313
+                }
+            })
+        );
+        // Free bandwidth: nothing burned, no TRX sent.
+        let free = DelegationFacts {
+            burn_without_energy: u(0),
+            ..delegation_facts()
+        };
+        assert!(matches!(
+            plan_token_delegated(&free, &policy()),
+            Ok(Plan::Delegate { funding: None, .. })
+        ));
+        // The address has the energy: no delegation.
+        let has_energy = DelegationFacts {
+            energy_missing: 0,
+            ..delegation_facts()
+        };
+        assert_eq!(
+            plan_token_delegated(&has_energy, &policy()),
+            Ok(Plan::Fund {
+                amount: u(5_000),
+                funding: u(345)
+            })
+        );
+    }
+
+    #[test]
+    fn a_delegation_falls_back_to_burning_without_enough_stake_or_a_market() {
+        let short = DelegationFacts {
+            delegatable: u(14_331_999_999),
+            ..delegation_facts()
+        };
+        assert!(plan_token_delegated(&short, &policy()).is_err());
+        let no_market = DelegationFacts {
+            delegation: None,
+            ..delegation_facts()
+        };
+        assert!(plan_token_delegated(&no_market, &policy()).is_err());
+        // Small amounts are skipped before any stake is looked at.
+        let small = DelegationFacts {
+            token_balance: u(100),
+            ..short
+        };
+        assert!(matches!(
+            plan_token_delegated(&small, &policy()),
+            Ok(Plan::Skip(_))
+        ));
+    }
 
     fn u(n: u128) -> Amount {
         Amount::from_units(n)
@@ -243,6 +421,7 @@ mod tests {
                     prop_assert!(native >= fee);
                 }
                 Plan::Skip(_) => {}
+                Plan::Delegate { .. } => prop_assert!(false, "plan_token never delegates"),
             }
         }
     }

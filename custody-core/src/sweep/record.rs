@@ -11,7 +11,7 @@ use crate::network::Network;
 use crate::ports::signer::HdPath;
 use crate::time::Timestamp;
 
-use super::{FundingStatus, SweepStatus};
+use super::{FundingKind, FundingStatus, SweepStatus};
 
 /// One step of a sweep's or a funding's life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -38,8 +38,11 @@ pub struct Sweep {
     pub to: String,
     pub amount: Amount,
     pub status: SweepStatus,
-    /// The treasury funding that pays its gas (tokens that needed one).
+    /// The treasury funding that pays its gas (tokens that needed one): the native coin.
     pub funding_id: Option<Uuid>,
+    /// TRON: the energy delegation its transfer spends (`[sweeps] tron_energy_mode =
+    /// "delegate"`), reclaimed once the transfer ends.
+    pub delegation_id: Option<Uuid>,
     /// The outgoing transaction that moves the asset (none yet while waiting for a funding).
     pub outgoing_id: Option<Uuid>,
     /// What the transfer was expected to burn (native units).
@@ -54,18 +57,31 @@ pub struct Sweep {
     pub updated_at: Timestamp,
 }
 
-/// Native coin sent from the hot wallet to a deposit address to pay a token sweep's fee.
+/// What the hot wallet does for a deposit address so that a token sweep can pay its fee:
+/// native coin sent to it, or (TRON) energy lent to it and taken back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Funding {
     pub id: Uuid,
     pub network: Network,
+    pub kind: FundingKind,
     /// The native coin's code.
     pub asset: String,
     /// The deposit address funded.
     pub address: String,
-    /// The paying hot wallet.
+    /// The paying hot wallet (the stake's owner for a delegation).
     pub from: String,
+    /// Native: units sent. Delegation and reclaim: sun of stake whose energy moves.
     pub amount: Amount,
+    /// Delegation: the energy it lends (the resource planner's figure plus the margin).
+    pub energy: Option<u64>,
+    /// A delegation sent only once this funding (the native coin that activates the address
+    /// and pays its bandwidth) is confirmed: its outgoing transaction does not exist before.
+    /// `None` once it does.
+    pub waits_for: Option<Uuid>,
+    /// Delegation: the reclaim taking it back, once its sweep's transfer ended.
+    pub reclaim_id: Option<Uuid>,
+    /// Reclaim: the delegation it takes back.
+    pub reclaims: Option<Uuid>,
     /// The sweep it pays for.
     pub sweep_id: Uuid,
     pub outgoing_id: Uuid,
@@ -121,6 +137,7 @@ pub struct SweepView {
     pub amount_units: Amount,
     pub status: SweepStatus,
     pub funding_id: Option<Uuid>,
+    pub delegation_id: Option<Uuid>,
     pub planned_network_cost_units: Amount,
     pub network_cost_units: Option<Amount>,
     pub tx_hash: Option<String>,
@@ -144,6 +161,7 @@ impl Sweep {
             amount_units: self.amount,
             status: self.status,
             funding_id: self.funding_id,
+            delegation_id: self.delegation_id,
             planned_network_cost_units: self.planned_fee_native,
             network_cost_units: self.fee_native,
             tx_hash: self
@@ -200,10 +218,20 @@ impl Sweep {
 pub struct FundingView {
     pub id: Uuid,
     pub network: Network,
+    pub kind: FundingKind,
     pub asset: String,
     pub address: String,
     pub from_address: String,
     pub amount_units: Amount,
+    /// Delegations: the energy lent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_units: Option<u64>,
+    /// Delegations: the reclaim taking it back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reclaim_id: Option<Uuid>,
+    /// Reclaims: the delegation taken back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reclaims_id: Option<Uuid>,
     pub sweep_id: Uuid,
     pub status: FundingStatus,
     pub network_cost_units: Option<Amount>,
@@ -221,10 +249,14 @@ impl Funding {
         FundingView {
             id: self.id,
             network: self.network,
+            kind: self.kind,
             asset: self.asset.clone(),
             address: self.address.clone(),
             from_address: self.from.clone(),
             amount_units: self.amount,
+            energy_units: self.energy,
+            reclaim_id: self.reclaim_id,
+            reclaims_id: self.reclaims,
             sweep_id: self.sweep_id,
             status: self.status,
             network_cost_units: self.fee_native,
@@ -238,6 +270,17 @@ impl Funding {
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
+    }
+
+    /// A history step without a move (a waiting delegation sent, a reclaim created).
+    pub fn note(&mut self, detail: impl Into<String>, now: Timestamp) {
+        self.updated_at = now;
+        self.history.push(step(
+            self.status.as_str(),
+            self.tx_hash.clone(),
+            detail.into(),
+            now,
+        ));
     }
 
     pub fn transition(
@@ -275,8 +318,8 @@ pub trait SweepRepo: SweepReads {
     fn update_sweep(&mut self, sweep: &Sweep) -> Result<(), PortError>;
     /// MUST fail if the id exists.
     fn insert_funding(&mut self, funding: &Funding) -> Result<(), PortError>;
-    /// Replaces the state, fee, hash, block, failure and history. MUST fail if it does not
-    /// exist.
+    /// Replaces the state, `waits_for`, `reclaim_id`, fee, hash, block, failure and history.
+    /// MUST fail if it does not exist.
     fn update_funding(&mut self, funding: &Funding) -> Result<(), PortError>;
 }
 
@@ -305,13 +348,16 @@ pub trait SweepReads {
     ) -> Result<crate::page::Paged<Sweep>, PortError>;
     /// Sweeps not final yet ([`super::SweepStatus::is_open`]).
     fn open_sweep_count(&mut self) -> Result<u64, PortError>;
+    /// Fundings of `network` not ended yet (`planned` or `broadcasted`), of every kind, oldest
+    /// first: the sweeper counts the stake its delegations in flight hold.
+    fn open_fundings(&mut self, network: Network) -> Result<Vec<Funding>, PortError>;
     /// Every treasury funding, newest first (`created_at`, then id, descending).
     fn list_fundings(
         &mut self,
         page: crate::page::Page,
     ) -> Result<crate::page::Paged<Funding>, PortError>;
     /// What sweeps and fundings of `network` moved on chain, per (address, asset): units that
-    /// arrived on the address (confirmed fundings) and units that left it (confirmed sweeps'
+    /// arrived on the address (confirmed native fundings) and units that left it (confirmed sweeps'
     /// amounts and every fee a sweep from it burned, in `native`, the network's native coin).
     /// Computed by [`flows`].
     fn sweep_flows(
@@ -355,7 +401,8 @@ pub fn flows(sweeps: &[Sweep], fundings: &[Funding], native: &str) -> Vec<Addres
         }
     }
     for f in fundings {
-        if f.status == FundingStatus::Confirmed {
+        // A delegation lends energy: no unit of the coin moves.
+        if f.status == FundingStatus::Confirmed && f.kind == FundingKind::Native {
             add(&mut m, &f.address, &f.asset, f.amount, Amount::ZERO);
         }
     }

@@ -20,25 +20,25 @@ use crate::withdrawal::HotWallet;
 use crate::Amount;
 
 const T0: i64 = 1_800_000_000_000;
-const HOT: &str = "0x00000000000000000000000000000000000000aA";
-const ADDR: &str = "0x00000000000000000000000000000000000000bB";
+pub(super) const HOT: &str = "0x00000000000000000000000000000000000000aA";
+pub(super) const ADDR: &str = "0x00000000000000000000000000000000000000bB";
 
-fn at(ms: i64) -> Timestamp {
+pub(super) fn at(ms: i64) -> Timestamp {
     Timestamp::from_unix_millis(T0 + ms)
 }
 
-fn u(n: u128) -> Amount {
+pub(super) fn u(n: u128) -> Amount {
     Amount::from_units(n)
 }
 
-fn asset(code: &str) -> Asset {
+pub(super) fn asset(code: &str) -> Asset {
     AssetCatalog::mainnet()
         .get(Network::Bsc, code)
         .unwrap()
         .clone()
 }
 
-fn bnb() -> AssetId {
+pub(super) fn bnb() -> AssetId {
     asset("BNB").id()
 }
 
@@ -60,14 +60,14 @@ fn source() -> SweepSource {
     }
 }
 
-struct Fx {
-    store: Arc<dyn Store>,
-    entropy: Arc<CountingEntropy>,
+pub(super) struct Fx {
+    pub(super) store: Arc<dyn Store>,
+    pub(super) entropy: Arc<CountingEntropy>,
 }
 
 impl Fx {
     /// Alice's deposits of `code` were credited: `units` sit on her deposit address.
-    fn new(credits: &[(&str, u128)]) -> Self {
+    pub(super) fn new(credits: &[(&str, u128)]) -> Self {
         let fx = Fx {
             store: Arc::new(MemoryStore::new()),
             entropy: Arc::new(CountingEntropy::new(1)),
@@ -93,7 +93,7 @@ impl Fx {
         fx
     }
 
-    fn order(&self, code: &str, plan: Plan) -> SweepOrder {
+    pub(super) fn order(&self, code: &str, plan: Plan) -> SweepOrder {
         SweepOrder {
             asset: asset(code),
             source: source(),
@@ -104,11 +104,13 @@ impl Fx {
         }
     }
 
-    fn create(&self, order: SweepOrder, n: u128) -> Option<Sweep> {
+    pub(super) fn create(&self, order: SweepOrder, n: u128) -> Option<Sweep> {
         let ids = SweepIds {
             sweep: Uuid::from_u128(n),
             outgoing: Uuid::from_u128(n + 1),
             funding: Uuid::from_u128(n + 2),
+            delegation: Uuid::from_u128(n + 3),
+            delegation_outgoing: Uuid::from_u128(n + 4),
         };
         block_on(write(self.store.as_ref(), move |tx| {
             create_sweep(tx, ids, &order, at(1))
@@ -116,7 +118,7 @@ impl Fx {
         .unwrap()
     }
 
-    fn outgoing_for(&self, purpose: Purpose, id: Uuid) -> OutgoingTx {
+    pub(super) fn outgoing_for(&self, purpose: Purpose, id: Uuid) -> OutgoingTx {
         block_on(read(self.store.as_ref(), move |tx| {
             Ok(tx.outgoing_for(purpose, id)?)
         }))
@@ -125,7 +127,7 @@ impl Fx {
     }
 
     /// Records `out` after `step`, running the flow in the same job as the broadcaster does.
-    fn moved(&self, mut out: OutgoingTx, step: impl Fn(&mut OutgoingTx)) {
+    pub(super) fn moved(&self, mut out: OutgoingTx, step: impl Fn(&mut OutgoingTx)) {
         step(&mut out);
         let entropy = Arc::clone(&self.entropy);
         block_on(write(self.store.as_ref(), move |tx| {
@@ -135,13 +137,13 @@ impl Fx {
         .unwrap();
     }
 
-    fn sweep(&self, id: Uuid) -> Sweep {
+    pub(super) fn sweep(&self, id: Uuid) -> Sweep {
         block_on(read(self.store.as_ref(), move |tx| Ok(tx.sweep_by_id(id)?)))
             .unwrap()
             .unwrap()
     }
 
-    fn funding(&self, id: Uuid) -> Funding {
+    pub(super) fn funding(&self, id: Uuid) -> Funding {
         block_on(read(self.store.as_ref(), move |tx| {
             Ok(tx.funding_by_id(id)?)
         }))
@@ -150,7 +152,7 @@ impl Fx {
     }
 
     /// Net posted balance of a system account, debits positive.
-    fn system(&self, account: SystemAccount, code: &str) -> i128 {
+    pub(super) fn system(&self, account: SystemAccount, code: &str) -> i128 {
         let key = AccountKey::system(account, AssetId::new(Network::Bsc, code.to_owned()));
         let b = block_on(read(self.store.as_ref(), move |tx| {
             Ok(tx.ledger_account(&key)?)
@@ -161,18 +163,18 @@ impl Fx {
             - i128::try_from(b.credits_posted.units()).unwrap()
     }
 
-    fn reconciles(&self) {
+    pub(super) fn reconciles(&self) {
         let report = block_on(read(self.store.as_ref(), |tx| Ok(ledger::reconcile(tx)?))).unwrap();
         assert!(report.balanced, "{:?}", report.discrepancies);
     }
 }
 
 /// A hash of its own per transaction (the store refuses one attempt shared by two).
-fn hash_of(out: &OutgoingTx) -> String {
+pub(super) fn hash_of(out: &OutgoingTx) -> String {
     format!("{:0>64}", out.id.simple())
 }
 
-fn sent(out: &mut OutgoingTx) {
+pub(super) fn sent(out: &mut OutgoingTx) {
     out.add_attempt(
         Attempt {
             hash: hash_of(out),
@@ -193,7 +195,7 @@ fn sent(out: &mut OutgoingTx) {
     out.transition(OutStatus::Sent, "accepted", at(11)).unwrap();
 }
 
-fn mined(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) {
+pub(super) fn mined(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) {
     move |out: &mut OutgoingTx| {
         out.included = Some(Included {
             hash: hash_of(out),

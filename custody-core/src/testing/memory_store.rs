@@ -158,6 +158,7 @@ struct State {
     swaps: Vec<crate::swap::Swap>,
     allowances: Vec<crate::swap::Allowance>,
     sweeps: Vec<crate::sweep::Sweep>,
+    seeds: Vec<crate::wallet::seeds::SeedRecord>,
     fundings: Vec<crate::sweep::Funding>,
     /// Reconciliation runs, each with its lease in `lease`.
     reconciliations: Vec<crate::reconcile::Reconciliation>,
@@ -767,6 +768,42 @@ impl LedgerReads for Tx {
 
     fn scan_ledger_holds(&mut self, visit: &mut dyn FnMut(&Hold)) -> Result<(), PortError> {
         self.state.ledger.scan_ledger_holds(visit)
+    }
+}
+
+// ---- seed generations ----
+
+impl crate::wallet::seeds::SeedReads for Tx {
+    fn seeds(&mut self) -> Result<Vec<crate::wallet::seeds::SeedRecord>, PortError> {
+        let mut out = self.state.seeds.clone();
+        out.sort_by_key(|s| s.generation);
+        Ok(out)
+    }
+
+    fn next_account(&mut self) -> Result<u32, PortError> {
+        let next = self
+            .state
+            .tenant_accounts
+            .values()
+            .max()
+            .map_or(0, |&m| u64::from(m) + 1);
+        u32::try_from(next).map_err(|_| PortError::permanent("store", "no account index is left"))
+    }
+}
+
+impl crate::wallet::seeds::SeedRepo for Tx {
+    fn insert_seed(&mut self, seed: &crate::wallet::seeds::SeedRecord) -> Result<(), PortError> {
+        if self.state.seeds.iter().any(|s| {
+            s.generation == seed.generation
+                || s.first_account == seed.first_account
+                || s.fingerprint == seed.fingerprint
+        }) {
+            return Err(constraint(
+                "one seed per generation, first account and fingerprint",
+            ));
+        }
+        self.state.seeds.push(seed.clone());
+        Ok(())
     }
 }
 
@@ -1876,6 +1913,8 @@ impl crate::sweep::SweepRepo for Tx {
             ));
         };
         stored.status = funding.status;
+        stored.waits_for = funding.waits_for;
+        stored.reclaim_id = funding.reclaim_id;
         stored.fee_native = funding.fee_native;
         stored.tx_hash = funding.tx_hash.clone();
         stored.block_number = funding.block_number;
@@ -1957,6 +1996,25 @@ impl crate::sweep::SweepReads for Tx {
                 .filter(|s| s.status.is_open())
                 .count(),
         ))
+    }
+
+    fn open_fundings(&mut self, network: Network) -> Result<Vec<crate::sweep::Funding>, PortError> {
+        use crate::sweep::FundingStatus;
+        let mut out: Vec<_> = self
+            .state
+            .fundings
+            .iter()
+            .filter(|x| {
+                x.network == network
+                    && matches!(
+                        x.status,
+                        FundingStatus::Planned | FundingStatus::Broadcasted
+                    )
+            })
+            .cloned()
+            .collect();
+        out.sort_by_key(|x| (x.created_at, x.id));
+        Ok(out)
     }
 
     fn list_fundings(&mut self, page: Page) -> Result<Paged<crate::sweep::Funding>, PortError> {

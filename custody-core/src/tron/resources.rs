@@ -236,6 +236,26 @@ pub struct ResourcePlan {
     pub max_burn_sun: u64,
 }
 
+impl ResourcePlan {
+    /// The most it may burn when nothing but the sending account's own transactions spends its
+    /// resources before it executes (a deposit address: its bandwidth and energy, its own or
+    /// lent to it, are spent by its sweeps only, one at a time): bandwidth and activation as
+    /// planned now, and the energy's `fee_limit` only if the account's energy does not cover
+    /// it all.
+    pub fn max_burn_keeping_resources_sun(&self) -> u64 {
+        let energy = if self.energy_burned == 0 {
+            0
+        } else if self.fee_limit_sun > 0 {
+            self.fee_limit_sun
+        } else {
+            self.energy_burn_sun
+        };
+        self.bandwidth_burn_sun
+            .saturating_add(self.activation_sun)
+            .saturating_add(energy)
+    }
+}
+
 /// The bandwidth part: (source, sun burned for bandwidth, activation sun).
 fn bandwidth(
     operation: &Operation,

@@ -234,6 +234,9 @@ pub fn migrate_tenant(
         )
         .into());
     }
+    // Derived from the seed generation the store says serves this account (a new seed
+    // registered in this transaction by `seeds::register_seed`, or the current one).
+    super::seeds::check_seed_loaded(tx, signer, account)?;
     let mut done = Vec::with_capacity(wallets.len());
     for w in wallets {
         let index = tx.take_address_index(tenant, w.network)?;
@@ -283,6 +286,7 @@ pub fn migrate_tenant(
         old_value: Some(serde_json::json!({ "account": old_account })),
         new_value: Some(serde_json::json!({
             "account": account,
+            "seed_generation": signer.seed_generation(account),
             "network": network,
             "migrations": done.iter().map(|m| m.id).collect::<Vec<_>>(),
         })),

@@ -9,6 +9,7 @@ mod ledger;
 mod outbox;
 mod outgoing;
 mod reconciliations;
+mod seeds;
 mod swaps;
 mod sweeps;
 mod wallet_migrations;

@@ -5,8 +5,8 @@ use custody_core::error::PortError;
 use custody_core::page::{Page, Paged};
 use custody_core::ports::signer::HdPath;
 use custody_core::sweep::{
-    flows, AddressFlow, Funding, FundingStatus, Sweep, SweepReads, SweepRepo, SweepStatus,
-    SweepStep,
+    flows, AddressFlow, Funding, FundingKind, FundingStatus, Sweep, SweepReads, SweepRepo,
+    SweepStatus, SweepStep,
 };
 use custody_core::{Amount, Network};
 use rusqlite::{params, OptionalExtension};
@@ -28,6 +28,9 @@ struct SweepBody {
     amount: Amount,
     status: String,
     funding_id: Option<Uuid>,
+    /// Added with energy delegations; absent from older bodies.
+    #[serde(default)]
+    delegation_id: Option<Uuid>,
     outgoing_id: Option<Uuid>,
     planned_fee_native: Amount,
     fee_native: Option<Amount>,
@@ -43,6 +46,17 @@ struct SweepBody {
 struct FundingBody {
     id: Uuid,
     network: String,
+    /// The fields to `reclaims` came with energy delegations; older bodies are native fundings.
+    #[serde(default = "native_kind")]
+    kind: FundingKind,
+    #[serde(default)]
+    energy: Option<u64>,
+    #[serde(default)]
+    waits_for: Option<Uuid>,
+    #[serde(default)]
+    reclaim_id: Option<Uuid>,
+    #[serde(default)]
+    reclaims: Option<Uuid>,
     asset: String,
     address: String,
     from: String,
@@ -57,6 +71,10 @@ struct FundingBody {
     history: Vec<SweepStep>,
     created_at: i64,
     updated_at: i64,
+}
+
+fn native_kind() -> FundingKind {
+    FundingKind::Native
 }
 
 fn network(s: &str) -> Result<Network, PortError> {
@@ -75,6 +93,7 @@ fn sweep_body(s: &Sweep) -> String {
         amount: s.amount,
         status: s.status.as_str().to_owned(),
         funding_id: s.funding_id,
+        delegation_id: s.delegation_id,
         outgoing_id: s.outgoing_id,
         planned_fee_native: s.planned_fee_native,
         fee_native: s.fee_native,
@@ -105,6 +124,7 @@ fn decode_sweep(text: &str) -> Result<Sweep, PortError> {
         amount: b.amount,
         status: SweepStatus::parse(&b.status).ok_or_else(|| bad("sweep status", &b.status))?,
         funding_id: b.funding_id,
+        delegation_id: b.delegation_id,
         outgoing_id: b.outgoing_id,
         planned_fee_native: b.planned_fee_native,
         fee_native: b.fee_native,
@@ -121,6 +141,11 @@ fn funding_body(f: &Funding) -> String {
     serde_json::to_string(&FundingBody {
         id: f.id,
         network: f.network.as_str().to_owned(),
+        kind: f.kind,
+        energy: f.energy,
+        waits_for: f.waits_for,
+        reclaim_id: f.reclaim_id,
+        reclaims: f.reclaims,
         asset: f.asset.clone(),
         address: f.address.clone(),
         from: f.from.clone(),
@@ -144,6 +169,11 @@ fn decode_funding(text: &str) -> Result<Funding, PortError> {
     Ok(Funding {
         id: b.id,
         network: network(&b.network)?,
+        kind: b.kind,
+        energy: b.energy,
+        waits_for: b.waits_for,
+        reclaim_id: b.reclaim_id,
+        reclaims: b.reclaims,
         asset: b.asset,
         address: b.address,
         from: b.from,
@@ -289,6 +319,8 @@ impl SweepRepo for SqliteTx<'_> {
         };
         let merged = Funding {
             status: f.status,
+            waits_for: f.waits_for,
+            reclaim_id: f.reclaim_id,
             fee_native: f.fee_native,
             tx_hash: f.tx_hash.clone(),
             block_number: f.block_number,
@@ -390,6 +422,13 @@ impl SweepReads for SqliteTx<'_> {
             .query_row([], |r| r.get(0))
             .map_err(db_err)?;
         Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn open_fundings(&mut self, network: Network) -> Result<Vec<Funding>, PortError> {
+        self.fundings_where(
+            "network = ?1 AND status IN ('planned', 'broadcasted') ORDER BY created_at, id",
+            params![network.as_str()],
+        )
     }
 
     fn list_fundings(&mut self, page: Page) -> Result<Paged<Funding>, PortError> {

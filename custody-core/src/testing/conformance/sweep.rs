@@ -9,7 +9,7 @@ use crate::amount::Amount;
 use crate::network::Network;
 use crate::ports::signer::HdPath;
 use crate::ports::store::Store;
-use crate::sweep::{Funding, FundingStatus, Sweep, SweepStatus, SweepStep};
+use crate::sweep::{Funding, FundingKind, FundingStatus, Sweep, SweepStatus, SweepStep};
 
 use super::{assert_port_error, at, r, suite, uid, w};
 
@@ -21,6 +21,7 @@ suite!(
         fundings_round_trip_and_funded_sweeps_wait_for_their_transfer,
         sweeps_and_fundings_are_listed_newest_first,
         flows_count_confirmed_records_per_address,
+        energy_delegations_round_trip_and_open_fundings_are_listed,
     }
 );
 
@@ -43,6 +44,7 @@ fn sweep(n: u128, network: Network, address: &str, status: SweepStatus) -> Sweep
         amount: u(u128::MAX / 3),
         status,
         funding_id: None,
+        delegation_id: None,
         outgoing_id: Some(uid(n + 1_000)),
         planned_fee_native: u(21_000),
         fee_native: None,
@@ -64,10 +66,15 @@ fn funding(n: u128, sweep_id: u128, status: FundingStatus) -> Funding {
     Funding {
         id: uid(n),
         network: Network::Bsc,
+        kind: FundingKind::Native,
         asset: "BNB".into(),
         address: "0xabc".into(),
         from: "hot".into(),
         amount: u(60_000),
+        energy: None,
+        waits_for: None,
+        reclaim_id: None,
+        reclaims: None,
         sweep_id: uid(sweep_id),
         outgoing_id: uid(n + 1_000),
         status,
@@ -327,4 +334,87 @@ async fn flows_count_confirmed_records_per_address(store: Arc<dyn Store>) {
     assert!(r(store.as_ref(), |tx| tx.sweep_flows(Network::Tron, "TRX"))
         .await
         .is_empty());
+}
+
+/// A TRON delegation waiting for its native funding, then sent and reclaimed: its kind, energy
+/// and links are kept, `waits_for` and `reclaim_id` move; open fundings are the planned and
+/// broadcasted ones of the network, oldest first; a confirmed delegation moves no coin.
+async fn energy_delegations_round_trip_and_open_fundings_are_listed(store: Arc<dyn Store>) {
+    let mut s = sweep(1, Network::Tron, "Taddr", SweepStatus::Funding);
+    s.outgoing_id = None;
+    s.funding_id = Some(uid(10));
+    s.delegation_id = Some(uid(11));
+    let mut native = funding(10, 1, FundingStatus::Broadcasted);
+    native.network = Network::Tron;
+    native.asset = "TRX".into();
+    native.address = "Taddr".into();
+    let mut d = funding(11, 1, FundingStatus::Planned);
+    d.network = Network::Tron;
+    d.kind = FundingKind::EnergyDelegation;
+    d.asset = "TRX".into();
+    d.address = "Taddr".into();
+    d.amount = u(14_332_000_000);
+    d.energy = Some(143_313);
+    d.waits_for = Some(uid(10));
+    let mut done = funding(12, 1, FundingStatus::Confirmed);
+    done.network = Network::Tron;
+    let (a, b, c, e) = (s.clone(), native.clone(), d.clone(), done.clone());
+    w(store.as_ref(), move |tx| {
+        tx.insert_sweep(&a)?;
+        tx.insert_funding(&b)?;
+        tx.insert_funding(&c)?;
+        tx.insert_funding(&e)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.sweep_by_id(uid(1))).await,
+        Some(s)
+    );
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.funding_by_id(uid(11))).await,
+        Some(d.clone())
+    );
+    let open = r(store.as_ref(), |tx| tx.open_fundings(Network::Tron)).await;
+    assert_eq!(
+        open.iter().map(|f| f.id).collect::<Vec<_>>(),
+        [uid(10), uid(11)]
+    );
+    assert!(r(store.as_ref(), |tx| tx.open_fundings(Network::Bsc))
+        .await
+        .is_empty());
+    let mut sent = d.clone();
+    sent.waits_for = None;
+    sent.status = FundingStatus::Confirmed;
+    sent.reclaim_id = Some(uid(13));
+    sent.updated_at = at(70);
+    // Kind, energy and what it reclaims are fixed at insert.
+    let mut attempt = sent.clone();
+    attempt.kind = FundingKind::Native;
+    attempt.energy = None;
+    attempt.reclaims = Some(uid(1));
+    w(store.as_ref(), move |tx| tx.update_funding(&attempt))
+        .await
+        .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.funding_by_id(uid(11))).await,
+        Some(sent)
+    );
+    let mut reclaim = funding(13, 1, FundingStatus::Planned);
+    reclaim.network = Network::Tron;
+    reclaim.kind = FundingKind::EnergyReclaim;
+    reclaim.reclaims = Some(uid(11));
+    let stored = reclaim.clone();
+    w(store.as_ref(), move |tx| tx.insert_funding(&stored))
+        .await
+        .unwrap();
+    assert_eq!(
+        r(store.as_ref(), |tx| tx.funding_by_id(uid(13))).await,
+        Some(reclaim)
+    );
+    let flows = r(store.as_ref(), |tx| tx.sweep_flows(Network::Tron, "TRX")).await;
+    assert!(
+        flows.iter().all(|f| f.address != "Taddr"),
+        "a delegation lends energy, no coin: {flows:?}"
+    );
 }

@@ -20,6 +20,7 @@ suite!(
         moves_never_reuse_an_address_or_a_path,
         tenant_accounts_are_replaced_from_the_global_allocator,
         migration_records_round_trip,
+        seeds_round_trip_and_the_next_account_follows_the_allocator,
     }
 );
 
@@ -325,4 +326,51 @@ async fn migration_records_round_trip(store: Arc<dyn Store>) {
         two.iter().map(|m| m.id).collect::<Vec<_>>(),
         [uid(3), uid(2)]
     );
+}
+
+fn seed(
+    generation: u32,
+    first_account: u32,
+    fingerprint: &str,
+) -> crate::wallet::seeds::SeedRecord {
+    crate::wallet::seeds::SeedRecord {
+        generation,
+        first_account,
+        sealed_mnemonic: [1, 2, 3]
+            .into_iter()
+            .chain(generation.to_be_bytes())
+            .collect(),
+        fingerprint: fingerprint.into(),
+        created_at: at(i64::from(generation)),
+    }
+}
+
+/// Imported seeds are kept exactly, listed by generation, unique by generation, first account
+/// and fingerprint; the next account is what the allocator hands out next.
+async fn seeds_round_trip_and_the_next_account_follows_the_allocator(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    assert_eq!(r(s, |tx| tx.next_account()).await, 0);
+    assert!(r(s, |tx| tx.seeds()).await.is_empty());
+    for t in ["acme", "beta"] {
+        w(s, move |tx| tx.allocate_tenant_account(&tid(t), at(1)))
+            .await
+            .unwrap();
+    }
+    assert_eq!(r(s, |tx| tx.next_account()).await, 2);
+    w(s, |tx| tx.replace_tenant_account(&tid("acme"), at(2)))
+        .await
+        .unwrap();
+    assert_eq!(r(s, |tx| tx.next_account()).await, 3);
+    let (two, one) = (seed(2, 9, "0xB"), seed(1, 3, "0xA"));
+    let (a, b) = (two.clone(), one.clone());
+    w(s, move |tx| {
+        tx.insert_seed(&a)?;
+        tx.insert_seed(&b)
+    })
+    .await
+    .unwrap();
+    assert_eq!(r(s, |tx| tx.seeds()).await, vec![one, two]);
+    for clash in [seed(1, 20, "0xC"), seed(3, 9, "0xC"), seed(3, 20, "0xA")] {
+        assert_port_error(w(s, move |tx| tx.insert_seed(&clash)).await);
+    }
 }

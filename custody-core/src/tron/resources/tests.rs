@@ -350,3 +350,47 @@ fn a_plan_reads_back_from_its_stored_form() {
     assert!(text.contains(r#""bandwidth_source":"free""#), "{text}");
     assert_eq!(serde_json::from_str::<ResourcePlan>(&text).unwrap(), p);
 }
+
+/// A deposit address whose energy was lent it holds only what its bandwidth burns; without
+/// energy (or with too little) it holds the whole fee limit; a TRX transfer holds its burn.
+#[test]
+fn a_sweep_with_its_own_energy_holds_only_its_bandwidth() {
+    let lent = AvailableResources {
+        energy: 143_313,
+        ..NONE
+    };
+    let inputs = |available, operation| PlanInputs {
+        operation,
+        bandwidth_bytes: TRC20_TRANSFER_BANDWIDTH_BYTES,
+        available,
+        prices: ResourcePrices::MAINNET,
+        energy_margin_percent: 20,
+    };
+    let delegated = plan(&inputs(lent, usdt(false)));
+    assert_eq!(delegated.energy_burned, 0);
+    assert_eq!(delegated.max_burn_keeping_resources_sun(), 345_000);
+    let free = plan(&inputs(
+        AvailableResources {
+            free_bandwidth: 600,
+            ..lent
+        },
+        usdt(false),
+    ));
+    assert_eq!(free.max_burn_keeping_resources_sun(), 0);
+    let short = plan(&inputs(
+        AvailableResources {
+            energy: 130_284,
+            ..NONE
+        },
+        usdt(false),
+    ));
+    assert_eq!(
+        short.max_burn_keeping_resources_sun(),
+        345_000 + short.fee_limit_sun
+    );
+    let native = plan(&inputs(FREE_600, trx(true)));
+    assert_eq!(
+        native.max_burn_keeping_resources_sun(),
+        native.total_burn_sun
+    );
+}

@@ -306,3 +306,121 @@ fn illegal_moves_are_refused() {
         assert_eq!(MigrationStatus::parse(s.as_str()), Some(s));
     }
 }
+
+const ZOO_12: &str = "zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo wrong";
+
+/// The test seed and, from account `first`, the zoo seed as generation 1.
+fn two_seeds(first: u32) -> crate::keys::SeedSet {
+    let keys = |phrase: &str| {
+        crate::keys::HdKeys::from_mnemonic(&crate::keys::Mnemonic::parse(phrase).unwrap()).unwrap()
+    };
+    let mut set = crate::keys::SeedSet::new(keys(crate::testing::MNEMONIC));
+    set.add(1, first, keys(ZOO_12)).unwrap();
+    set
+}
+
+fn zoo_address(network: Network, account: u32, index: u32) -> String {
+    let signer =
+        crate::keys::HdSigner::from_seed(&crate::keys::Mnemonic::parse(ZOO_12).unwrap().to_seed())
+            .unwrap();
+    let (k, c) = signer.external_chain_public_key(network, account).unwrap();
+    derive_address(network, &k, &c, index).unwrap().0
+}
+
+fn zoo_record(
+    generation: u32,
+    first_account: u32,
+    fingerprint: &str,
+) -> super::super::seeds::SeedRecord {
+    super::super::seeds::SeedRecord {
+        generation,
+        first_account,
+        sealed_mnemonic: vec![0xAA],
+        fingerprint: fingerprint.into(),
+        created_at: NOW,
+    }
+}
+
+#[test]
+fn a_migration_to_a_new_seed_derives_new_addresses_from_it_and_keeps_the_old_ones() {
+    use super::super::seeds::register_seed;
+    block_on(async {
+        let store = MemoryStore::new();
+        let old = wallet(&store, 1, "acme", "alice", Network::Bsc).await;
+        assert_eq!(old.account, 0);
+        let t = tid("acme");
+        // The same seed again, or a record the store has moved past, is refused.
+        for (record, first) in [
+            (zoo_record(1, 1, "0xOLD"), "0xOLD"),
+            (zoo_record(1, 0, "0xZOO"), "0xOLD"),
+            (zoo_record(2, 1, "0xZOO"), "0xOLD"),
+        ] {
+            let first = first.to_owned();
+            assert!(write(&store, move |tx| register_seed(tx, &record, &first))
+                .await
+                .is_err());
+        }
+        let done = write(&store, move |tx| {
+            register_seed(tx, &zoo_record(1, 1, "0xZOO"), "0xOLD")?;
+            let mut n = 7000u128;
+            let mut ids = || {
+                n += 1;
+                Uuid::from_u128(n)
+            };
+            migrate_tenant(
+                tx,
+                &two_seeds(1),
+                &mut ids,
+                &t,
+                None,
+                "cli:ops",
+                "seed rotation",
+                NOW,
+            )
+        })
+        .await
+        .unwrap();
+        assert_eq!(done.len(), 1);
+        let m = &done[0];
+        assert_eq!(m.old_address, old.address);
+        assert_eq!(m.new_path.account, 1);
+        assert_eq!(m.new_address, zoo_address(Network::Bsc, 1, 0));
+        // Its old key still comes from the old seed.
+        old_key_available(&two_seeds(1), m).unwrap();
+
+        // A process started before the import would derive a new tenant's wallet from the old
+        // seed: refused. With both seeds it comes from the new one.
+        let (beta, user) = (tid("beta"), "bob".to_owned());
+        let stale = write(&store, move |tx| {
+            create_wallet(
+                tx,
+                &test_signer(),
+                [Uuid::from_u128(8001), Uuid::from_u128(8002)],
+                &beta,
+                &user,
+                Network::Tron,
+                NOW,
+            )
+        })
+        .await;
+        assert!(stale.unwrap_err().to_string().contains("restart"));
+        let (beta, user) = (tid("beta"), "bob".to_owned());
+        let fresh = write(&store, move |tx| {
+            create_wallet(
+                tx,
+                &two_seeds(1),
+                [Uuid::from_u128(8001), Uuid::from_u128(8002)],
+                &beta,
+                &user,
+                Network::Tron,
+                NOW,
+            )
+        })
+        .await
+        .unwrap()
+        .wallet;
+        assert_eq!(fresh.address, zoo_address(Network::Tron, fresh.account, 0));
+        let seeds = read(&store, |tx| Ok(tx.seeds()?)).await.unwrap();
+        assert_eq!(seeds.len(), 1);
+    });
+}

@@ -1,0 +1,81 @@
+//! Every seed generation the service signs with (`custody_core::wallet::seeds`): `seed.json`'s,
+//! and those `custody wallets migrate --mnemonic-file` imported, sealed in the store with the
+//! same key as `seed.json` and decrypted once, here, at start-up.
+
+use custody_core::keys::{HdKeys, Mnemonic, SeedSet};
+use custody_core::ports::signer::HdPath;
+use custody_core::ports::store::read;
+use custody_core::ports::Entropy;
+use custody_core::vault::NONCE_BYTES;
+use custody_core::wallet::seeds::{seed_aad, SeedRecord};
+use custody_core::Network;
+use custody_store_sqlite::SqliteStore;
+
+use crate::commands::runtime;
+use crate::datadir::Unlocked;
+
+/// The public fingerprint of a seed: its BSC address at `m/44'/60'/0'/0/0`.
+pub fn fingerprint(mnemonic: &Mnemonic) -> Result<String, String> {
+    let keys = HdKeys::from_mnemonic(mnemonic).map_err(|e| e.to_string())?;
+    let path = HdPath {
+        network: Network::Bsc,
+        account: 0,
+        index: 0,
+    };
+    Ok(keys.address(&path).map_err(|e| e.to_string())?.0)
+}
+
+/// Every seed: generation 0 from `unlocked`, then each imported one from the store.
+pub fn load(store: &SqliteStore, unlocked: &Unlocked) -> Result<SeedSet, String> {
+    let first = HdKeys::from_seed(&unlocked.mnemonic.to_seed())
+        .map_err(|e| format!("cannot load the master key: {e}"))?;
+    let mut set = SeedSet::new(first);
+    let records = runtime()?
+        .block_on(read(store, |tx| Ok(tx.seeds()?)))
+        .map_err(|e| format!("cannot read the imported seeds: {e}"))?;
+    for r in records {
+        let phrase = unlocked
+            .sealing
+            .open(&r.sealed_mnemonic, &seed_aad(r.generation))
+            .map_err(|_| {
+                format!(
+                    "imported seed generation {} cannot be opened: the key is not the one that \
+                     sealed it, or the record is damaged",
+                    r.generation
+                )
+            })?;
+        let text = std::str::from_utf8(phrase.expose())
+            .map_err(|_| format!("imported seed generation {} is not text", r.generation))?;
+        let mnemonic = Mnemonic::parse(text)
+            .map_err(|e| format!("imported seed generation {}: {e}", r.generation))?;
+        let keys = HdKeys::from_mnemonic(&mnemonic)
+            .map_err(|e| format!("imported seed generation {}: {e}", r.generation))?;
+        set.add(r.generation, r.first_account, keys)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(set)
+}
+
+/// The record of `mnemonic` as the next generation from `first_account`, sealed with the data
+/// dir's key.
+pub fn seal(
+    unlocked: &Unlocked,
+    mnemonic: &Mnemonic,
+    (generation, first_account): (u32, u32),
+    entropy: &dyn Entropy,
+    now: custody_core::time::Timestamp,
+) -> Result<SeedRecord, String> {
+    let mut nonce = [0u8; NONCE_BYTES];
+    entropy.fill(&mut nonce);
+    Ok(SeedRecord {
+        generation,
+        first_account,
+        sealed_mnemonic: unlocked.sealing.seal(
+            mnemonic.expose_phrase().as_bytes(),
+            &seed_aad(generation),
+            &nonce,
+        ),
+        fingerprint: fingerprint(mnemonic)?,
+        created_at: now,
+    })
+}
