@@ -162,12 +162,11 @@ pub fn create_credential(dir: &DataDir, args: &CreateCredentialArgs) -> Result<(
     let config = dir.load_config()?;
     let (store, unlocked) = open_store(dir, &config)?;
     let to_store = issued.credential.seal(&vault_of(&unlocked));
-    let audit_id = custody_core::ports::clock::new_uuid(&OsEntropy);
-    let actor = cli_actor();
-    let now = issued.credential.created_at;
+    // Not audited: the operator holding the data dir is the root of trust that makes the first
+    // admin key (the API's creations are audited, `credentials.create` in /admin/audit).
     runtime()?
         .block_on(write(store.as_ref(), move |tx| {
-            issue::record_issued(tx, audit_id, &actor, &to_store, now)
+            Ok(tx.insert_credential(&to_store)?)
         }))
         .map_err(|e| format!("cannot store the credential: {e}"))?;
     store.close();

@@ -46,6 +46,7 @@ fn success_schema(route: &Route) -> Value {
         RouteId::AdminUpdateControl => json!({ "$ref": "#/components/schemas/Control" }),
         RouteId::AdminReconcile => json!({ "$ref": "#/components/schemas/ReconcileScheduled" }),
         RouteId::AdminAckAlert => json!({ "$ref": "#/components/schemas/Alert" }),
+        RouteId::AdminReplayWebhook => json!({ "type": "object" }),
         RouteId::AdminCreateCredential => {
             json!({ "$ref": "#/components/schemas/CreatedCredential" })
         }
@@ -165,6 +166,7 @@ fn takes_second_factors(route: &Route) -> bool {
         RouteId::AdminUpdateControl
             | RouteId::AdminReconcile
             | RouteId::AdminAckAlert
+            | RouteId::AdminReplayWebhook
             | RouteId::AdminCreateCredential
             | RouteId::AdminRevokeCredential
             | RouteId::CreateWithdrawal
