@@ -47,8 +47,11 @@ function pagedList(container, session, resourcePath, { columns = null, limit = 5
   const first = h("button", { type: "button", class: "first-page" }, "First page");
   const next = h("button", { type: "button", class: "next-page" }, "Next page");
   const refresh = h("button", { type: "button", class: "refresh" }, "Refresh");
+  const sizes = [...new Set([5, 20, 50, 100, limit])].sort((a, b) => a - b);
+  const size = h("select", { class: "page-size", "aria-label": "rows per page" },
+    sizes.map((n) => h("option", { value: String(n), selected: n === limit }, `${n} per page`)));
   const body = h("div", { class: "rows" });
-  holder.append(h("div", { class: "pager" }, first, next, refresh, status), body);
+  holder.append(h("div", { class: "pager" }, first, next, size, refresh, status), body);
   container.append(holder);
   let after = null;
   let pageNo = 1;
@@ -69,6 +72,12 @@ function pagedList(container, session, resourcePath, { columns = null, limit = 5
     }
   }
   first.addEventListener("click", () => { after = null; pageNo = 1; load(); });
+  size.addEventListener("change", () => {
+    limit = Number(size.value);
+    after = null;
+    pageNo = 1;
+    load();
+  });
   next.addEventListener("click", () => {
     if (!lastRows.length) return;
     after = lastRows[lastRows.length - 1].id;

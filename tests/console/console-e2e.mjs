@@ -40,9 +40,9 @@ function check(condition, message) {
   if (!condition) throw new Error(`check failed: ${message}`);
 }
 
-async function shot(page, name) {
+async function shot(page, name, fullPage = true) {
   const file = path.join(shots, `${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  await page.screenshot({ path: file, fullPage });
   process.stdout.write(`screenshot: ${file}\n`);
 }
 
@@ -68,6 +68,13 @@ function watch(page) {
   });
   page.setDefaultTimeout(15000);
   return page;
+}
+
+/** A screenshot of one part of a page (the API console's page is very long). */
+async function shotOf(locator, name) {
+  const file = path.join(shots, `${name}.png`);
+  await locator.screenshot({ path: file });
+  process.stdout.write(`screenshot: ${file}\n`);
 }
 
 const errorBox = (page) => page.locator("#error");
@@ -123,7 +130,8 @@ async function tryOperation(page, opId, { body, params = {} } = {}) {
   } catch (e) {
     json = null;
   }
-  return { status, json, text };
+  // The request as sent (curl, signed headers) and the live answer, for the screenshots.
+  return { status, json, text, block, answer: block.locator(".responses-inner > div").first() };
 }
 
 let failed = null;
@@ -218,7 +226,8 @@ try {
   });
   check(r.status === 201 && r.json && /^0x[0-9a-fA-F]{40}$/.test(r.json.address), `wallet created: ${r.text}`);
   const wallet = r.json;
-  await shot(api, "06-api-console-wallet-created");
+  await shot(api, "06-api-console", false);
+  await shotOf(r.answer, "06-api-console-wallet-created");
   await expectNoStorage(api);
 
   step("turn kill_switch.withdrawals on (reason, PIN) and see the audit trail beside it");
@@ -239,7 +248,7 @@ try {
     },
   });
   check(r.status === 503 && r.json && r.json.code === "KILL_SWITCH_ACTIVE", `quote refused: ${r.text}`);
-  await shot(api, "08-api-console-quote-refused");
+  await shotOf(r.answer, "08-api-console-quote-refused");
 
   step("read the audit record");
   await page.goto(`${base}/console/#/list/audit`);
@@ -264,7 +273,7 @@ try {
     params: { "Idempotency-Key": "console-wallet-0003" },
   });
   check(r.status === 401 && r.json.code === "AUTHENTICATION_FAILED", `revoked key refused: ${r.text}`);
-  await shot(api, "11-api-console-revoked-key-refused");
+  await shotOf(r.answer, "11-api-console-revoked-key-refused");
 
   step("errors show code, message and trace id");
   // No scope ticked and not admin: the server refuses (the browser cannot know this rule).
@@ -312,6 +321,14 @@ try {
   await page.locator(`#webhooks-list tr[data-id="${deadEventId}"]`).getByText("pending").waitFor();
   await shot(page, "16-webhooks-replayed");
 
+  step("turn kill_switch.withdrawals off again");
+  await page.click("#nav-controls");
+  await page.click("#control-toggle-kill_switch\\.withdrawals");
+  await page.fill("#control-reason", "console test: resume withdrawals");
+  await fillFactors(page, "control");
+  await page.click("#control-submit");
+  await page.locator("#control-state-kill_switch\\.withdrawals", { hasText: "off" }).waitFor();
+
   step("every admin listing, with paging");
   await page.click("#nav-lists");
   for (const resource of ["networks", "assets", "rpcs", "treasuries", "fee-policies", "transactions",
@@ -322,10 +339,21 @@ try {
     await holder.locator(".pager-status").getByText("page 1").waitFor();
     check(!(await errorBox(page).isVisible()), `${resource} loads without error`);
   }
+  // Paging by starting_after: the audit trail holds more than 5 records by now.
   await page.goto(`${base}/console/#/list/audit`);
-  await page.waitForSelector("#listing-audit table");
-  await shot(page, "17-listing-audit");
-  // Paging: audit holds more than 2 records here; page by 2 with starting_after.
+  const auditList = page.locator("#listing-audit");
+  await auditList.locator("table").waitFor();
+  const everything = await auditList.locator("tbody tr").count();
+  check(everything > 5, `more than 5 audit records: ${everything}`);
+  await auditList.locator("select.page-size").selectOption("5");
+  await auditList.locator(".pager-status").getByText("page 1, 5 row(s), more follow").waitFor();
+  const firstPage = await auditList.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.textContent));
+  await auditList.locator("button.next-page").click();
+  await auditList.locator(".pager-status").getByText("page 2").waitFor();
+  const secondPage = await auditList.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.textContent));
+  check(secondPage.length === Math.min(5, everything - 5), `page 2 holds the rest: ${secondPage.length}`);
+  check(!secondPage.some((row) => firstPage.includes(row)), "no row on both pages");
+  await shot(page, "17-listing-audit-page-2");
   await page.goto(`${base}/console/#/lists`);
   await page.waitForSelector("#list-link-audit");
   await shot(page, "18-all-listings");
