@@ -150,7 +150,8 @@ function dashboard(section, session) {
     }
   }
   load();
-  const timer = setInterval(load, DASHBOARD_REFRESH_MS);
+  // Each refresh reads balances from the chains: none while the tab is not looked at.
+  const timer = setInterval(() => { if (!document.hidden) load(); }, DASHBOARD_REFRESH_MS);
   return () => clearInterval(timer);
 }
 

@@ -101,3 +101,52 @@ fn the_consoles_work_in_a_real_browser() {
     assert!(taken >= 15, "{taken} screenshots in {}", shots.display());
     println!("console screenshots: {}", shots.display());
 }
+
+/// The console's files over real HTTP, without a browser: types, the policy, no key inside.
+#[test]
+fn the_console_files_are_served_from_the_binary_with_a_strict_policy() {
+    let mut custody = Custody::init();
+    custody.start();
+    let get = |path: &str| custody_e2e::raw_request(&custody.addr, "GET", path, &[], b"");
+    for (path, kind) in [
+        ("/console/", "text/html"),
+        ("/console/api", "text/html"),
+        ("/console/app.js", "text/javascript"),
+        ("/console/client.js", "text/javascript"),
+        ("/console/vendor/swagger-ui-bundle.js", "text/javascript"),
+        ("/console/vendor/swagger-ui.css", "text/css"),
+        ("/console/vendor/qrcode.mjs", "text/javascript"),
+        ("/console/vendor/LICENSE-swagger-ui-dist", "text/plain"),
+    ] {
+        let r = get(path);
+        assert_eq!(r.status, 200, "{path}");
+        assert!(
+            r.header("content-type").unwrap().starts_with(kind),
+            "{path}: {:?}",
+            r.header("content-type")
+        );
+        let csp = r.header("content-security-policy").expect("a policy");
+        assert!(
+            csp.contains("default-src 'none'")
+                && csp.contains("script-src 'self';")
+                && csp.contains("connect-src 'self'")
+                && csp.contains("frame-ancestors 'none'"),
+            "{path}: {csp}"
+        );
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    }
+    let page = String::from_utf8(get("/console/").body).unwrap();
+    assert!(
+        page.contains("/console/app.js") && !page.contains("http://") && !page.contains("https://")
+    );
+    let redirect = get("/console");
+    assert_eq!(
+        (redirect.status, redirect.header("location")),
+        (308, Some("/console/"))
+    );
+    assert_eq!(get("/console/missing.js").status, 404);
+    assert_eq!(
+        custody_e2e::raw_request(&custody.addr, "POST", "/console/", &[], b"").status,
+        405
+    );
+}
