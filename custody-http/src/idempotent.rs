@@ -29,7 +29,8 @@ where
 /// [`run`] for a command whose success carries a secret shown once (a credential's HMAC
 /// secret): the stored success body is sealed by the vault, bound to (tenant, key), so the
 /// idempotency table holds no secret in clear; a replay opens it and answers the same bytes.
-/// Refusals carry no secret and are stored as they are.
+/// Refusals carry no secret and are stored as they are. The request body's fingerprint is
+/// keyed by the vault, as the body may carry a secret too.
 pub async fn run_sealed<F>(state: &AppState, call: &Call, command: F) -> CoreResult<Reply>
 where
     F: FnMut(&mut dyn WriteTx, Timestamp) -> CoreResult<StoredResponse> + Send + 'static,
@@ -73,7 +74,14 @@ where
     )?
     .to_owned();
     let tenant = call.credential().tenant.clone();
-    let fp = fingerprint(&call.method, &call.path, &call.body);
+    // A body that carries a secret (a new key's PIN) is fingerprinted through a keyed digest:
+    // the stored fingerprint must not let a database copy test guesses of it.
+    let fp = if seal {
+        let digest = state.vault.keyed_digest("idempotency-body", &call.body);
+        fingerprint(&call.method, &call.path, &digest)
+    } else {
+        fingerprint(&call.method, &call.path, &call.body)
+    };
     let _claim = state.inflight.enter(&tenant, &key, fp)?;
     let now = state.clock.now();
     let trace_id = call.trace_id;
