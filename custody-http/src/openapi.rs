@@ -148,7 +148,20 @@ fn parameters(route: &Route) -> Vec<Value> {
             "schema": { "type": "string", "minLength": 8, "maxLength": 128 }
         }));
     }
+    if optional_idempotency_key(route) {
+        out.push(json!({
+            "name": "Idempotency-Key", "in": "header", "required": false,
+            "description": "optional: a retry with the same key and body within 24 h answers the first answer (the same secret) instead of making a second key",
+            "schema": { "type": "string", "minLength": 8, "maxLength": 128 }
+        }));
+    }
     out
+}
+
+/// Routes that take an `Idempotency-Key` without requiring it (decisions §15 does not ask for
+/// one on key creation; a client that wants safe retries sends one).
+fn optional_idempotency_key(route: &Route) -> bool {
+    route.id == RouteId::AdminCreateCredential
 }
 
 fn success_content_type(route: &Route) -> &'static str {
@@ -218,7 +231,7 @@ fn operation(route: &Route) -> Value {
         );
         responses.insert("413".into(), error_response("PAYLOAD_TOO_LARGE"));
     }
-    if route.idempotency_key {
+    if route.idempotency_key || optional_idempotency_key(route) {
         responses.insert(
             "409".into(),
             error_response("IDEMPOTENCY_CONFLICT, IDEMPOTENCY_IN_PROGRESS, INSUFFICIENT_BALANCE (withdrawals and swaps)"),

@@ -360,7 +360,7 @@ pub const ROUTES: &[Route] = &[
         summary: "Creates an API key for a tenant with the chosen scopes, with audit; the HMAC secret (and TOTP secret) are in this response only",
         tag: "Admin",
         access: Access::Admin,
-        idempotency_key: true,
+        idempotency_key: false,
         query: &[],
         success_status: 201,
     },

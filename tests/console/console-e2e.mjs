@@ -34,7 +34,8 @@ const secrets = [admin.secret, admin.pin];
 const consoleLines = [];
 const pageErrors = [];
 const foreignRequests = [];
-const step = (what) => process.stdout.write(`step: ${what}\n`);
+const started = Date.now();
+const step = (what) => process.stdout.write(`step (+${((Date.now() - started) / 1000).toFixed(1)} s): ${what}\n`);
 
 function check(condition, message) {
   if (!condition) throw new Error(`check failed: ${message}`);

@@ -79,9 +79,9 @@ fn an_admin_creates_lists_and_revokes_keys_audited_and_the_secret_is_shown_once(
         (other.status, other.code()),
         (409, "IDEMPOTENCY_CONFLICT".into())
     );
-    let missing = admin.post("/v1/admin/credentials", &body, None);
-    assert_eq!(missing.status, 422);
-    assert_eq!(missing.json()["details"][0]["field"], "Idempotency-Key");
+    let short = admin.post("/v1/admin/credentials", &body, Some("short"));
+    assert_eq!(short.status, 422);
+    assert_eq!(short.json()["details"][0]["field"], "Idempotency-Key");
 
     // The new key works within its scopes only.
     let new = custody.client(&created_cred(&created));
@@ -186,6 +186,25 @@ fn an_admin_creates_lists_and_revokes_keys_audited_and_the_secret_is_shown_once(
     let trail_text = serde_json::to_string(&trail).unwrap();
     assert!(!trail_text.contains(&secret), "a secret in the audit trail");
 
+    // Without an Idempotency-Key each request makes a key (decisions §15 asks for none).
+    let plain = admin.post(
+        "/v1/admin/credentials",
+        &json!({ "tenant": "beta", "scopes": ["catalog:read"] }),
+        None,
+    );
+    assert_eq!(plain.status, 201, "{:?}", plain.json());
+    assert!(plain.header("idempotent-replayed").is_none());
+    let plain = plain.json();
+    assert_ne!(plain["api_key"], created["api_key"]);
+    let beta = custody.client(&created_cred(&plain));
+    assert_eq!(beta.get("/v1/assets").status, 200);
+    let revoked = admin.post(
+        "/v1/admin/credentials/revoke",
+        &json!({ "api_key": plain["api_key"], "reason": "only a check" }),
+        None,
+    );
+    assert_eq!(revoked.status, 200);
+
     // Neither the credential nor the stored idempotent answer holds the secret in clear.
     for file in ["custody.db", "custody.db-wal"] {
         let Ok(raw) = std::fs::read(custody.data_dir().join(file)) else {
@@ -201,6 +220,13 @@ fn an_admin_creates_lists_and_revokes_keys_audited_and_the_secret_is_shown_once(
     let doc = custody_e2e::raw_request(&custody.addr, "GET", "/v1/openapi.json", &[], b"").json();
     let create = &doc["paths"]["/admin/credentials"]["post"];
     assert_eq!(create["operationId"], "createCredential");
+    let idem = create["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Idempotency-Key")
+        .expect("Idempotency-Key documented");
+    assert_eq!(idem["required"], false);
     assert_eq!(
         create["responses"]["201"]["content"]["application/json"]["schema"]["$ref"],
         "#/components/schemas/CreatedCredential"

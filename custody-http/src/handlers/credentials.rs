@@ -138,9 +138,10 @@ fn optional_bool(fields: &mut Fields, map: &Map<String, Value>, field: &str) -> 
     }
 }
 
-/// `POST /admin/credentials`. Body, then the idempotency key, then the second factors — on
-/// every request, replays included: a replay answers the secret again, so it must prove as
-/// much as the first request did.
+/// `POST /admin/credentials`. Body, then the idempotency key when one is sent, then the second
+/// factors — on every request, replays included: a replay answers the secret again, so it
+/// must prove as much as the first request did. Without an `Idempotency-Key` each request
+/// makes a key; with one, a retry answers the first answer.
 pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let map = input::json_object(&call.body)?;
     let request = new_credential(&map)?;
@@ -152,7 +153,9 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
         )
         .into());
     }
-    custody_core::auth::check_idempotency_key(raw_key.and_then(|v| v.to_str().ok()))?;
+    if raw_key.is_some() {
+        custody_core::auth::check_idempotency_key(raw_key.and_then(|v| v.to_str().ok()))?;
+    }
     let credential = call.credential();
     second_factor::check(state, credential, &call.headers).await?;
 
@@ -168,6 +171,13 @@ pub async fn create(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let body = Secret::new(body);
     let audit_id = new_uuid(state.entropy.as_ref());
     let actor = actor(call);
+    if raw_key.is_none() {
+        write(state.store.as_ref(), move |tx| {
+            issue::record_issued(tx, audit_id, &actor, &stored, stored.created_at)
+        })
+        .await?;
+        return Ok(Reply::raw_json(201, body.expose().clone()));
+    }
     idempotent::run_sealed(state, call, move |tx, _now| {
         issue::record_issued(tx, audit_id, &actor, &stored, stored.created_at)?;
         Ok(StoredResponse {
