@@ -800,11 +800,11 @@ fn credential_schemas(schemas: &mut Map<String, Value>) {
         "CreateCredential".into(),
         json!({
             "type": "object", "additionalProperties": false,
-            "required": ["tenant", "scopes"],
+            "required": ["tenant"],
             "properties": {
                 "tenant": { "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" },
                 "scopes": {
-                    "description": "Only the scopes the key needs (interface §5); empty only for an admin key",
+                    "description": "Only the scopes the key needs (interface §5); empty only for an admin key; when absent, every non-admin scope (as the CLI)",
                     "type": "array", "uniqueItems": true,
                     "items": { "type": "string", "enum": scope_names }
                 },

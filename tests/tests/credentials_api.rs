@@ -259,7 +259,11 @@ fn bad_bodies_are_422_with_details_and_nothing_is_made() {
             vec!["scopes[1]"],
         ),
         (json!({ "tenant": "acme", "scopes": [] }), vec!["scopes"]),
-        (json!({ "tenant": "acme" }), vec!["scopes"]),
+        (
+            json!({ "tenant": "acme", "scopes": "wallets:read" }),
+            vec!["scopes"],
+        ),
+        (json!({ "scopes": ["wallets:read"] }), vec!["tenant"]),
         (
             json!({ "tenant": "acme", "scopes": ["wallets:read"], "rate_limit": 0 }),
             vec!["rate_limit"],
@@ -322,8 +326,13 @@ fn bad_bodies_are_422_with_details_and_nothing_is_made() {
         Some("admin-only-key"),
     );
     assert_eq!(r.status, 201, "{:?}", r.json());
+    // Without scopes: every non-admin scope, as `credentials create` without --scopes.
+    let r = admin.post("/v1/admin/credentials", &json!({ "tenant": "gamma" }), None);
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    assert_eq!(r.json()["scopes"].as_array().unwrap().len(), 9);
+    assert_eq!(r.json()["rate_limit"], 600);
     let listed = admin.get("/v1/admin/credentials").json();
-    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+    assert_eq!(listed["data"].as_array().unwrap().len(), 3);
 }
 
 #[test]

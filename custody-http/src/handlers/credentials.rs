@@ -59,13 +59,8 @@ fn new_credential(map: &Map<String, Value>) -> Result<NewCredential, Refusal> {
                 }
             }
         }
-        None | Some(Value::Null) => {
-            fields.issue(
-                "scopes",
-                "is required (an empty list for an admin-only key)",
-            );
-            None
-        }
+        // As `credentials create` without --scopes (decisions §1): every non-admin scope.
+        None | Some(Value::Null) => Some(custody_core::auth::Scope::ALL.into_iter().collect()),
         Some(_) => {
             fields.issue("scopes", "must be a list of scope names");
             None
