@@ -208,7 +208,14 @@ pub fn revoke_credential(dir: &DataDir, api_key: &str) -> Result<(), String> {
     let audit_id = custody_core::ports::clock::new_uuid(&OsEntropy);
     let actor = cli_actor();
     let revoked = runtime()?.block_on(write(store.as_ref(), move |tx| {
-        custody_core::auth::issue::revoke(tx, audit_id, &actor, &key, "revoked with the CLI", now)
+        custody_core::auth::issue::revoke(
+            tx,
+            audit_id,
+            &actor,
+            &custody_core::auth::issue::CredentialRef::ApiKey(key.clone()),
+            "revoked with the CLI",
+            now,
+        )
     }));
     store.close();
     match revoked {

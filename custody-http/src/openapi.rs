@@ -270,7 +270,7 @@ fn operation(route: &Route) -> Value {
     if route.id == RouteId::AdminRevokeCredential {
         responses.insert(
             "404".into(),
-            error_response("NOT_FOUND: no credential has this api_key"),
+            error_response("NOT_FOUND: no credential has this api_key or id"),
         );
     }
     responses.insert("405".into(), error_response("METHOD_NOT_ALLOWED"));
@@ -829,10 +829,12 @@ fn credential_schemas(schemas: &mut Map<String, Value>) {
         "RevokeCredential".into(),
         json!({
             "type": "object", "additionalProperties": false,
-            "required": ["api_key", "reason"],
+            "description": "The key to revoke, by api_key or by id (exactly one); the reason is kept in the audit trail",
+            "oneOf": [ { "required": ["api_key"] }, { "required": ["id"] } ],
             "properties": {
                 "api_key": { "type": "string", "minLength": 1, "maxLength": 128 },
-                "reason": { "type": "string", "minLength": 1, "maxLength": 500 }
+                "id": { "type": "string", "format": "uuid" },
+                "reason": { "type": "string", "minLength": 1, "maxLength": 500, "default": "revoked by an operator" }
             }
         }),
     );

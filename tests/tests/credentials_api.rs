@@ -198,12 +198,28 @@ fn an_admin_creates_lists_and_revokes_keys_audited_and_the_secret_is_shown_once(
     assert_ne!(plain["api_key"], created["api_key"]);
     let beta = custody.client(&created_cred(&plain));
     assert_eq!(beta.get("/v1/assets").status, 200);
+    // By id, without a reason: the audit trail says an operator did it.
     let revoked = admin.post(
         "/v1/admin/credentials/revoke",
-        &json!({ "api_key": plain["api_key"], "reason": "only a check" }),
+        &json!({ "id": plain["id"] }),
         None,
     );
-    assert_eq!(revoked.status, 200);
+    assert_eq!(revoked.status, 200, "{:?}", revoked.json());
+    assert_eq!(revoked.json()["api_key"], plain["api_key"]);
+    assert_eq!(beta.get("/v1/assets").status, 401);
+    let last = &audit(&admin)[0];
+    assert_eq!(
+        (
+            last["action"].clone(),
+            last["target"].clone(),
+            last["reason"].clone()
+        ),
+        (
+            json!("credential.revoke"),
+            plain["api_key"].clone(),
+            json!("revoked by an operator")
+        )
+    );
 
     // Neither the credential nor the stored idempotent answer holds the secret in clear.
     for file in ["custody.db", "custody.db-wal"] {
@@ -313,12 +329,19 @@ fn bad_bodies_are_422_with_details_and_nothing_is_made() {
     );
     assert_eq!(r.status, 422);
     assert_eq!(r.json()["details"][0]["field"], "reason");
-    let r = admin.post(
-        "/v1/admin/credentials/revoke",
-        &json!({ "api_key": ops.api_key }),
-        None,
-    );
-    assert_eq!(r.status, 422);
+    for (body, field) in [
+        (json!({}), "api_key"),
+        (
+            json!({ "api_key": ops.api_key, "id": ops.json["id"] }),
+            "id",
+        ),
+        (json!({ "id": "not-a-uuid" }), "id"),
+        (json!({ "api_key": ops.api_key, "why": "x" }), "why"),
+    ] {
+        let r = admin.post("/v1/admin/credentials/revoke", &body, None);
+        assert_eq!(r.status, 422, "{body}");
+        assert_eq!(r.json()["details"][0]["field"], field, "{body}");
+    }
     // An admin-only key may have no scopes.
     let r = admin.post(
         "/v1/admin/credentials",

@@ -302,22 +302,39 @@ pub fn check_revoke_reason(reason: &str) -> Result<&str, Refusal> {
     Ok(reason)
 }
 
-/// Revokes the credential with `api_key`, with its audit record, in the caller's transaction.
-/// Its next request is refused (authentication reads the credential on every request).
-/// Revoking a revoked credential changes nothing and writes no second record (a retried
-/// request is not a second decision); an unknown key is a 404.
+/// How an operator names the credential to revoke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialRef {
+    ApiKey(String),
+    Id(Uuid),
+}
+
+/// What the audit trail records when an operator gives no reason.
+pub const REVOKE_REASON_DEFAULT: &str = "revoked by an operator";
+
+/// Revokes the credential named by `which`, with its audit record, in the caller's
+/// transaction. Its next request is refused (authentication reads the credential on every
+/// request). Revoking a revoked credential changes nothing and writes no second record (a
+/// retried request is not a second decision); an unknown key is a 404.
 pub fn revoke(
     tx: &mut dyn WriteTx,
     audit_id: Uuid,
     actor: &str,
-    api_key: &str,
+    which: &CredentialRef,
     reason: &str,
     now: Timestamp,
 ) -> CoreResult<CredentialView> {
     let reason = check_revoke_reason(reason)?;
-    let Some(stored) = tx.credential_by_api_key(api_key)? else {
+    let found = match which {
+        CredentialRef::ApiKey(key) => tx.credential_by_api_key(key)?,
+        // Credentials are few (an operator makes each): no index by id is needed.
+        CredentialRef::Id(id) => tx.list_credentials()?.into_iter().find(|c| c.id == *id),
+    };
+    let Some(stored) = found else {
         return Err(Refusal::not_found("credential").into());
     };
+    let api_key = stored.api_key.clone();
+    let api_key = api_key.as_str();
     if stored.revoked_at.is_some() {
         return Ok(CredentialView::of(&stored));
     }
@@ -426,13 +443,27 @@ mod tests {
         .unwrap();
         let k = key.clone();
         let v = block_on(write(&store, move |tx| {
-            revoke(tx, Uuid::from_u128(2), "t", &k, " lost ", at)
+            revoke(
+                tx,
+                Uuid::from_u128(2),
+                "t",
+                &CredentialRef::ApiKey(k.clone()),
+                " lost ",
+                at,
+            )
         }))
         .unwrap();
         assert_eq!((v.status, v.revoked_at), ("revoked", Some(at)));
         let k = key.clone();
         let again = block_on(write(&store, move |tx| {
-            revoke(tx, Uuid::from_u128(3), "t", &k, "again", at)
+            revoke(
+                tx,
+                Uuid::from_u128(3),
+                "t",
+                &CredentialRef::ApiKey(k.clone()),
+                "again",
+                at,
+            )
         }))
         .unwrap();
         assert_eq!(again, v);
@@ -452,7 +483,14 @@ mod tests {
             ]
         );
         let missing = block_on(write(&store, move |tx| {
-            revoke(tx, Uuid::from_u128(4), "t", "ck_none", "x", at)
+            revoke(
+                tx,
+                Uuid::from_u128(4),
+                "t",
+                &CredentialRef::Id(Uuid::from_u128(77)),
+                "x",
+                at,
+            )
         }));
         assert!(
             matches!(missing, Err(crate::error::CoreError::Refused(r)) if r.code == crate::error::ErrorCode::NotFound)

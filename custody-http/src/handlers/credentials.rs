@@ -203,16 +203,43 @@ pub async fn list(state: &AppState, call: &Call) -> CoreResult<Reply> {
     Ok(super::list(&rows, has_more))
 }
 
-/// `POST /admin/credentials/revoke`: body first, then the second factors, as for
-/// `/admin/controls`. The key's next request is refused.
+/// `POST /admin/credentials/revoke` with `{"api_key"}` or `{"id"}` (one of them) and an
+/// optional `reason`: body first, then the second factors, as for `/admin/controls`. The
+/// key's next request is refused.
 pub async fn revoke(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let map = input::json_object(&call.body)?;
     let mut fields = Fields::new();
-    fields.no_unknown(&map, &["api_key", "reason"]);
-    let api_key = fields.string(&map, "api_key", 128);
-    let reason = fields.string(&map, "reason", 500);
+    fields.no_unknown(&map, &["api_key", "id", "reason"]);
+    let which = match (map.get("api_key"), map.get("id")) {
+        (Some(_), Some(_)) => {
+            fields.issue("id", "give api_key or id, not both");
+            None
+        }
+        (Some(_), None) => fields
+            .string(&map, "api_key", 128)
+            .map(issue::CredentialRef::ApiKey),
+        (None, Some(_)) => {
+            fields
+                .string(&map, "id", 64)
+                .and_then(|id| match uuid::Uuid::parse_str(&id) {
+                    Ok(id) => Some(issue::CredentialRef::Id(id)),
+                    Err(_) => {
+                        fields.issue("id", "must be a UUID");
+                        None
+                    }
+                })
+        }
+        (None, None) => {
+            fields.issue("api_key", "is required (or id)");
+            None
+        }
+    };
+    let reason = match map.get("reason") {
+        None | Some(Value::Null) => Some(issue::REVOKE_REASON_DEFAULT.to_owned()),
+        Some(_) => fields.string(&map, "reason", 500),
+    };
     fields.finish()?;
-    let (Some(api_key), Some(reason)) = (api_key, reason) else {
+    let (Some(which), Some(reason)) = (which, reason) else {
         unreachable!("finish() refuses missing fields")
     };
     let reason = issue::check_revoke_reason(&reason)?.to_owned();
@@ -222,7 +249,7 @@ pub async fn revoke(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let audit_id = new_uuid(state.entropy.as_ref());
     let now = state.clock.now();
     let view = write(state.store.as_ref(), move |tx| {
-        issue::revoke(tx, audit_id, &actor, &api_key, &reason, now)
+        issue::revoke(tx, audit_id, &actor, &which, &reason, now)
     })
     .await?;
     Ok(Reply::json(200, &view))
