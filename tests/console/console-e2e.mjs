@@ -164,6 +164,14 @@ try {
   await shot(page, "03-dashboard");
   await expectNoStorage(page);
 
+  step("the dashboard refreshes by itself");
+  const firstStamp = await page.locator("#dashboard-updated").textContent();
+  await page.waitForFunction(
+    (before) => document.getElementById("dashboard-updated").textContent !== before,
+    firstStamp,
+    { timeout: 25000 },
+  );
+
   step("create an API key for a tenant with scopes, rate limit and TOTP");
   await page.click("#nav-keys");
   await page.waitForSelector("#key-form");
