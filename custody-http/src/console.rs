@@ -34,7 +34,9 @@ const TEXT: &str = "text/plain; charset=utf-8";
 
 const ASSETS: &[Asset] = &[
     asset!("/", "index.html", HTML),
+    asset!("/index.html", "index.html", HTML),
     asset!("/api", "api.html", HTML),
+    asset!("/api/", "api.html", HTML),
     asset!("/app.js", "app.js", JS),
     asset!("/pages.js", "pages.js", JS),
     asset!("/client.js", "client.js", JS),
@@ -107,7 +109,7 @@ pub fn serve(method: &str, path: &str) -> Reply {
     if method != "GET" && method != "HEAD" {
         return plain(405, "method not allowed").with_header("allow", "GET, HEAD");
     }
-    let csp = if asset.path == "/api" {
+    let csp = if matches!(asset.path, "/api" | "/api/") {
         API_CSP
     } else {
         CONSOLE_CSP
@@ -166,6 +168,8 @@ mod tests {
             .unwrap()
             .contains("script-src 'self';"));
         assert_eq!(serve("GET", "/console").status, 308);
+        assert_eq!(serve("GET", "/console/index.html").body, index.body);
+        assert_eq!(serve("GET", "/console/api/").body, api.body);
         assert_eq!(serve("GET", "/console/nope.js").status, 404);
         assert_eq!(serve("GET", "/console/../Cargo.toml").status, 404);
         assert_eq!(serve("POST", "/console/app.js").status, 405);
