@@ -32,6 +32,10 @@ echo "== TRON encoding oracle (TronWeb)"
 CUSTODY_NODE_DIR=$(./scripts/install-tronweb.sh)
 export CUSTODY_NODE_DIR
 
+echo "== browser for the console tests (Chromium, playwright-core)"
+CUSTODY_PLAYWRIGHT_DIR=$(./scripts/install-playwright.sh)
+export CUSTODY_PLAYWRIGHT_DIR
+
 echo "== tests"
 log=$(mktemp)
 set +e

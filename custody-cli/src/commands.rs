@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use custody_cli::runtime::system::{OsEntropy, SystemClock};
 use custody_cli::runtime::{pruner::Pruner, Background};
-use custody_core::auth::credential::valid_tenant_id;
-use custody_core::auth::{pin, Credential, Scope};
+use custody_core::auth::Scope;
 use custody_core::idempotency;
 use custody_core::keys::Mnemonic;
 use custody_core::ports::store::{read, write};
@@ -134,102 +133,57 @@ fn build_data_dir(
     Ok(())
 }
 
-fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    OsEntropy.fill(&mut buf);
-    hex::encode(buf)
-}
-
 pub fn create_credential(dir: &DataDir, args: &CreateCredentialArgs) -> Result<(), String> {
-    if !valid_tenant_id(&args.tenant) {
-        return Err("--tenant must be 1 to 64 characters of A-Z a-z 0-9 - _ .".into());
-    }
+    use custody_core::auth::issue::{self, NewCredential};
+    let tenant =
+        custody_core::TenantId::parse(&args.tenant).map_err(|e| format!("--tenant: {e}"))?;
     let scopes: BTreeSet<Scope> = match &args.scopes {
         None => Scope::ALL.into_iter().collect(),
-        Some(list) => list
-            .iter()
-            .map(|s| s.trim().parse::<Scope>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| {
-                format!(
-                    "--scopes: {e}; known: {}",
-                    Scope::ALL.map(|s| s.as_str()).join(",")
-                )
-            })?,
-    };
-    if args.rate_limit == 0 {
-        return Err("--rate-limit must be at least 1".into());
-    }
-    let pin_hash = match &args.pin {
-        Some(p) => {
-            let mut salt = [0u8; 16];
-            OsEntropy.fill(&mut salt);
-            Some(Secret::new(pin::hash_pin(p, &salt)?))
+        Some(list) => {
+            let names: Vec<String> = list.iter().map(|s| s.trim().to_owned()).collect();
+            issue::check_scopes(&names).map_err(|issues| {
+                let why: Vec<_> = issues.into_iter().map(|(_, issue)| issue).collect();
+                format!("--scopes: {}", why.join("; "))
+            })?
         }
-        None => None,
     };
-    let totp_secret = args.totp.then(|| {
-        let mut key = vec![0u8; 20];
-        OsEntropy.fill(&mut key);
-        Secret::new(key)
-    });
-    let hmac_secret = random_hex(32);
-    let credential = Credential {
-        id: custody_core::ports::clock::new_uuid(&OsEntropy),
-        api_key: format!("ck_{}", random_hex(16)),
-        tenant: custody_core::TenantId::parse(&args.tenant)
-            .map_err(|e| format!("--tenant: {e}"))?,
+    let rate_limit = issue::check_rate_limit(u64::from(args.rate_limit))
+        .map_err(|e| format!("--rate-limit {e}"))?;
+    let request = NewCredential {
+        tenant,
         scopes,
         admin: args.admin,
-        rate_limit: args.rate_limit,
-        hmac_secret: Secret::new(hmac_secret.clone().into_bytes()),
-        pin_hash,
-        totp_secret,
-        totp_last_step: None,
-        created_at: SystemClock.now(),
-        revoked_at: None,
+        rate_limit,
+        pin: args.pin.clone().map(Secret::new),
+        totp: args.totp,
     };
+    let issued =
+        issue::issue(request, &OsEntropy, SystemClock.now()).map_err(|e| format!("--pin {e}"))?;
     let config = dir.load_config()?;
     let (store, unlocked) = open_store(dir, &config)?;
-    let to_store = credential.seal(&vault_of(&unlocked));
+    let to_store = issued.credential.seal(&vault_of(&unlocked));
+    // Not audited: the operator holding the data dir is the root of trust that makes the first
+    // admin key (the API's creations are audited, `credentials.create` in /admin/audit).
     runtime()?
         .block_on(write(store.as_ref(), move |tx| {
             Ok(tx.insert_credential(&to_store)?)
         }))
         .map_err(|e| format!("cannot store the credential: {e}"))?;
     store.close();
-    let mut out = json!({
-        "api_key": credential.api_key,
-        "hmac_secret": hmac_secret,
-        "tenant": credential.tenant,
-        "scopes": credential.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-        "admin": credential.admin,
-        "rate_limit": credential.rate_limit,
-    });
-    if let Some(key) = &credential.totp_secret {
-        out["totp_secret"] = json!(data_encoding::BASE32_NOPAD.encode(key.expose()));
-    }
-    print_json(&out)
+    print_json(&issued.shown_once())
+}
+
+/// Who the audit trail names for a command run from a shell.
+fn cli_actor() -> String {
+    format!(
+        "cli:{}",
+        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+    )
 }
 
 /// The core's vault over the data dir's sealing key.
 pub(crate) fn vault_of(unlocked: &crate::datadir::Unlocked) -> custody_core::vault::Vault {
     custody_core::vault::Vault::new(unlocked.sealing.clone(), Arc::new(OsEntropy))
-}
-
-fn credential_json(c: &custody_core::auth::StoredCredential) -> serde_json::Value {
-    json!({
-        "id": c.id,
-        "api_key": c.api_key,
-        "tenant": c.tenant,
-        "scopes": c.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-        "admin": c.admin,
-        "rate_limit": c.rate_limit,
-        "pin": c.pin_hash.is_some(),
-        "totp": c.totp_secret.is_some(),
-        "created_at": c.created_at,
-        "revoked_at": c.revoked_at,
-    })
 }
 
 pub fn list_credentials(dir: &DataDir) -> Result<(), String> {
@@ -239,7 +193,11 @@ pub fn list_credentials(dir: &DataDir) -> Result<(), String> {
         .block_on(read(store.as_ref(), |tx| Ok(tx.list_credentials()?)))
         .map_err(|e| format!("cannot list credentials: {e}"))?;
     store.close();
-    print_json(&json!({ "data": all.iter().map(credential_json).collect::<Vec<_>>() }))
+    let views: Vec<_> = all
+        .iter()
+        .map(custody_core::auth::issue::CredentialView::of)
+        .collect();
+    print_json(&json!({ "data": views }))
 }
 
 pub fn revoke_credential(dir: &DataDir, api_key: &str) -> Result<(), String> {
@@ -247,16 +205,31 @@ pub fn revoke_credential(dir: &DataDir, api_key: &str) -> Result<(), String> {
     let (store, _) = open_store(dir, &config)?;
     let key = api_key.to_owned();
     let now = SystemClock.now();
-    let revoked = runtime()?
-        .block_on(write(store.as_ref(), move |tx| {
-            Ok(tx.revoke_credential(&key, now)?)
-        }))
-        .map_err(|e| format!("cannot revoke: {e}"))?;
+    let audit_id = custody_core::ports::clock::new_uuid(&OsEntropy);
+    let actor = cli_actor();
+    let revoked = runtime()?.block_on(write(store.as_ref(), move |tx| {
+        custody_core::auth::issue::revoke(
+            tx,
+            audit_id,
+            &actor,
+            &custody_core::auth::issue::CredentialRef::ApiKey(key.clone()),
+            "revoked with the CLI",
+            now,
+        )
+    }));
     store.close();
-    if !revoked {
-        return Err(format!("no active credential has api key {api_key}"));
+    match revoked {
+        Ok(view) if view.revoked_at == Some(now) => {
+            print_json(&json!({ "api_key": api_key, "revoked": true, "revoked_at": now }))
+        }
+        Ok(_) => Err(format!("no active credential has api key {api_key}")),
+        Err(custody_core::error::CoreError::Refused(r))
+            if r.code == custody_core::error::ErrorCode::NotFound =>
+        {
+            Err(format!("no active credential has api key {api_key}"))
+        }
+        Err(e) => Err(format!("cannot revoke: {e}")),
     }
-    print_json(&json!({ "api_key": api_key, "revoked": true, "revoked_at": now }))
 }
 
 async fn shutdown_signal() {

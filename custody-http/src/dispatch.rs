@@ -136,6 +136,14 @@ async fn process(
 ) -> Outcome {
     let path = req.uri().path().to_owned();
     let raw_query = req.uri().query().map(str::to_owned);
+    if crate::console::owns(&path) {
+        return Outcome {
+            reply: crate::console::serve(method, &path),
+            rate: None,
+            route: "/console",
+            credential: None,
+        };
+    }
     let Some(sub) = path.strip_prefix(PREFIX).filter(|s| s.starts_with('/')) else {
         return refused(Refusal::not_found("route"), trace_id, "unknown");
     };

@@ -18,6 +18,39 @@ pub async fn run<F>(
     state: &AppState,
     call: &Call,
     insufficient_balance_status: u16,
+    command: F,
+) -> CoreResult<Reply>
+where
+    F: FnMut(&mut dyn WriteTx, Timestamp) -> CoreResult<StoredResponse> + Send + 'static,
+{
+    run_with(state, call, insufficient_balance_status, false, command).await
+}
+
+/// [`run`] for a command whose success carries a secret shown once (a credential's HMAC
+/// secret): the stored success body is sealed by the vault, bound to (tenant, key), so the
+/// idempotency table holds no secret in clear; a replay opens it and answers the same bytes.
+/// Refusals carry no secret and are stored as they are. The request body's fingerprint is
+/// keyed by the vault, as the body may carry a secret too.
+pub async fn run_sealed<F>(state: &AppState, call: &Call, command: F) -> CoreResult<Reply>
+where
+    F: FnMut(&mut dyn WriteTx, Timestamp) -> CoreResult<StoredResponse> + Send + 'static,
+{
+    run_with(state, call, 409, true, command).await
+}
+
+fn sealing_aad(tenant: &str, key: &str) -> String {
+    format!("idempotency:{tenant}:{key}")
+}
+
+fn is_success(status: u16) -> bool {
+    (200..300).contains(&status)
+}
+
+async fn run_with<F>(
+    state: &AppState,
+    call: &Call,
+    insufficient_balance_status: u16,
+    seal: bool,
     mut command: F,
 ) -> CoreResult<Reply>
 where
@@ -41,10 +74,20 @@ where
     )?
     .to_owned();
     let tenant = call.credential().tenant.clone();
-    let fp = fingerprint(&call.method, &call.path, &call.body);
+    // A body that carries a secret (a new key's PIN) is fingerprinted through a keyed digest:
+    // the stored fingerprint must not let a database copy test guesses of it.
+    let fp = if seal {
+        let digest = state.vault.keyed_digest("idempotency-body", &call.body);
+        fingerprint(&call.method, &call.path, &digest)
+    } else {
+        fingerprint(&call.method, &call.path, &call.body)
+    };
     let _claim = state.inflight.enter(&tenant, &key, fp)?;
     let now = state.clock.now();
     let trace_id = call.trace_id;
+    let aad = sealing_aad(&tenant, &key);
+    let vault = std::sync::Arc::clone(&state.vault);
+    let sealer = seal.then(|| (std::sync::Arc::clone(&vault), aad.clone()));
     let outcome = write(state.store.as_ref(), move |tx| {
         idempotency::run_in_tx(
             tx,
@@ -52,7 +95,15 @@ where
             &key,
             fp,
             now,
-            |tx| command(tx, now),
+            |tx| {
+                let mut r = command(tx, now)?;
+                if let Some((vault, aad)) = &sealer {
+                    if is_success(r.status) {
+                        r.body = vault.seal(&r.body, aad).as_bytes().to_vec();
+                    }
+                }
+                Ok(r)
+            },
             |r: &Refusal| StoredResponse {
                 status: status_for(r, insufficient_balance_status),
                 body: error_body(r, trace_id),
@@ -60,10 +111,18 @@ where
         )
     })
     .await?;
-    Ok(match outcome {
-        Outcome::Executed(r) => Reply::raw_json(r.status, r.body),
-        Outcome::Replayed(r) => {
-            Reply::raw_json(r.status, r.body).with_header("idempotent-replayed", "true")
-        }
+    let (mut r, replayed) = match outcome {
+        Outcome::Executed(r) => (r, false),
+        Outcome::Replayed(r) => (r, true),
+    };
+    if seal && is_success(r.status) {
+        let sealed = custody_core::vault::Sealed::from_stored(std::mem::take(&mut r.body));
+        r.body = vault.open(&sealed, &aad)?.expose().clone();
+    }
+    let reply = Reply::raw_json(r.status, r.body);
+    Ok(if replayed {
+        reply.with_header("idempotent-replayed", "true")
+    } else {
+        reply
     })
 }

@@ -5,6 +5,7 @@
 //! ([`errors`]). No business rule lives here.
 
 mod authn;
+pub mod console;
 pub mod dispatch;
 pub mod errors;
 mod handlers;

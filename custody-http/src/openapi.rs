@@ -69,6 +69,12 @@ fn success_schema(route: &Route) -> Value {
         RouteId::AdminUpdateControl => json!({ "$ref": "#/components/schemas/Control" }),
         RouteId::AdminReconcile => json!({ "$ref": "#/components/schemas/ReconcileScheduled" }),
         RouteId::AdminAckAlert => json!({ "$ref": "#/components/schemas/Alert" }),
+        RouteId::AdminReplayWebhook => json!({ "type": "object" }),
+        RouteId::AdminCreateCredential => {
+            json!({ "$ref": "#/components/schemas/CreatedCredential" })
+        }
+        RouteId::AdminListCredentials => list_of("#/components/schemas/Credential"),
+        RouteId::AdminRevokeCredential => json!({ "$ref": "#/components/schemas/Credential" }),
         RouteId::AdminList => list_of_any(),
     }
 }
@@ -85,6 +91,12 @@ fn request_schema(route: &Route) -> Option<Value> {
         }
         RouteId::AdminReconcile => Some(json!({ "$ref": "#/components/schemas/Reconcile" })),
         RouteId::AdminAckAlert => Some(json!({ "$ref": "#/components/schemas/AlertAck" })),
+        RouteId::AdminCreateCredential => {
+            Some(json!({ "$ref": "#/components/schemas/CreateCredential" }))
+        }
+        RouteId::AdminRevokeCredential => {
+            Some(json!({ "$ref": "#/components/schemas/RevokeCredential" }))
+        }
         RouteId::QuoteWithdrawal => {
             Some(json!({ "$ref": "#/components/schemas/WithdrawalQuoteRequest" }))
         }
@@ -214,7 +226,20 @@ fn parameters(route: &Route) -> Vec<Value> {
             "schema": { "type": "string", "minLength": 8, "maxLength": 128, "pattern": IDEMPOTENCY_KEY }
         }));
     }
+    if optional_idempotency_key(route) {
+        out.push(json!({
+            "name": "Idempotency-Key", "in": "header", "required": false,
+            "description": "optional: a retry with the same key and body within 24 h answers the first answer (the same secret) instead of making a second key",
+            "schema": { "type": "string", "minLength": 8, "maxLength": 128, "pattern": IDEMPOTENCY_KEY }
+        }));
+    }
     out
+}
+
+/// Routes that take an `Idempotency-Key` without requiring it (decisions §15 does not ask for
+/// one on key creation; a client that wants safe retries sends one).
+fn optional_idempotency_key(route: &Route) -> bool {
+    route.id == RouteId::AdminCreateCredential
 }
 
 fn success_content_type(route: &Route) -> &'static str {
@@ -232,6 +257,9 @@ fn takes_second_factors(route: &Route) -> bool {
         RouteId::AdminUpdateControl
             | RouteId::AdminReconcile
             | RouteId::AdminAckAlert
+            | RouteId::AdminReplayWebhook
+            | RouteId::AdminCreateCredential
+            | RouteId::AdminRevokeCredential
             | RouteId::CreateWithdrawal
             | RouteId::CreateSwap
     )
@@ -285,7 +313,7 @@ fn operation(route: &Route) -> Value {
         );
         responses.insert("413".into(), error_response("PAYLOAD_TOO_LARGE"));
     }
-    if route.idempotency_key {
+    if route.idempotency_key || optional_idempotency_key(route) {
         responses.insert(
             "409".into(),
             error_response("IDEMPOTENCY_CONFLICT, IDEMPOTENCY_IN_PROGRESS, INSUFFICIENT_BALANCE (withdrawals and swaps)"),
@@ -325,6 +353,12 @@ fn operation(route: &Route) -> Value {
         responses.insert(
             "404".into(),
             error_response("NOT_FOUND: no quote of the calling tenant has this quote_id"),
+        );
+    }
+    if route.id == RouteId::AdminRevokeCredential {
+        responses.insert(
+            "404".into(),
+            error_response("NOT_FOUND: no credential has this api_key or id"),
         );
     }
     responses.insert("405".into(), error_response("METHOD_NOT_ALLOWED"));
@@ -822,6 +856,7 @@ fn component_schemas() -> Value {
             }
         }),
     );
+    credential_schemas(&mut schemas);
     Value::Object(schemas)
 }
 
@@ -844,6 +879,118 @@ fn costs_schema() -> Value {
             "total_debited_units": { "$ref": "#/components/schemas/Units" }
         }
     })
+}
+
+/// `/admin/credentials`: the request bodies, the listed credential (never a secret) and the
+/// created one (the secrets, shown once).
+fn credential_schemas(schemas: &mut Map<String, Value>) {
+    use custody_core::auth::issue;
+    let scope_names: Vec<&str> = custody_core::auth::Scope::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    schemas.insert(
+        "CreateCredential".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": ["tenant"],
+            "properties": {
+                "tenant": { "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" },
+                "scopes": {
+                    "description": "Only the scopes the key needs (interface §5); empty only for an admin key; when absent, every non-admin scope (as the CLI)",
+                    "type": "array", "uniqueItems": true,
+                    "items": { "type": "string", "enum": scope_names }
+                },
+                "admin": { "type": "boolean", "default": false, "description": "grants /admin/*" },
+                "rate_limit": {
+                    "type": "integer", "minimum": 1, "maximum": issue::RATE_LIMIT_MAX,
+                    "default": issue::RATE_LIMIT_DEFAULT,
+                    "description": "requests per 60 s window"
+                },
+                "pin": {
+                    "type": "string", "minLength": issue::PIN_CHARS_MIN, "maxLength": issue::PIN_CHARS_MAX, "pattern": NO_CONTROL,
+                    "description": "when set, X-Service-Pin is required on withdrawal and swap creation and on admin mutations; stored hashed"
+                },
+                "totp": {
+                    "type": "boolean", "default": false,
+                    "description": "when true, a TOTP key is made (RFC 6238, SHA-1, 30 s, 6 digits) and X-Service-OTP is required where X-Service-Pin is"
+                }
+            }
+        }),
+    );
+    schemas.insert(
+        "RevokeCredential".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "description": "The key to revoke, by api_key or by id (exactly one); the reason is kept in the audit trail",
+            "oneOf": [ { "required": ["api_key"] }, { "required": ["id"] } ],
+            "properties": {
+                "api_key": text(128),
+                "id": { "type": "string", "format": "uuid" },
+                "reason": { "type": "string", "minLength": 1, "maxLength": 500, "pattern": NOT_BLANK, "default": "revoked by an operator" }
+            }
+        }),
+    );
+    let properties = json!({
+        "id": { "type": "string", "format": "uuid" },
+        "api_key": { "type": "string" },
+        "tenant": { "type": "string" },
+        "scopes": { "type": "array", "items": { "type": "string", "enum": scope_names } },
+        "admin": { "type": "boolean" },
+        "rate_limit": { "type": "integer" },
+        "pin": { "type": "boolean", "description": "whether a PIN is set" },
+        "totp": { "type": "boolean", "description": "whether a TOTP key is set" },
+        "status": { "type": "string", "enum": ["active", "revoked"] },
+        "created_at": { "type": "string", "format": "date-time" },
+        "updated_at": { "type": "string", "format": "date-time" },
+        "revoked_at": { "type": ["string", "null"], "format": "date-time" }
+    });
+    let required = json!([
+        "id",
+        "api_key",
+        "tenant",
+        "scopes",
+        "admin",
+        "rate_limit",
+        "pin",
+        "totp",
+        "status",
+        "created_at",
+        "updated_at",
+        "revoked_at"
+    ]);
+    schemas.insert(
+        "Credential".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": required.clone(),
+            "properties": properties.clone()
+        }),
+    );
+    let mut created = properties;
+    created["hmac_secret"] = json!({
+        "type": "string", "pattern": "^[0-9a-f]{64}$",
+        "description": "the HMAC-SHA256 key (its UTF-8 bytes); shown in this response only"
+    });
+    created["totp_secret"] = json!({
+        "type": "string", "description": "base32 TOTP key, when totp was asked; shown in this response only"
+    });
+    created["totp_uri"] = json!({
+        "type": "string", "description": "otpauth:// URI of the TOTP key for an authenticator app, when totp was asked"
+    });
+    let mut required_created = required;
+    required_created
+        .as_array_mut()
+        .expect("a list")
+        .push(json!("hmac_secret"));
+    schemas.insert(
+        "CreatedCredential".into(),
+        json!({
+            "type": "object", "additionalProperties": false,
+            "required": required_created,
+            "properties": created
+        }),
+    );
 }
 
 #[cfg(test)]

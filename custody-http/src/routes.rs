@@ -29,6 +29,10 @@ pub enum RouteId {
     AdminUpdateControl,
     AdminReconcile,
     AdminAckAlert,
+    AdminReplayWebhook,
+    AdminCreateCredential,
+    AdminListCredentials,
+    AdminRevokeCredential,
     AdminList,
 }
 
@@ -336,6 +340,55 @@ pub const ROUTES: &[Route] = &[
         success_status: 200,
     },
     Route {
+        id: RouteId::AdminReplayWebhook,
+        method: "POST",
+        template: "/admin/webhooks/{id}/replay",
+        operation_id: "replayWebhookEvent",
+        summary: "Re-queues a dead-lettered webhook event under its id, with audit",
+        tag: "Admin",
+        access: Access::Admin,
+        idempotency_key: false,
+        query: &[],
+        success_status: 200,
+    },
+    // Before `/admin/{resource}`: the first matching row serves a path.
+    Route {
+        id: RouteId::AdminCreateCredential,
+        method: "POST",
+        template: "/admin/credentials",
+        operation_id: "createCredential",
+        summary: "Creates an API key for a tenant with the chosen scopes, with audit; the HMAC secret (and TOTP secret) are in this response only",
+        tag: "Admin",
+        access: Access::Admin,
+        idempotency_key: false,
+        query: &[],
+        success_status: 201,
+    },
+    Route {
+        id: RouteId::AdminListCredentials,
+        method: "GET",
+        template: "/admin/credentials",
+        operation_id: "listCredentials",
+        summary: "API keys of every tenant, newest first, in pages; never a secret",
+        tag: "Admin",
+        access: Access::Admin,
+        idempotency_key: false,
+        query: &["limit", "starting_after"],
+        success_status: 200,
+    },
+    Route {
+        id: RouteId::AdminRevokeCredential,
+        method: "POST",
+        template: "/admin/credentials/revoke",
+        operation_id: "revokeCredential",
+        summary: "Revokes an API key at once, with audit; revoking it again answers the same record",
+        tag: "Admin",
+        access: Access::Admin,
+        idempotency_key: false,
+        query: &[],
+        success_status: 200,
+    },
+    Route {
         id: RouteId::AdminList,
         method: "GET",
         template: "/admin/{resource}",
@@ -438,6 +491,15 @@ mod tests {
             }
         );
         assert_eq!(find("GET", "/admin/"), Match::NotFound);
+        assert!(
+            matches!(find("GET", "/admin/credentials"), Match::Found { route, .. } if route.id == RouteId::AdminListCredentials)
+        );
+        assert_eq!(
+            find("GET", "/admin/credentials/revoke"),
+            Match::WrongMethod {
+                allow: vec!["POST"]
+            }
+        );
         assert_eq!(find("GET", "/nope"), Match::NotFound);
     }
 }

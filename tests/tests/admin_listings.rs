@@ -391,3 +391,49 @@ fn metrics_count_requests_per_route_template_for_admins() {
     // Unknown parameters are refused here too.
     assert_eq!(admin.get("/v1/metrics?format=json").status, 422);
 }
+
+#[test]
+fn a_dead_lettered_event_is_replayed_once_through_the_api_with_an_audit_record() {
+    let (_c, admin, partner, _) = service(0);
+    let events = admin.get("/v1/admin/webhooks").json();
+    let dead = events["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["status"] == "dead_lettered")
+        .expect("the seeded dead-lettered event")
+        .clone();
+    let path = format!("/v1/admin/webhooks/{}/replay", dead["id"].as_str().unwrap());
+    let r = partner.post(&path, &json!({}), None);
+    assert_eq!((r.status, r.code().as_str()), (403, "FORBIDDEN"));
+    let r = admin.post(&path, &json!({ "why": "x" }), None);
+    assert_eq!((r.status, r.code().as_str()), (422, "VALIDATION_FAILED"));
+    let r = admin.send(&admin.signed("POST", &path, b"", None));
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    assert_eq!(r.json()["status"], "pending");
+    assert_eq!(r.json()["id"], dead["id"]);
+    // Only a dead-lettered event is replayed.
+    let again = admin.post(&path, &json!({}), None);
+    assert_eq!(
+        (again.status, again.code().as_str()),
+        (422, "VALIDATION_FAILED")
+    );
+    let unknown = admin.post(
+        &format!("/v1/admin/webhooks/{}/replay", uuid::Uuid::new_v4()),
+        &json!({}),
+        None,
+    );
+    assert_eq!(unknown.status, 404);
+    let audit = admin.get("/v1/admin/audit").json();
+    let replays: Vec<_> = audit["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["action"] == "webhooks.replay")
+        .collect();
+    assert_eq!(replays.len(), 1, "{audit}");
+    assert_eq!(
+        replays[0]["target"],
+        format!("event:{}", dead["id"].as_str().unwrap())
+    );
+}

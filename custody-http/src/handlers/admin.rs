@@ -291,6 +291,32 @@ pub async fn acknowledge_alert(state: &AppState, call: &Call) -> CoreResult<Repl
     Ok(Reply::json(200, &alert))
 }
 
+/// `POST /admin/webhooks/{id}/replay`: a dead-lettered event goes back to the queue under its
+/// id (receivers deduplicate on it), with an audit record; any other status is a 422. Takes no
+/// body; the second factors as for `/admin/controls`.
+pub async fn replay_webhook(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let id =
+        uuid::Uuid::parse_str(&call.params[0]).map_err(|_| Refusal::not_found("webhook event"))?;
+    if !call.body.is_empty() {
+        let map = crate::input::json_object(&call.body)?;
+        let mut fields = crate::input::Fields::new();
+        fields.no_unknown(&map, &[]);
+        fields.finish()?;
+    }
+    let credential = call.credential();
+    second_factor::check(state, credential, &call.headers).await?;
+    let operator = custody_core::webhook::Operator {
+        audit_id: new_uuid(state.entropy.as_ref()),
+        actor: format!("credential:{}", credential.id),
+    };
+    let now = state.clock.now();
+    let event = write(state.store.as_ref(), move |tx| {
+        custody_core::webhook::replay(tx, id, now, &operator)
+    })
+    .await?;
+    Ok(Reply::json(200, &event))
+}
+
 /// `POST /admin/reconcile`: schedules a run for the reconciler (202); the result is listed by
 /// `/admin/reconciliations`. Body first, then the second factors, as for `/admin/controls`.
 pub async fn reconcile(state: &AppState, call: &Call) -> CoreResult<Reply> {

@@ -3,6 +3,7 @@
 
 pub(crate) mod admin;
 mod catalog;
+mod credentials;
 mod deposits;
 mod execution;
 mod swaps;
@@ -53,6 +54,10 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::AdminUpdateControl => admin::update_control(state, call).await,
         RouteId::AdminReconcile => admin::reconcile(state, call).await,
         RouteId::AdminAckAlert => admin::acknowledge_alert(state, call).await,
+        RouteId::AdminReplayWebhook => admin::replay_webhook(state, call).await,
+        RouteId::AdminCreateCredential => credentials::create(state, call).await,
+        RouteId::AdminListCredentials => credentials::list(state, call).await,
+        RouteId::AdminRevokeCredential => credentials::revoke(state, call).await,
         RouteId::AdminList => admin::list(state, call).await,
     }
 }
