@@ -289,7 +289,7 @@ fn bad_bodies_are_422_with_details_and_nothing_is_made() {
             vec!["rate_limit"],
         ),
         (
-            json!({ "tenant": "acme", "scopes": ["wallets:read"], "rate_limit": 2_000_000 }),
+            json!({ "tenant": "acme", "scopes": ["wallets:read"], "rate_limit": 2_000_000_000_u64 }),
             vec!["rate_limit"],
         ),
         (

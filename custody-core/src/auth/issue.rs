@@ -24,7 +24,7 @@ use crate::time::Timestamp;
 /// Requests per 60 s window when none is asked for (decisions §5).
 pub const RATE_LIMIT_DEFAULT: u32 = 600;
 /// A window larger than this is a typo, not a plan: the limiter would never refuse.
-pub const RATE_LIMIT_MAX: u32 = 1_000_000;
+pub const RATE_LIMIT_MAX: u32 = 1_000_000_000;
 pub const PIN_CHARS_MIN: usize = 4;
 pub const PIN_CHARS_MAX: usize = 64;
 /// 160 bits, the key size RFC 4226 recommends for HMAC-SHA1.
@@ -388,7 +388,7 @@ mod tests {
         );
         assert_eq!(
             check_rate_limit(0).unwrap_err(),
-            check_rate_limit(1_000_001).unwrap_err()
+            check_rate_limit(RATE_LIMIT_MAX + 1).unwrap_err()
         );
         assert_eq!(check_rate_limit(600), Ok(600));
         assert!(
