@@ -152,7 +152,11 @@ pub type ReadJob = Box<dyn FnMut(&mut dyn ReadTx) -> CoreResult<Box<dyn Any + Se
 ///   jobs are `FnMut` and MUST NOT have effects outside their writes), or every read that a
 ///   write depends on locks what it read until the commit (`SELECT ... FOR UPDATE`): the ledger
 ///   reads account totals and writes them back, a claim reads what is due and leases it. The
-///   embedded SQLite store has one writer thread, which satisfies this trivially.
+///   embedded SQLite store has one writer thread, which satisfies this trivially. The
+///   PostgreSQL store takes the first way: every write job is a SERIALIZABLE transaction, and a
+///   job refused with a serialization failure (40001) or a deadlock (40P01), on any statement or
+///   at the commit, is rolled back and run again on a fresh snapshot, so jobs need no locks of
+///   their own and keep one code path for both stores.
 /// - MUST enforce uniqueness with constraints (nonces, idempotency keys, deposit identities,
 ///   wallet per user and network, outgoing nonces), never with a prior read alone.
 /// - MUST answer `Err(CoreError::Port)` to every job of a transaction whose commit failed; the
