@@ -1,0 +1,184 @@
+//! Two `custody serve` processes on one PostgreSQL database (decisions §16), load-balanced by
+//! the test: spends of one balance, nonces, idempotency keys and an instance killed mid-load.
+//! Each test has a schema of its own in the test database (dropped afterwards).
+
+use std::sync::Arc;
+use std::thread;
+
+use custody_e2e::{Client, Custody};
+use custody_store_postgres::testing::TestSchema;
+use serde_json::{json, Value};
+
+fn transfer(to: &str, units: &str) -> Value {
+    json!({
+        "sender_external_user_id": "alice",
+        "recipient_external_user_id": to,
+        "asset": "USDT",
+        "network": "BSC",
+        "amount_units": units,
+    })
+}
+
+/// Instance `a` (initialized on the schema's database) and `b` (a copy of its data dir), both
+/// serving, and a credential of tenant acme.
+fn two_instances(schema: &TestSchema) -> (Custody, Custody, custody_e2e::Cred) {
+    let url = schema.url();
+    let a = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_DATABASE_URL", url.as_str())],
+    );
+    let cred = a.credential("acme", &[]);
+    let b = a.sibling();
+    (a, b, cred)
+}
+
+#[test]
+fn init_records_the_shared_database_and_creates_no_sqlite_file() {
+    let schema = TestSchema::new();
+    let c = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_DATABASE_URL", schema.url().as_str())],
+    );
+    assert!(!c.data_dir().join("custody.db").exists());
+    let config = std::fs::read_to_string(c.data_dir().join("custody.toml")).unwrap();
+    assert!(config.contains("postgres://"), "{config}");
+    // A second init on the same database finds it migrated and serves the first one's data.
+    let cred = c.credential("acme", &[]);
+    let listed = c.cli_ok(&["credentials", "list"]);
+    assert!(listed.to_string().contains(&cred.api_key));
+}
+
+#[test]
+fn two_instances_spend_exactly_the_balance_and_share_nonces_and_keys() {
+    let schema = TestSchema::new();
+    let (mut a, mut b, cred) = two_instances(&schema);
+    a.start();
+    b.start();
+    let (ca, cb) = (a.client(&cred), b.client(&cred));
+    ca.wallet("alice", "BSC");
+    cb.wallet("bob", "BSC");
+    a.adjust("acme", "alice", "BSC", "USDT", true, "100");
+
+    // 2 × 64 concurrent spends of 1 unit, half through each instance.
+    let clients = Arc::new([ca, cb]);
+    let spends: Vec<_> = (0..128)
+        .map(|i| {
+            let clients = Arc::clone(&clients);
+            thread::spawn(move || {
+                let r = clients[i % 2].post(
+                    "/v1/internal-transfers",
+                    &transfer("bob", "1"),
+                    Some(&format!("spend-{i:06}")),
+                );
+                (r.status, r.code())
+            })
+        })
+        .collect();
+    let (mut ok, mut refused) = (0, 0);
+    for s in spends {
+        match s.join().unwrap() {
+            (201, _) => ok += 1,
+            (422, code) if code == "INSUFFICIENT_BALANCE" => refused += 1,
+            other => panic!("a spend answered {other:?}"),
+        }
+    }
+    assert_eq!((ok, refused), (100, 28));
+    let [ca, cb] = &*clients;
+    let alice = ca.wallet("alice", "BSC");
+    let bob = cb.wallet("bob", "BSC");
+    assert_eq!(cb.available(&alice, "USDT"), 0);
+    assert_eq!(ca.available(&bob, "USDT"), 100);
+
+    // A nonce used on one instance is refused by the other.
+    let target = format!("/v1/wallets/{}", alice["id"].as_str().unwrap());
+    let signed = ca.signed("GET", &target, b"", None);
+    assert_eq!(ca.send(&signed).status, 200);
+    let replayed = cb.send(&signed);
+    assert_eq!(
+        (replayed.status, replayed.code().as_str()),
+        (401, "REPLAY_DETECTED")
+    );
+
+    // An idempotency key replays across instances: one transfer, the same answer twice.
+    a.adjust("acme", "alice", "BSC", "USDT", true, "10");
+    let first = ca.post(
+        "/v1/internal-transfers",
+        &transfer("bob", "7"),
+        Some("replay-000001"),
+    );
+    assert_eq!(first.status, 201);
+    let again = cb.post(
+        "/v1/internal-transfers",
+        &transfer("bob", "7"),
+        Some("replay-000001"),
+    );
+    assert_eq!(again.status, 201);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.json()["id"], first.json()["id"]);
+    assert_eq!(ca.available(&alice, "USDT"), 3);
+    a.stop();
+    b.stop();
+}
+
+/// Sends `body` under `key` to `first`, and to `second` when `first` is gone: the client's
+/// retry after a lost instance.
+fn post_with_failover(first: &Client, second: &Client, body: &Value, key: &str) -> (u16, String) {
+    let bytes = serde_json::to_vec(body).unwrap();
+    match first.try_send(&first.signed("POST", "/v1/internal-transfers", &bytes, Some(key))) {
+        Some(r) => (r.status, r.code()),
+        None => {
+            let r = second.post("/v1/internal-transfers", body, Some(key));
+            (r.status, r.code())
+        }
+    }
+}
+
+#[test]
+fn an_instance_killed_mid_load_loses_nothing_and_does_nothing_twice() {
+    let schema = TestSchema::new();
+    let (mut a, mut b, cred) = two_instances(&schema);
+    a.start();
+    b.start();
+    let (ca, cb) = (a.client(&cred), b.client(&cred));
+    ca.wallet("alice", "BSC");
+    cb.wallet("bob", "BSC");
+    a.adjust("acme", "alice", "BSC", "USDT", true, "100");
+
+    let clients = Arc::new([ca, cb]);
+    let spends: Vec<_> = (0..128)
+        .map(|i| {
+            let clients = Arc::clone(&clients);
+            thread::spawn(move || {
+                let (first, second) = (&clients[i % 2], &clients[(i + 1) % 2]);
+                let key = format!("load-{i:06}");
+                let answer = post_with_failover(first, second, &transfer("bob", "1"), &key);
+                // Whatever the first answer was, asking again (on the survivor) replays it.
+                (i, key, answer)
+            })
+        })
+        .collect();
+    thread::sleep(std::time::Duration::from_millis(150));
+    a.kill9();
+    let mut answers = Vec::new();
+    for s in spends {
+        answers.push(s.join().unwrap());
+    }
+    let [_, cb] = &*clients;
+    let mut ok = 0;
+    for (i, key, (status, code)) in &answers {
+        match (*status, code.as_str()) {
+            (201, _) => ok += 1,
+            (422, "INSUFFICIENT_BALANCE") => {}
+            // Killed while answering: the survivor decides, once, under the same key.
+            other => panic!("spend {i} answered {other:?}"),
+        }
+        let again = cb.post("/v1/internal-transfers", &transfer("bob", "1"), Some(key));
+        assert_eq!(again.status, *status, "spend {i} replays its answer");
+    }
+    assert_eq!(ok, 100, "exactly the balance was spent");
+    let alice = cb.wallet("alice", "BSC");
+    let bob = cb.wallet("bob", "BSC");
+    assert_eq!(cb.available(&alice, "USDT"), 0);
+    assert_eq!(cb.available(&bob, "USDT"), 100);
+    b.stop();
+}
