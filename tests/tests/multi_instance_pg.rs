@@ -182,3 +182,85 @@ fn an_instance_killed_mid_load_loses_nothing_and_does_nothing_twice() {
     assert_eq!(cb.available(&bob, "USDT"), 100);
     b.stop();
 }
+
+#[test]
+fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_taken_over() {
+    use custody_e2e::anvil::Anvil;
+    use custody_e2e::receiver::{set_config, Answer, Receiver};
+
+    const ETH: u128 = 1_000_000_000_000_000_000;
+    let Some(anvil) = Anvil::start() else { return };
+    let schema = TestSchema::new();
+    let (url, rpc) = (schema.url(), anvil.url());
+    let receiver = Receiver::start(|_, _| Answer::Status(204));
+    let mut a = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[
+            ("CUSTODY_DATABASE_URL", url.as_str()),
+            ("CUSTODY_BSC_RPC_URLS", rpc.as_str()),
+        ],
+    );
+    a.edit_config(
+        "poll_interval_ms = 1000",
+        &format!(
+            "poll_interval_ms = 100\nstart_block = {}",
+            anvil.block_number()
+        ),
+    );
+    set_config(&a.data_dir(), "webhooks", "allow_insecure_loopback", "true");
+    set_config(&a.data_dir(), "webhooks", "poll_interval_ms", "50");
+    let cred = a.credential("acme", &["--rate-limit", "100000"]);
+    a.cli_ok(&[
+        "webhooks",
+        "set",
+        "--tenant",
+        "acme",
+        "--url",
+        &receiver.url("/hook"),
+    ]);
+    let mut b = a.sibling();
+    a.start();
+    b.start();
+    let (ca, cb) = (a.client(&cred), b.client(&cred));
+    let alice = ca.wallet("alice", "BSC");
+    let address = alice["address"].as_str().unwrap().to_owned();
+    let funder = anvil.account(0).to_owned();
+
+    // Both scanners see every block; each deposit is detected and credited once.
+    let amounts: Vec<u128> = (1..=4).map(|i| i * ETH / 10).collect();
+    for wei in &amounts {
+        anvil.send_value(&funder, &address, *wei);
+    }
+    a.wait_for(30, "four deposits detected", || {
+        (cb.deposits("").len() == 4).then_some(())
+    });
+    anvil.mine(8);
+    // One instance dies mid-way through the confirmations; the other goes on alone.
+    a.kill9();
+    anvil.mine(10);
+    b.wait_for(60, "four deposits credited", || {
+        (cb.deposits("?status=credited").len() == 4).then_some(())
+    });
+    let all = cb.deposits("");
+    assert_eq!(all.len(), 4, "{all:#?}");
+    assert_eq!(cb.available(&alice, "BNB"), amounts.iter().sum::<u128>());
+
+    // Every deposit's credit event reaches the receiver: those the dead instance had claimed
+    // are claimed again by the survivor once their lease ran out.
+    let ids: Vec<String> = all
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect();
+    b.wait_for(90, "every credit delivered", || {
+        let delivered: Vec<serde_json::Value> =
+            receiver.requests().iter().map(|r| r.json()).collect();
+        ids.iter()
+            .all(|id| {
+                delivered
+                    .iter()
+                    .any(|e| e["event_type"] == "deposit.credited" && e["data"]["id"] == *id)
+            })
+            .then_some(())
+    });
+    b.stop();
+}
