@@ -298,6 +298,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     if unlocked.insecure {
         warn_insecure();
     }
+    let limiter = store.rate_limiter();
     // The seed is stretched and the master key derived once, here, never per request.
     let signer: Arc<dyn custody_core::ports::Signer> = Arc::new(
         custody_core::keys::HdSigner::from_seed(&unlocked.mnemonic.to_seed())
@@ -364,7 +365,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             swap_router: Some(config.swaps.router_settings()?),
             hot_wallets: hot_wallets.clone(),
             limits,
-            limiter: custody_core::auth::RateLimiter::new(),
+            limiter: limiter.clone(),
             second_factors: custody_http::SecondFactorChecks::default(),
             inflight: idempotency::InFlight::new(),
             metrics: Arc::clone(&metrics),

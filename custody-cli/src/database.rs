@@ -2,11 +2,13 @@
 //! PostgreSQL database named by `CUSTODY_DATABASE_URL` / `[store] url` (decisions §16).
 
 use std::any::Any;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use custody_core::auth::{RateLimit, RateLimiter};
 use custody_core::error::CoreResult;
 use custody_core::ports::store::{ReadJob, Store, WriteJob};
-use custody_store_postgres::PgStore;
+use custody_store_postgres::{PgRateLimiter, PgStore};
 use custody_store_sqlite::SqliteStore;
 
 use crate::config::Config;
@@ -14,7 +16,7 @@ use crate::datadir::DataDir;
 
 pub enum Database {
     Sqlite(SqliteStore),
-    Postgres(PgStore),
+    Postgres(Arc<PgStore>),
 }
 
 impl Database {
@@ -28,7 +30,7 @@ impl Database {
                     ..custody_store_postgres::StoreOptions::default()
                 };
                 PgStore::open(&url, options)
-                    .map(Database::Postgres)
+                    .map(|s| Database::Postgres(Arc::new(s)))
                     .map_err(|e| format!("cannot open the PostgreSQL database: {}", e.message))
             }
             None => {
@@ -62,6 +64,15 @@ impl Database {
     /// Whether several instances may share this store (and must coordinate through it).
     pub fn is_shared(&self) -> bool {
         matches!(self, Database::Postgres(_))
+    }
+
+    /// Where request rates are counted: in memory for the embedded store (one process), in the
+    /// database for the shared one, so a credential's limit holds across instances.
+    pub fn rate_limiter(&self) -> Arc<dyn RateLimit> {
+        match self {
+            Database::Sqlite(_) => Arc::new(RateLimiter::new()),
+            Database::Postgres(p) => Arc::new(PgRateLimiter::new(Arc::clone(p))),
+        }
     }
 
     pub fn close(&self) {

@@ -14,6 +14,7 @@
 //! are decimal TEXT, as in SQLite, never floats.
 
 mod migrations;
+mod rate;
 mod repo;
 mod sql;
 mod tx;
@@ -32,6 +33,7 @@ use custody_core::ports::store::{ReadJob, Store, WriteJob};
 use tokio::sync::{mpsc, oneshot};
 
 pub use migrations::latest_version as schema_version;
+pub use rate::PgRateLimiter;
 use worker::{Settings, Task};
 
 /// Tuning of the store. Limits carry their unit last.
@@ -96,7 +98,7 @@ impl Pool {
         })
     }
 
-    async fn submit(
+    pub(crate) async fn submit(
         &self,
         make: impl FnOnce(worker::Reply) -> Task,
     ) -> CoreResult<Box<dyn Any + Send>> {

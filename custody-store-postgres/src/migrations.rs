@@ -6,8 +6,13 @@
 use postgres::Client;
 
 /// In order; never edit one that has shipped, add a new one.
-const MIGRATIONS: &[(&str, &str)] =
-    &[("0001_schema", include_str!("../migrations/0001_schema.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_schema", include_str!("../migrations/0001_schema.sql")),
+    (
+        "0002_rate_windows",
+        include_str!("../migrations/0002_rate_windows.sql"),
+    ),
+];
 
 pub fn latest_version() -> usize {
     MIGRATIONS.len()

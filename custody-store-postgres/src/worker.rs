@@ -23,9 +23,14 @@ use crate::tx::{db_err, PgTx};
 
 pub(crate) type Reply = oneshot::Sender<CoreResult<Box<dyn Any + Send>>>;
 
+/// Statements run on a connection outside any job's transaction, each committing on its own
+/// (the rate counter's atomic upserts).
+pub(crate) type DirectJob = Box<dyn FnOnce(&Conn) -> CoreResult<Box<dyn Any + Send>> + Send>;
+
 pub(crate) enum Task {
     Write(WriteJob, Reply),
     Read(ReadJob, Reply),
+    Direct(DirectJob, Reply),
 }
 
 pub(crate) type Queue = Arc<Mutex<mpsc::Receiver<Task>>>;
@@ -53,7 +58,7 @@ pub(crate) fn run(mut conn: Option<Conn>, queue: Queue, settings: Settings) {
                         format!("cannot connect to PostgreSQL: {e}"),
                     ));
                     match task {
-                        Task::Write(_, reply) | Task::Read(_, reply) => {
+                        Task::Write(_, reply) | Task::Read(_, reply) | Task::Direct(_, reply) => {
                             let _ = reply.send(Err(err));
                         }
                     }
@@ -68,6 +73,13 @@ pub(crate) fn run(mut conn: Option<Conn>, queue: Queue, settings: Settings) {
             }
             Task::Read(mut job, reply) => {
                 let _ = reply.send(read(c, &mut job));
+            }
+            Task::Direct(job, reply) => {
+                let result = catch_unwind(AssertUnwindSafe(|| job(c))).unwrap_or_else(|_| {
+                    Err(CoreError::Invariant("a store statement panicked".into()))
+                });
+                c.take_conflict();
+                let _ = reply.send(result);
             }
         }
     }

@@ -264,3 +264,38 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
     });
     b.stop();
 }
+
+#[test]
+fn a_credentials_rate_limit_holds_across_instances() {
+    let schema = TestSchema::new();
+    let url = schema.url();
+    let mut a = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_DATABASE_URL", url.as_str())],
+    );
+    let cred = a.credential("acme", &["--rate-limit", "10"]);
+    let mut b = a.sibling();
+    a.start();
+    b.start();
+    let (ca, cb) = (a.client(&cred), b.client(&cred));
+    // Windows are fixed 60 s ones: start well inside one, so all requests count in it.
+    while custody_e2e::now_s().rem_euclid(60) > 45 {
+        thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let mut statuses = Vec::new();
+    for i in 0..12 {
+        let client = if i % 2 == 0 { &ca } else { &cb };
+        let r = client.get("/v1/networks");
+        statuses.push((r.status, r.code()));
+    }
+    let allowed = statuses.iter().filter(|(s, _)| *s == 200).count();
+    assert_eq!(allowed, 10, "{statuses:?}");
+    assert!(
+        statuses[10..]
+            .iter()
+            .all(|(s, c)| *s == 429 && c == "RATE_LIMITED"),
+        "{statuses:?}"
+    );
+    a.stop();
+    b.stop();
+}
