@@ -132,12 +132,42 @@ fn build_data_dir(
     dir.write_config(&config)?;
     dir.write_seed(mnemonic, passphrase, &OsEntropy)?;
     let store = Database::open(dir, &config)?;
+    if store.is_shared() {
+        let in_use = refuse_a_database_in_use(&store);
+        if in_use.is_err() {
+            store.close();
+        }
+        in_use?;
+    }
     let opened = (
         store.is_shared().then(|| store.describe()),
         store.schema_version(),
     );
     store.close();
     Ok(opened)
+}
+
+/// A shared database that already holds a service's records belongs to that service's seed:
+/// a new seed would derive other addresses and could not sign for its wallets. Its instances
+/// are added by copying its data dir, never by another `init`.
+fn refuse_a_database_in_use(store: &Database) -> Result<(), String> {
+    let in_use = runtime()?
+        .block_on(read(store, |tx| {
+            let mut used = !tx.list_credentials()?.is_empty();
+            for network in custody_core::Network::ALL {
+                used |= !tx.wallet_addresses(network)?.is_empty();
+            }
+            Ok(used)
+        }))
+        .map_err(|e| format!("cannot read the database: {e}"))?;
+    if in_use {
+        return Err(format!(
+            "the database {} already holds a service's credentials or wallets: copy that \
+             service's data dir to add an instance (a new seed could not sign for its wallets)",
+            store.describe()
+        ));
+    }
+    Ok(())
 }
 
 fn random_hex(bytes: usize) -> String {

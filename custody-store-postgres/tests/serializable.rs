@@ -155,3 +155,39 @@ async fn watch_set_positions_are_dense_and_in_commit_order_across_instances() {
     let positions: Vec<u64> = seen.iter().map(|(seq, _)| *seq).collect();
     assert_eq!(positions, (1..=40).collect::<Vec<u64>>());
 }
+
+#[test]
+fn instances_starting_together_migrate_once() {
+    let schema = TestSchema::new();
+    let url = schema.url();
+    let opened: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let options = StoreOptions {
+                    writers: 1,
+                    readers: 1,
+                    ..StoreOptions::default()
+                };
+                PgStore::open(&url, options).map(|s| s.close())
+            })
+        })
+        .collect();
+    for o in opened {
+        o.join().unwrap().expect("every instance opens");
+    }
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let versions: Vec<i64> = client
+        .query(
+            "SELECT version FROM custody_schema_migrations ORDER BY version",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        versions,
+        (1..=i64::try_from(custody_store_postgres::schema_version()).unwrap()).collect::<Vec<_>>()
+    );
+}

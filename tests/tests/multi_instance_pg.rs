@@ -42,10 +42,27 @@ fn init_records_the_shared_database_and_creates_no_sqlite_file() {
     assert!(!c.data_dir().join("custody.db").exists());
     let config = std::fs::read_to_string(c.data_dir().join("custody.toml")).unwrap();
     assert!(config.contains("postgres://"), "{config}");
-    // A second init on the same database finds it migrated and serves the first one's data.
     let cred = c.credential("acme", &[]);
     let listed = c.cli_ok(&["credentials", "list"]);
     assert!(listed.to_string().contains(&cred.api_key));
+
+    // Another init on a database in use would bring a seed that cannot sign for its wallets.
+    let other = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(custody_e2e::custody_bin())
+        .arg("--data-dir")
+        .arg(other.path().join("data"))
+        .args(["init", "--insecure-dev-seed"])
+        .env("CUSTODY_DATABASE_URL", schema.url())
+        .env_remove("CUSTODY_DATA_DIR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("already holds"), "{stderr}");
+    assert!(
+        !other.path().join("data").exists(),
+        "nothing is left behind"
+    );
 }
 
 #[test]
