@@ -329,6 +329,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         warn_insecure();
     }
     let limiter = store.rate_limiter();
+    let exclusive = store.exclusive();
     // The seed is stretched and the master key derived once, here, never per request.
     let signer: Arc<dyn custody_core::ports::Signer> = Arc::new(
         custody_core::keys::HdSigner::from_seed(&unlocked.mnemonic.to_seed())
@@ -424,6 +425,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             Arc::clone(&clock),
             Arc::new(OsEntropy),
             watch,
+            exclusive,
         );
         crate::chains::start_broadcasters(
             &mut background,

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use custody_core::auth::{RateLimit, RateLimiter};
 use custody_core::error::CoreResult;
 use custody_core::ports::store::{ReadJob, Store, WriteJob};
+use custody_core::ports::{Alone, Exclusive};
 use custody_store_postgres::{PgRateLimiter, PgStore};
 use custody_store_sqlite::SqliteStore;
 
@@ -72,6 +73,15 @@ impl Database {
         match self {
             Database::Sqlite(_) => Arc::new(RateLimiter::new()),
             Database::Postgres(p) => Arc::new(PgRateLimiter::new(Arc::clone(p))),
+        }
+    }
+
+    /// Who does a network's scanning: this process alone on the embedded store; on the shared
+    /// one, the instance holding the work's advisory lock (the others stand by).
+    pub fn exclusive(&self) -> Arc<dyn Exclusive> {
+        match self {
+            Database::Sqlite(_) => Arc::new(Alone),
+            Database::Postgres(p) => Arc::new(p.exclusive()),
         }
     }
 

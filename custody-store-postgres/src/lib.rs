@@ -13,6 +13,7 @@
 //! Schema: numbered migrations (`migrations/`) applied at open under an advisory lock. Amounts
 //! are decimal TEXT, as in SQLite, never floats.
 
+mod exclusive;
 mod migrations;
 mod rate;
 mod repo;
@@ -32,6 +33,7 @@ use custody_core::error::{CoreError, CoreResult, PortError};
 use custody_core::ports::store::{ReadJob, Store, WriteJob};
 use tokio::sync::{mpsc, oneshot};
 
+pub use exclusive::PgExclusive;
 pub use migrations::latest_version as schema_version;
 pub use rate::PgRateLimiter;
 use worker::{Settings, Task};
@@ -129,6 +131,7 @@ fn closed() -> CoreError {
 pub struct PgStore {
     /// Where it connects, without the password.
     target: String,
+    config: postgres::Config,
     writes: Pool,
     reads: Pool,
 }
@@ -193,7 +196,13 @@ impl PgStore {
             writes: Pool::start("writer", write_clients, &settings, options.queue_max)?,
             reads: Pool::start("reader", read_clients, &settings, options.queue_max)?,
             target,
+            config,
         })
+    }
+
+    /// Work locks on this database (see [`PgExclusive`]), on a connection of their own.
+    pub fn exclusive(&self) -> PgExclusive {
+        PgExclusive::new(self.config.clone())
     }
 
     /// Where the store connects (user, hosts, database; never the password).

@@ -243,7 +243,8 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
     let address = alice["address"].as_str().unwrap().to_owned();
     let funder = anvil.account(0).to_owned();
 
-    // Both scanners see every block; each deposit is detected and credited once.
+    // Both instances run a BSC scanner: a, started first, holds the network's work lock and
+    // scans; b stands by. Each deposit is detected and credited once.
     let amounts: Vec<u128> = (1..=4).map(|i| i * ETH / 10).collect();
     for wei in &amounts {
         anvil.send_value(&funder, &address, *wei);
@@ -252,7 +253,8 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
         (cb.deposits("").len() == 4).then_some(())
     });
     anvil.mine(8);
-    // One instance dies mid-way through the confirmations; the other goes on alone.
+    // The scanning instance dies mid-way through the confirmations: its session ends, its lock
+    // with it, and b takes the scanning over on its next tick.
     a.kill9();
     anvil.mine(10);
     b.wait_for(60, "four deposits credited", || {
