@@ -3,7 +3,10 @@
 //! shared PostgreSQL store, side by side, through HTTP against the real release binary, at 1,
 //! 16 and 64 concurrent clients on keep-alive connections:
 //! - transfers: `POST /v1/internal-transfers` of 1 unit, each with its own nonce and
-//!   idempotency key (a nonce write, then an idempotent ledger transfer);
+//!   idempotency key (a nonce write, then an idempotent ledger transfer), all from one sender to
+//!   one recipient (every transfer updates the same two balances: the worst case for
+//!   PostgreSQL's SERIALIZABLE transactions, which re-run the loser of each conflict);
+//! - transfers from 16 senders: the same, client `t` sending from sender `t % 16`;
 //! - signed reads: `GET /v1/wallets/{id}/balances` (a nonce write, then a read).
 //!
 //! PostgreSQL is the local server (`CUSTODY_TEST_DATABASE_URL`, else 127.0.0.1:5432), each
@@ -111,8 +114,11 @@ impl Conn {
 #[derive(Clone, Copy, PartialEq)]
 enum Work {
     Transfers,
+    SpreadTransfers,
     SignedReads,
 }
+
+const SENDERS: usize = 16;
 
 /// Requests per second of `work` from `clients` threads on a fresh service over `database`
 /// (`None`: the data dir's SQLite file).
@@ -139,6 +145,20 @@ fn run(database: Option<&str>, work: Work, clients: usize) -> f64 {
         true,
         "1000000000000000000000000000000",
     );
+    if work == Work::SpreadTransfers {
+        for k in 0..SENDERS {
+            client.wallet(&format!("sender-{k}"), "BSC");
+            client.wallet(&format!("recipient-{k}"), "BSC");
+            c.adjust(
+                "bench",
+                &format!("sender-{k}"),
+                "BSC",
+                "USDT",
+                true,
+                "1000000000000000000000000000000",
+            );
+        }
+    }
     let balances = format!("/v1/wallets/{}/balances", alice["id"].as_str().unwrap());
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(SECONDS_PER_POINT);
@@ -149,15 +169,22 @@ fn run(database: Option<&str>, work: Work, clients: usize) -> f64 {
             let balances = balances.clone();
             std::thread::spawn(move || {
                 let mut conn = Conn::open(&addr);
+                let (from, to) = match work {
+                    Work::SpreadTransfers => (
+                        format!("sender-{}", t % SENDERS),
+                        format!("recipient-{}", t % SENDERS),
+                    ),
+                    _ => ("alice".to_owned(), "bob".to_owned()),
+                };
                 let body = serde_json::to_vec(&json!({
-                    "sender_external_user_id": "alice", "recipient_external_user_id": "bob",
+                    "sender_external_user_id": from, "recipient_external_user_id": to,
                     "asset": "USDT", "network": "BSC", "amount_units": "1"
                 }))
                 .unwrap();
                 let mut i = 0u64;
                 while Instant::now() < deadline {
                     match work {
-                        Work::Transfers => conn.send(
+                        Work::Transfers | Work::SpreadTransfers => conn.send(
                             &cred,
                             "POST",
                             "/v1/internal-transfers",
@@ -177,7 +204,7 @@ fn run(database: Option<&str>, work: Work, clients: usize) -> f64 {
     }
     let rate = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
     c.stop();
-    if work == Work::Transfers {
+    if work != Work::SignedReads {
         let (ok, _, err) = c.cli(&["ledger", "reconcile"]);
         assert!(ok, "{err}");
     }
@@ -192,10 +219,14 @@ fn main() {
     println!("| requests | clients | SQLite | PostgreSQL | PostgreSQL / SQLite |");
     println!("|---|---:|---:|---:|---:|");
     for (work, name) in [
-        (Work::Transfers, "transfers"),
+        (Work::Transfers, "transfers, one sender"),
+        (Work::SpreadTransfers, "transfers, 16 senders"),
         (Work::SignedReads, "signed reads"),
     ] {
         for clients in [1usize, 16, 64] {
+            if work == Work::SpreadTransfers && clients == 1 {
+                continue;
+            }
             let sqlite = run(None, work, clients);
             let schema = TestSchema::new();
             let postgres = run(Some(&schema.url()), work, clients);
