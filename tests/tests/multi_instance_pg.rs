@@ -19,14 +19,23 @@ fn transfer(to: &str, units: &str) -> Value {
     })
 }
 
+/// A data dir initialized on the schema's database, with `env` besides. Its pools are small
+/// (4 writers, 2 readers): tests run in parallel, each with two instances and CLI commands, on
+/// a server whose `max_connections` is 100.
+fn init_on(schema: &TestSchema, env: &[(&str, &str)]) -> Custody {
+    let url = schema.url();
+    let mut all = vec![("CUSTODY_DATABASE_URL", url.as_str())];
+    all.extend_from_slice(env);
+    let c = Custody::init_with(&["--insecure-dev-seed"], &all);
+    custody_e2e::receiver::set_config(&c.data_dir(), "store", "writers", "4");
+    custody_e2e::receiver::set_config(&c.data_dir(), "store", "readers", "2");
+    c
+}
+
 /// Instance `a` (initialized on the schema's database) and `b` (a copy of its data dir), both
 /// serving, and a credential of tenant acme.
 fn two_instances(schema: &TestSchema) -> (Custody, Custody, custody_e2e::Cred) {
-    let url = schema.url();
-    let a = Custody::init_with(
-        &["--insecure-dev-seed"],
-        &[("CUSTODY_DATABASE_URL", url.as_str())],
-    );
+    let a = init_on(schema, &[]);
     let cred = a.credential("acme", &[]);
     let b = a.sibling();
     (a, b, cred)
@@ -208,15 +217,9 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
     const ETH: u128 = 1_000_000_000_000_000_000;
     let Some(anvil) = Anvil::start() else { return };
     let schema = TestSchema::new();
-    let (url, rpc) = (schema.url(), anvil.url());
+    let rpc = anvil.url();
     let receiver = Receiver::start(|_, _| Answer::Status(204));
-    let mut a = Custody::init_with(
-        &["--insecure-dev-seed"],
-        &[
-            ("CUSTODY_DATABASE_URL", url.as_str()),
-            ("CUSTODY_BSC_RPC_URLS", rpc.as_str()),
-        ],
-    );
+    let mut a = init_on(&schema, &[("CUSTODY_BSC_RPC_URLS", rpc.as_str())]);
     a.edit_config(
         "poll_interval_ms = 1000",
         &format!(
@@ -287,11 +290,7 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
 #[test]
 fn a_credentials_rate_limit_holds_across_instances() {
     let schema = TestSchema::new();
-    let url = schema.url();
-    let mut a = Custody::init_with(
-        &["--insecure-dev-seed"],
-        &[("CUSTODY_DATABASE_URL", url.as_str())],
-    );
+    let mut a = init_on(&schema, &[]);
     let cred = a.credential("acme", &["--rate-limit", "10"]);
     let mut b = a.sibling();
     a.start();
