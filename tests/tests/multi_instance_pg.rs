@@ -317,3 +317,87 @@ fn a_credentials_rate_limit_holds_across_instances() {
     a.stop();
     b.stop();
 }
+
+#[test]
+fn withdrawals_through_two_instances_are_paid_once_when_one_dies() {
+    use custody_e2e::anvil::Anvil;
+    use custody_e2e::receiver::set_config;
+
+    const ETH: u128 = 1_000_000_000_000_000_000;
+    const DESTINATION: &str = "0x00000000000000000000000000000000000000D5";
+    let Some(anvil) = Anvil::start() else { return };
+    let schema = TestSchema::new();
+    let rpc = anvil.url();
+    let mut a = init_on(&schema, &[("CUSTODY_BSC_RPC_URLS", rpc.as_str())]);
+    set_config(&a.data_dir(), "bsc", "poll_interval_ms", "100");
+    set_config(
+        &a.data_dir(),
+        "bsc",
+        "start_block",
+        &anvil.block_number().to_string(),
+    );
+    // A short lease, so that the survivor takes a dead broadcaster's payments over quickly.
+    set_config(&a.data_dir(), "bsc.sending", "lease_ms", "3000");
+    let cred = a.credential("acme", &["--rate-limit", "100000"]);
+    let hot = a.hot_wallet("BSC");
+    anvil.send_value(anvil.account(0), &hot, 20 * ETH);
+    let mut b = a.sibling();
+    a.start();
+    b.start();
+    let (ca, cb) = (a.client(&cred), b.client(&cred));
+    ca.wallet("alice", "BSC");
+    a.adjust("acme", "alice", "BSC", "BNB", true, &(10 * ETH).to_string());
+
+    // Six withdrawals, each quoted on one instance and created on the other.
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let (quoting, creating) = if i % 2 == 0 { (&ca, &cb) } else { (&cb, &ca) };
+        let quote = quoting.post(
+            "/v1/withdrawals/quote",
+            &json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                     "destination_address": DESTINATION, "amount_units": (ETH / 10).to_string() }),
+            None,
+        );
+        assert_eq!(quote.status, 201, "{:?}", quote.json());
+        let created = creating.post(
+            "/v1/withdrawals",
+            &json!({ "quote_id": quote.json()["id"] }),
+            Some(&format!("withdraw-{i:04}")),
+        );
+        assert_eq!(created.status, 201, "{:?}", created.json());
+        ids.push(created.json()["id"].as_str().unwrap().to_owned());
+    }
+    // One instance dies while the payments go out; the other's broadcaster finishes them.
+    a.kill9();
+    let statuses = b.wait_for(120, "every withdrawal confirmed", || {
+        anvil.mine(1);
+        let all: Vec<Value> = ids
+            .iter()
+            .map(|id| cb.get(&format!("/v1/withdrawals/{id}")).json())
+            .collect();
+        all.iter()
+            .all(|w| w["status"] == "confirmed")
+            .then_some(all)
+    });
+    assert_eq!(
+        anvil.balance(DESTINATION),
+        6 * ETH / 10,
+        "every withdrawal paid exactly once"
+    );
+    let mut hashes: Vec<&str> = statuses
+        .iter()
+        .map(|w| w["tx_hash"].as_str().unwrap())
+        .collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    assert_eq!(hashes.len(), 6, "one transaction each");
+    let nonce = anvil.rpc("eth_getTransactionCount", json!([hot, "latest"]));
+    assert_eq!(
+        custody_e2e::anvil::hex_u64(&nonce),
+        6,
+        "the hot wallet used six nonces"
+    );
+    let (ok, out, _) = b.cli(&["ledger", "reconcile"]);
+    assert!(ok, "{out}");
+    b.stop();
+}
