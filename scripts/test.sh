@@ -36,6 +36,26 @@ echo "== browser for the console tests (Chromium, playwright-core)"
 CUSTODY_PLAYWRIGHT_DIR=$(./scripts/install-playwright.sh)
 export CUSTODY_PLAYWRIGHT_DIR
 
+echo "== PostgreSQL (the shared store) and a database of this run's own"
+# PostgreSQL serves 127.0.0.1:5432 with trust auth for user postgres; start it (installing it on
+# a machine that has none) when it is not running. Each test then works in a schema of its own
+# inside this run's database, which is dropped at the end.
+if ! pg_isready -q -h 127.0.0.1; then
+  if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    pg_version=$(ls /etc/postgresql | head -1)
+    sed -i -E 's#^(host[[:space:]]+all[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+)[a-z0-9-]+#\1trust#' \
+      "/etc/postgresql/$pg_version/main/pg_hba.conf"
+  fi
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+  for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 && break; sleep 1; done
+fi
+test_db="custody_test_$$"
+psql -h 127.0.0.1 -U postgres -q -c "CREATE DATABASE $test_db"
+trap 'psql -h 127.0.0.1 -U postgres -q -c "DROP DATABASE IF EXISTS $test_db WITH (FORCE)" || true' EXIT
+export CUSTODY_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:5432/$test_db"
+
 echo "== tests"
 log=$(mktemp)
 set +e

@@ -115,6 +115,7 @@ pub fn start_scanners(
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     watch_set: Arc<WatchSet>,
+    exclusive: Arc<dyn custody_core::ports::Exclusive>,
 ) {
     let catalog = Arc::new(catalog.clone());
     for (&network, chain) in &chains.sources {
@@ -138,6 +139,7 @@ pub fn start_scanners(
             watch_after: std::sync::atomic::AtomicU64::new(0),
             status: Arc::clone(&chains.status[&network]),
             halted: std::sync::atomic::AtomicBool::new(false),
+            exclusive: Arc::clone(&exclusive),
         };
         background.spawn("scanner", move |stop| scanner.run(stop));
         if c.holdings_check_interval_ms > 0 {

@@ -13,10 +13,10 @@ use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::secret::Secret;
 use custody_http::{AppState, NetworkSettings};
-use custody_store_sqlite::{SqliteStore, StoreOptions};
 use serde_json::json;
 
 use crate::config::Config;
+use crate::database::Database;
 use crate::datadir::{DataDir, PASSPHRASE_CHARS_MIN, PASSPHRASE_ENV};
 use crate::{CreateCredentialArgs, InitArgs, ServeArgs};
 
@@ -40,18 +40,13 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
+/// The store `config` selects (see [`Database`]) and the unlocked seed of `dir`.
 pub(crate) fn open_store(
     dir: &DataDir,
     config: &Config,
-) -> Result<(Arc<SqliteStore>, crate::datadir::Unlocked), String> {
+) -> Result<(Arc<Database>, crate::datadir::Unlocked), String> {
     let unlocked = dir.unlock(passphrase_from_env().as_deref())?;
-    let options = StoreOptions {
-        batch_max: config.store.batch_max,
-        readers: config.store.readers,
-        ..StoreOptions::default()
-    };
-    let store = SqliteStore::open(&dir.db_path(), options)
-        .map_err(|e| format!("cannot open the database: {}", e.message))?;
+    let store = Database::open(dir, config)?;
     Ok((Arc::new(store), unlocked))
 }
 
@@ -100,36 +95,77 @@ pub fn init(dir: &DataDir, args: &InitArgs) -> Result<(), String> {
     } else {
         passphrase.as_deref()
     };
-    let built = build_data_dir(&staging, &mnemonic, protection).and_then(|()| staging.move_to(dir));
-    if let Err(e) = built {
-        let _ = std::fs::remove_dir_all(&staging.root);
-        return Err(e);
-    }
+    let built = build_data_dir(&staging, &mnemonic, protection)
+        .and_then(|opened| staging.move_to(dir).map(|()| opened));
+    let (shared, schema_version) = match built {
+        Ok(opened) => opened,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging.root);
+            return Err(e);
+        }
+    };
     if args.insecure_dev_seed {
         warn_insecure();
     }
     print_json(&json!({
         "data_dir": dir.root.display().to_string(),
         "config": dir.config_path().display().to_string(),
-        "database": dir.db_path().display().to_string(),
+        "database": shared.unwrap_or_else(|| dir.db_path().display().to_string()),
         "seed": if args.insecure_dev_seed { "insecure-dev" } else { "passphrase" },
         "mnemonic_imported": args.mnemonic_file.is_some(),
-        "schema_version": custody_store_sqlite::schema_version(),
+        "schema_version": schema_version,
     }))
 }
 
-/// Config, sealed seed and migrated database, in `dir`.
+/// Config, sealed seed and migrated database, in `dir`; answers the shared database (if any) and
+/// the schema version. With `CUSTODY_DATABASE_URL` set, the database is that PostgreSQL one
+/// (its URL recorded as `[store] url`) and the data dir holds no SQLite file.
 fn build_data_dir(
     dir: &DataDir,
     mnemonic: &Mnemonic,
     passphrase: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(Option<String>, usize), String> {
     dir.create()?;
-    dir.write_config(&Config::default_for_init())?;
+    let mut config = Config::default_for_init();
+    config.store.url = config.store.database_url()?;
+    dir.write_config(&config)?;
     dir.write_seed(mnemonic, passphrase, &OsEntropy)?;
-    let store = SqliteStore::open(&dir.db_path(), StoreOptions::default())
-        .map_err(|e| format!("cannot create the database: {}", e.message))?;
+    let store = Database::open(dir, &config)?;
+    if store.is_shared() {
+        let in_use = refuse_a_database_in_use(&store);
+        if in_use.is_err() {
+            store.close();
+        }
+        in_use?;
+    }
+    let opened = (
+        store.is_shared().then(|| store.describe()),
+        store.schema_version(),
+    );
     store.close();
+    Ok(opened)
+}
+
+/// A shared database that already holds a service's records belongs to that service's seed:
+/// a new seed would derive other addresses and could not sign for its wallets. Its instances
+/// are added by copying its data dir, never by another `init`.
+fn refuse_a_database_in_use(store: &Database) -> Result<(), String> {
+    let in_use = runtime()?
+        .block_on(read(store, |tx| {
+            let mut used = !tx.list_credentials()?.is_empty();
+            for network in custody_core::Network::ALL {
+                used |= !tx.wallet_addresses(network)?.is_empty();
+            }
+            Ok(used)
+        }))
+        .map_err(|e| format!("cannot read the database: {e}"))?;
+    if in_use {
+        return Err(format!(
+            "the database {} already holds a service's credentials or wallets: copy that \
+             service's data dir to add an instance (a new seed could not sign for its wallets)",
+            store.describe()
+        ));
+    }
     Ok(())
 }
 
@@ -265,10 +301,12 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     if unlocked.insecure {
         warn_insecure();
     }
+    let limiter = store.rate_limiter();
+    let exclusive = store.exclusive();
     // The seeds are stretched and the master keys derived once, here, never per request:
     // seed.json's and every seed a wallet migration imported (old addresses keep their keys).
     let signer: Arc<dyn custody_core::ports::Signer> =
-        Arc::new(crate::seeds::load(&store, &unlocked)?);
+        Arc::new(crate::seeds::load(store.as_ref(), &unlocked)?);
     let vault = Arc::new(vault_of(&unlocked));
     drop(unlocked);
     let limits = config.server.limits()?;
@@ -330,7 +368,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             swap_router: Some(config.swaps.router_settings()?),
             hot_wallets: hot_wallets.clone(),
             limits,
-            limiter: custody_core::auth::RateLimiter::new(),
+            limiter: limiter.clone(),
             second_factors: custody_http::SecondFactorChecks::default(),
             inflight: idempotency::InFlight::new(),
             metrics: Arc::clone(&metrics),
@@ -359,6 +397,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             Arc::clone(&clock),
             Arc::new(OsEntropy),
             watch,
+            exclusive,
         );
         crate::chains::start_broadcasters(
             &mut background,

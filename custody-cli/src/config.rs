@@ -223,9 +223,23 @@ impl ReconciliationConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// Commands per transaction; 1 disables group commit.
+    /// Commands per transaction; 1 disables group commit (SQLite).
     pub batch_max: usize,
     pub readers: usize,
+    /// `postgres://user@host:port/database`: the shared PostgreSQL store instead of the data
+    /// dir's SQLite file (decisions §16). The environment's `CUSTODY_DATABASE_URL` wins over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Connections running write jobs (PostgreSQL).
+    #[serde(default = "default_store_writers")]
+    pub writers: usize,
+}
+
+/// The environment variable naming the PostgreSQL database (over `[store] url`).
+pub const DATABASE_URL_ENV: &str = "CUSTODY_DATABASE_URL";
+
+fn default_store_writers() -> usize {
+    8
 }
 
 impl Default for StoreConfig {
@@ -233,6 +247,24 @@ impl Default for StoreConfig {
         StoreConfig {
             batch_max: 256,
             readers: 4,
+            url: None,
+            writers: default_store_writers(),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The PostgreSQL database to use, if any: `CUSTODY_DATABASE_URL`, else `[store] url`.
+    pub fn database_url(&self) -> Result<Option<String>, String> {
+        let url = std::env::var(DATABASE_URL_ENV)
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| self.url.clone());
+        match url {
+            Some(u) if !custody_store_postgres::is_postgres_url(&u) => Err(format!(
+                "[store] url / {DATABASE_URL_ENV}: must start with postgres:// or postgresql://"
+            )),
+            other => Ok(other),
         }
     }
 }
@@ -774,6 +806,7 @@ impl Config {
     /// block id. Called on every load, so `serve` refuses to start with them.
     pub fn validate(&self) -> Result<(), String> {
         self.swaps.router_settings()?;
+        self.store.database_url()?;
         if let Ok(catalog) = self.catalog() {
             for network in Network::ALL {
                 self.sweeps.policies(&catalog, network)?;

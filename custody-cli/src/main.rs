@@ -3,6 +3,7 @@
 mod chains;
 mod commands;
 mod config;
+mod database;
 mod datadir;
 mod ledger_cmd;
 mod seeds;

@@ -4,12 +4,11 @@
 
 use custody_core::keys::{HdKeys, Mnemonic, SeedSet};
 use custody_core::ports::signer::HdPath;
-use custody_core::ports::store::read;
+use custody_core::ports::store::{read, Store};
 use custody_core::ports::Entropy;
 use custody_core::vault::NONCE_BYTES;
 use custody_core::wallet::seeds::{seed_aad, SeedRecord};
 use custody_core::Network;
-use custody_store_sqlite::SqliteStore;
 
 use crate::commands::runtime;
 use crate::datadir::Unlocked;
@@ -26,7 +25,7 @@ pub fn fingerprint(mnemonic: &Mnemonic) -> Result<String, String> {
 }
 
 /// Every seed: generation 0 from `unlocked`, then each imported one from the store.
-pub fn load(store: &SqliteStore, unlocked: &Unlocked) -> Result<SeedSet, String> {
+pub fn load(store: &dyn Store, unlocked: &Unlocked) -> Result<SeedSet, String> {
     let first = HdKeys::from_seed(&unlocked.mnemonic.to_seed())
         .map_err(|e| format!("cannot load the master key: {e}"))?;
     let mut set = SeedSet::new(first);

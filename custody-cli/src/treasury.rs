@@ -16,7 +16,7 @@ pub fn show(dir: &DataDir) -> Result<(), String> {
     let config = dir.load_config()?;
     let catalog = config.catalog()?;
     let (store, unlocked) = open_store(dir, &config)?;
-    let signer = crate::seeds::load(&store, &unlocked)?;
+    let signer = crate::seeds::load(store.as_ref(), &unlocked)?;
     drop(unlocked);
     let mut hot_wallets = BTreeMap::new();
     for network in Network::ALL {

@@ -84,7 +84,7 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
     );
     let config = dir.load_config()?;
     let (store, unlocked) = open_store(dir, &config)?;
-    let mut seeds = crate::seeds::load(&store, &unlocked)?;
+    let mut seeds = crate::seeds::load(store.as_ref(), &unlocked)?;
     // The new seed as the next generation, from the account the allocator hands out next;
     // `register_seed` checks in the transaction that nothing moved in between.
     let mut new_seed = None;

@@ -54,7 +54,8 @@ pub async fn figures_of_named_key(state: &AppState, headers: &HeaderMap) -> Opti
     Some(
         state
             .limiter
-            .peek(credential.id, credential.rate_limit, state.clock.now()),
+            .peek(credential.id, credential.rate_limit, state.clock.now())
+            .await,
     )
 }
 
@@ -114,7 +115,8 @@ pub async fn authenticate(
         // The credential is known: its window's figures go out, but this request is not counted.
         let rate = state
             .limiter
-            .peek(credential.id, credential.rate_limit, now);
+            .peek(credential.id, credential.rate_limit, now)
+            .await;
         return Err(AuthFailure {
             error: r.into(),
             rate: Some(rate),
@@ -124,7 +126,8 @@ pub async fn authenticate(
     // Counted before the nonce is written, so a credential over its limit costs no write.
     let rate = state
         .limiter
-        .check(credential.id, credential.rate_limit, now);
+        .check(credential.id, credential.rate_limit, now)
+        .await;
     if !rate.allowed {
         let refusal = Refusal::new(
             ErrorCode::RateLimited,
@@ -152,14 +155,15 @@ pub async fn authenticate(
     })?;
     if !fresh {
         // Whoever replays a captured request must not use up its owner's window.
-        state.limiter.refund(credential.id, now);
+        state.limiter.refund(credential.id, now).await;
         let refusal = Refusal::new(ErrorCode::ReplayDetected, "this nonce was already used");
         return Err(AuthFailure {
             error: refusal.into(),
             rate: Some(
                 state
                     .limiter
-                    .peek(credential.id, credential.rate_limit, now),
+                    .peek(credential.id, credential.rate_limit, now)
+                    .await,
             ),
         });
     }

@@ -894,6 +894,11 @@ fn credential_schemas(schemas: &mut Map<String, Value>) {
         json!({
             "type": "object", "additionalProperties": false,
             "required": ["tenant"],
+            "description": "scopes may be empty only when admin is true",
+            "anyOf": [
+                { "required": ["admin"], "properties": { "admin": { "const": true } } },
+                { "properties": { "scopes": { "minItems": 1 } } }
+            ],
             "properties": {
                 "tenant": { "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" },
                 "scopes": {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use custody_core::auth::RateLimiter;
+use custody_core::auth::RateLimit;
 use custody_core::idempotency::InFlight;
 use custody_core::ports::{ChainSource, Clock, Entropy, Signer, Store};
 use custody_core::{AssetCatalog, Network};
@@ -108,7 +108,7 @@ pub struct AppState {
     /// The withdrawal fee policy of every catalog asset (decisions §11).
     pub fee_policies: Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>,
     pub limits: HttpLimits,
-    pub limiter: RateLimiter,
+    pub limiter: Arc<dyn RateLimit>,
     /// Bounds the PIN verifications running at once (`second_factor`).
     pub second_factors: crate::second_factor::SecondFactorChecks,
     pub inflight: InFlight,

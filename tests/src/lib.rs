@@ -120,6 +120,25 @@ impl Custody {
         self.dir.path().join("data")
     }
 
+    /// A second instance of the same service: a copy of this data dir (same seed and config,
+    /// so the same database when it is a shared PostgreSQL one), not started.
+    pub fn sibling(&self) -> Custody {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(self.data_dir())
+            .arg(dir.path().join("data"))
+            .status()
+            .expect("cp runs");
+        assert!(status.success(), "copying the data dir failed");
+        Custody {
+            dir,
+            child: None,
+            addr: String::new(),
+            extra_env: self.extra_env.clone(),
+        }
+    }
+
     fn command(&self) -> Command {
         let mut cmd = Command::new(custody_bin());
         cmd.arg("--data-dir").arg(self.data_dir());

@@ -49,6 +49,9 @@ pub struct Scanner {
     /// Set once a reorganization deeper than `blocks_kept` was found: scanning stops until an
     /// operator restarts the service, and the alert is raised once.
     pub halted: AtomicBool,
+    /// Who scans this network among the instances sharing the store: asked before every tick,
+    /// so a standby instance takes over as soon as the scanning one dies.
+    pub exclusive: Arc<dyn custody_core::ports::Exclusive>,
 }
 
 /// Heights fetched concurrently while catching up: overlaps round trips to a distant node
@@ -71,8 +74,21 @@ impl Scanner {
         let mut failures: u32 = 0;
         let mut failing_since: Option<Timestamp> = None;
         let mut stuck_alerted = false;
+        let work = format!("scanner:{network}");
+        let mut standing_by = false;
         loop {
-            let wait = match self.tick().await {
+            let holds = self.exclusive.hold(&work).await;
+            if holds == standing_by {
+                standing_by = !holds;
+                tracing::info!(%network, scanning = holds, "scanner role changed");
+            }
+            let outcome = if holds {
+                self.tick().await
+            } else {
+                // Another instance scans; its writes reach this one's readers through the store.
+                Ok(Tick::UpToDate)
+            };
+            let wait = match outcome {
                 Ok(tick) => {
                     failures = 0;
                     failing_since = None;
@@ -571,6 +587,7 @@ mod tests {
             stuck_alert_after: Duration::from_secs(600),
             watch_after: std::sync::atomic::AtomicU64::new(0),
             halted: AtomicBool::new(false),
+            exclusive: Arc::new(custody_core::ports::Alone),
         };
         Fixture {
             _dir: dir,

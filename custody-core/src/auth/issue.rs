@@ -388,7 +388,7 @@ mod tests {
         );
         assert_eq!(
             check_rate_limit(0).unwrap_err(),
-            check_rate_limit(RATE_LIMIT_MAX + 1).unwrap_err()
+            check_rate_limit(u64::from(RATE_LIMIT_MAX) + 1).unwrap_err()
         );
         assert_eq!(check_rate_limit(600), Ok(600));
         assert!(

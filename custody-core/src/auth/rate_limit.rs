@@ -1,10 +1,15 @@
 //! Per-credential fixed-window rate limiting (decisions §5: 60 s windows).
 //!
-//! In memory on purpose: the limit protects this process, a restart resetting the windows is
-//! harmless, and a store write per request only to count would cost an fsync for nothing.
+//! [`RateLimit`] is what the HTTP layer asks. [`RateLimiter`] counts in memory: right for the
+//! embedded store, where one process serves (a restart resetting the windows is harmless, and a
+//! store write per request only to count would cost an fsync for nothing). Several instances on
+//! a shared store count in the database instead (decisions §16: the limit holds across
+//! instances), with a counter of their own (`custody-store-postgres`'s `PgRateLimiter`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+use async_trait::async_trait;
 
 use uuid::Uuid;
 
@@ -19,6 +24,42 @@ pub struct RateDecision {
     pub remaining: u32,
     /// Seconds until the window resets (for `Retry-After`), at least 1.
     pub reset_after_s: u64,
+}
+
+/// The window of `now`: its number and the seconds until it ends (at least 1).
+pub fn window_of(now: Timestamp) -> (i64, u64) {
+    let now_s = now.unix_seconds();
+    let window = now_s.div_euclid(WINDOW_S);
+    let reset_after_s = u64::try_from((window + 1) * WINDOW_S - now_s)
+        .unwrap_or(1)
+        .max(1);
+    (window, reset_after_s)
+}
+
+/// A credential's rate limit, wherever its windows are counted.
+#[async_trait]
+pub trait RateLimit: Send + Sync {
+    /// The current figures of `credential`'s window without counting a request.
+    async fn peek(&self, credential: Uuid, limit: u32, now: Timestamp) -> RateDecision;
+    /// Counts one request of `credential` at `now` against `limit`.
+    async fn check(&self, credential: Uuid, limit: u32, now: Timestamp) -> RateDecision;
+    /// Gives back a request `check` counted at `now` that was not the credential's own.
+    async fn refund(&self, credential: Uuid, now: Timestamp);
+}
+
+#[async_trait]
+impl RateLimit for RateLimiter {
+    async fn peek(&self, credential: Uuid, limit: u32, now: Timestamp) -> RateDecision {
+        RateLimiter::peek(self, credential, limit, now)
+    }
+
+    async fn check(&self, credential: Uuid, limit: u32, now: Timestamp) -> RateDecision {
+        RateLimiter::check(self, credential, limit, now)
+    }
+
+    async fn refund(&self, credential: Uuid, now: Timestamp) {
+        RateLimiter::refund(self, credential, now);
+    }
 }
 
 #[derive(Debug, Default)]

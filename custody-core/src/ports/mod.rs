@@ -5,6 +5,7 @@
 pub mod chain;
 pub mod clock;
 pub mod dex;
+pub mod exclusive;
 pub mod sender;
 pub mod signer;
 pub mod stake;
@@ -14,6 +15,7 @@ pub mod webhook;
 pub use chain::{ChainSource, OnchainBalance};
 pub use clock::{Clock, Entropy};
 pub use dex::DexRouter;
+pub use exclusive::{Alone, Exclusive};
 pub use sender::ChainSender;
 pub use signer::{HdPath, RecoverableSignature, Signer};
 pub use stake::{EnergyStake, StakeFacts};

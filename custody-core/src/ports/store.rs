@@ -158,20 +158,28 @@ pub type ReadJob = Box<dyn FnMut(&mut dyn ReadTx) -> CoreResult<Box<dyn Any + Se
 ///   jobs are `FnMut` and MUST NOT have effects outside their writes), or every read that a
 ///   write depends on locks what it read until the commit (`SELECT ... FOR UPDATE`): the ledger
 ///   reads account totals and writes them back, a claim reads what is due and leases it. The
-///   embedded SQLite store has one writer thread, which satisfies this trivially.
+///   embedded SQLite store has one writer thread, which satisfies this trivially. The
+///   PostgreSQL store takes the first way: every write job is a SERIALIZABLE transaction, and a
+///   job refused with a serialization failure (40001) or a deadlock (40P01), on any statement or
+///   at the commit, is rolled back and run again on a fresh snapshot, so jobs need no locks of
+///   their own and keep one code path for both stores.
 /// - MUST enforce uniqueness with constraints (nonces, idempotency keys, deposit identities,
 ///   wallet per user and network, outgoing nonces), never with a prior read alone.
 /// - MUST answer `Err(CoreError::Port)` to every job of a transaction whose commit failed; the
 ///   jobs then did not happen, and the caller may retry.
 /// - MUST NOT hold a transaction open across an `.await`.
 ///
-/// Work shared between processes. Claims on background work (webhook events today; outgoing
-/// transactions, sweeps and reconciliations next) are leases with an expiry, taken and renewed in
-/// write jobs: a crashed process's leases simply run out and the work is claimed again. Leases
-/// are never released in bulk at start-up, since another instance may hold them. What must hold
+/// Work shared between processes. Claims on background work (webhook events, outgoing
+/// transactions, reconciliation runs) are leases with an expiry, taken and renewed in write
+/// jobs: a crashed process's leases simply run out and the work is claimed again. Leases are
+/// never released in bulk at start-up, since another instance may hold them. Work without a
+/// claim is fenced by what it writes: a scanner's block applies only onto the stored cursor, and
+/// one sweep is open per address (a constraint), so instances doing it at once write it once. What must hold
 /// across instances (nonces, idempotency records, cursors, controls) is read from the store,
-/// never from a process's memory; what a process keeps in memory (the watch set, rate windows,
-/// the in-flight idempotency keys) is a cache or a per-instance limit, never the truth.
+/// never from a process's memory; what a process keeps in memory (the watch set, the in-flight
+/// idempotency keys, rate windows on the embedded store) is a cache or a per-instance limit,
+/// never the truth. A store shared by several instances counts rate windows itself
+/// (`auth::RateLimit`, outside the jobs).
 ///
 /// A job MUST NOT cause side effects outside the transaction (network calls, in-memory caches
 /// that outlive it): if the commit fails, those would describe something that did not happen.

@@ -164,6 +164,7 @@ fn scanner(store: &Arc<dyn Store>, node: &Arc<Node>, watch: &Arc<WatchSet>) -> S
         watch_after: std::sync::atomic::AtomicU64::new(0),
         status: Arc::default(),
         halted: AtomicBool::new(false),
+        exclusive: Arc::new(custody_core::ports::Alone),
     }
 }
 

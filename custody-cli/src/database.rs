@@ -1,0 +1,111 @@
+//! The store `serve` and the other commands open: the data dir's SQLite file, or the shared
+//! PostgreSQL database named by `CUSTODY_DATABASE_URL` / `[store] url` (decisions §16).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use custody_core::auth::{RateLimit, RateLimiter};
+use custody_core::error::CoreResult;
+use custody_core::ports::store::{ReadJob, Store, WriteJob};
+use custody_core::ports::{Alone, Exclusive};
+use custody_store_postgres::{PgRateLimiter, PgStore};
+use custody_store_sqlite::SqliteStore;
+
+use crate::config::Config;
+use crate::datadir::DataDir;
+
+pub enum Database {
+    Sqlite(SqliteStore),
+    Postgres(Arc<PgStore>),
+}
+
+impl Database {
+    /// Opens (creating and migrating as needed) the store `config` selects for `dir`.
+    pub fn open(dir: &DataDir, config: &Config) -> Result<Database, String> {
+        match config.store.database_url()? {
+            Some(url) => {
+                let options = custody_store_postgres::StoreOptions {
+                    writers: config.store.writers,
+                    readers: config.store.readers,
+                    ..custody_store_postgres::StoreOptions::default()
+                };
+                PgStore::open(&url, options)
+                    .map(|s| Database::Postgres(Arc::new(s)))
+                    .map_err(|e| format!("cannot open the PostgreSQL database: {}", e.message))
+            }
+            None => {
+                let options = custody_store_sqlite::StoreOptions {
+                    batch_max: config.store.batch_max,
+                    readers: config.store.readers,
+                    ..custody_store_sqlite::StoreOptions::default()
+                };
+                SqliteStore::open(&dir.db_path(), options)
+                    .map(Database::Sqlite)
+                    .map_err(|e| format!("cannot open the database: {}", e.message))
+            }
+        }
+    }
+
+    /// Where the data is: the SQLite file, or the PostgreSQL target without its password.
+    pub fn describe(&self) -> String {
+        match self {
+            Database::Sqlite(s) => s.path().display().to_string(),
+            Database::Postgres(p) => p.target().to_owned(),
+        }
+    }
+
+    pub fn schema_version(&self) -> usize {
+        match self {
+            Database::Sqlite(_) => custody_store_sqlite::schema_version(),
+            Database::Postgres(_) => custody_store_postgres::schema_version(),
+        }
+    }
+
+    /// Whether several instances may share this store (and must coordinate through it).
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Database::Postgres(_))
+    }
+
+    /// Where request rates are counted: in memory for the embedded store (one process), in the
+    /// database for the shared one, so a credential's limit holds across instances.
+    pub fn rate_limiter(&self) -> Arc<dyn RateLimit> {
+        match self {
+            Database::Sqlite(_) => Arc::new(RateLimiter::new()),
+            Database::Postgres(p) => Arc::new(PgRateLimiter::new(Arc::clone(p))),
+        }
+    }
+
+    /// Who does a network's scanning: this process alone on the embedded store; on the shared
+    /// one, the instance holding the work's advisory lock (the others stand by).
+    pub fn exclusive(&self) -> Arc<dyn Exclusive> {
+        match self {
+            Database::Sqlite(_) => Arc::new(Alone),
+            Database::Postgres(p) => Arc::new(p.exclusive()),
+        }
+    }
+
+    pub fn close(&self) {
+        match self {
+            Database::Sqlite(s) => s.close(),
+            Database::Postgres(p) => p.close(),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Database {
+    async fn write(&self, job: WriteJob) -> CoreResult<Box<dyn Any + Send>> {
+        match self {
+            Database::Sqlite(s) => s.write(job).await,
+            Database::Postgres(p) => p.write(job).await,
+        }
+    }
+
+    async fn read(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        match self {
+            Database::Sqlite(s) => s.read(job).await,
+            Database::Postgres(p) => p.read(job).await,
+        }
+    }
+}

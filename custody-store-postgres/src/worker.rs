@@ -1,0 +1,180 @@
+//! The worker threads. Each owns one connection and takes jobs from a queue shared with the
+//! other workers of its pool; a job runs synchronously on the thread, inside one transaction,
+//! so no transaction is held across an `.await`.
+//!
+//! A write job runs in a SERIALIZABLE transaction. When PostgreSQL refuses it because it lost a
+//! conflict with a concurrent transaction (40001) or a deadlock (40P01), whether on a statement
+//! or at the commit, the transaction is rolled back and the job runs again from the start, on a
+//! fresh snapshot (jobs are `FnMut` and have no effect but their writes). The answer is sent
+//! after the commit, so `Ok` means durable.
+
+use std::any::Any;
+use std::hash::{BuildHasher, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use custody_core::error::{CoreError, CoreResult, PortError};
+use custody_core::ports::store::{ReadJob, WriteJob};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::sql::Conn;
+use crate::tx::{db_err, PgTx};
+
+pub(crate) type Reply = oneshot::Sender<CoreResult<Box<dyn Any + Send>>>;
+
+/// Statements run on a connection outside any job's transaction, each committing on its own
+/// (the rate counter's atomic upserts).
+pub(crate) type DirectJob = Box<dyn FnOnce(&Conn) -> CoreResult<Box<dyn Any + Send>> + Send>;
+
+pub(crate) enum Task {
+    Write(WriteJob, Reply),
+    Read(ReadJob, Reply),
+    Direct(DirectJob, Reply),
+}
+
+pub(crate) type Queue = Arc<Mutex<mpsc::Receiver<Task>>>;
+
+/// What a worker needs to (re)connect and how hard it retries.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub config: postgres::Config,
+    pub conflict_retries_max: u32,
+}
+
+pub(crate) fn run(mut conn: Option<Conn>, queue: Queue, settings: Settings) {
+    loop {
+        let task = {
+            let mut rx = queue.lock().unwrap_or_else(|p| p.into_inner());
+            rx.blocking_recv()
+        };
+        let Some(task) = task else { break };
+        if conn.as_ref().is_none_or(Conn::is_closed) {
+            conn = match settings.config.connect(postgres::NoTls) {
+                Ok(client) => Some(Conn::new(client)),
+                Err(e) => {
+                    let err = CoreError::Port(PortError::transient(
+                        "store",
+                        format!("cannot connect to PostgreSQL: {e}"),
+                    ));
+                    match task {
+                        Task::Write(_, reply) | Task::Read(_, reply) | Task::Direct(_, reply) => {
+                            let _ = reply.send(Err(err));
+                        }
+                    }
+                    continue;
+                }
+            };
+        }
+        let Some(c) = conn.as_ref() else { continue };
+        match task {
+            Task::Write(mut job, reply) => {
+                let _ = reply.send(write(c, &mut job, settings.conflict_retries_max));
+            }
+            Task::Read(mut job, reply) => {
+                let _ = reply.send(read(c, &mut job));
+            }
+            Task::Direct(job, reply) => {
+                let result = catch_unwind(AssertUnwindSafe(|| job(c))).unwrap_or_else(|_| {
+                    Err(CoreError::Invariant("a store statement panicked".into()))
+                });
+                c.take_conflict();
+                let _ = reply.send(result);
+            }
+        }
+    }
+    tracing::debug!("store worker stopped: queue closed");
+}
+
+enum Attempt {
+    Done(CoreResult<Box<dyn Any + Send>>),
+    Conflict,
+}
+
+fn port(e: crate::sql::Error) -> CoreError {
+    CoreError::Port(db_err(e))
+}
+
+fn write(conn: &Conn, job: &mut WriteJob, retries_max: u32) -> CoreResult<Box<dyn Any + Send>> {
+    let mut attempt = 0u32;
+    loop {
+        match write_once(conn, job) {
+            Attempt::Done(result) => return result,
+            Attempt::Conflict if attempt < retries_max => {
+                attempt += 1;
+                std::thread::sleep(backoff(attempt));
+            }
+            Attempt::Conflict => {
+                tracing::warn!(attempts = attempt + 1, "a store job kept losing conflicts");
+                return Err(CoreError::Port(PortError::transient(
+                    "store",
+                    "the transaction kept losing conflicts with concurrent ones; retry",
+                )));
+            }
+        }
+    }
+}
+
+/// Up to 2^attempt ms (at most 64 ms), at random, so that jobs that conflicted do not meet
+/// again in step.
+fn backoff(attempt: u32) -> Duration {
+    let ceiling = 1u64 << attempt.min(6);
+    let noise = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    Duration::from_micros(noise % (ceiling * 1000))
+}
+
+fn write_once(conn: &Conn, job: &mut WriteJob) -> Attempt {
+    conn.take_conflict();
+    if let Err(e) = conn.execute_batch("BEGIN ISOLATION LEVEL SERIALIZABLE") {
+        return Attempt::Done(Err(port(e)));
+    }
+    let (result, left_open) = {
+        let mut tx = PgTx::new(conn);
+        let result = catch_unwind(AssertUnwindSafe(|| job(&mut tx)))
+            .unwrap_or_else(|_| Err(CoreError::Invariant("a store job panicked".into())));
+        (result, tx.open_savepoints())
+    };
+    let result = match result {
+        Ok(_) if left_open > 0 => Err(CoreError::Invariant(format!(
+            "a store job left {left_open} savepoints open"
+        ))),
+        other => other,
+    };
+    if conn.take_conflict() {
+        // Whatever the job made of the error, its reads are stale: run it again.
+        let _ = conn.execute_batch("ROLLBACK");
+        return Attempt::Conflict;
+    }
+    if result.is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
+        return Attempt::Done(result);
+    }
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => Attempt::Done(result),
+        Err(e) if e.is_conflict() => {
+            conn.take_conflict();
+            Attempt::Conflict
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "store commit failed; the job is rolled back");
+            let _ = conn.execute_batch("ROLLBACK");
+            Attempt::Done(Err(CoreError::Port(PortError::transient(
+                "store",
+                format!("commit failed: {e}"),
+            ))))
+        }
+    }
+}
+
+fn read(conn: &Conn, job: &mut ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+    conn.execute_batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .map_err(port)?;
+    let mut tx = PgTx::new(conn);
+    let result = catch_unwind(AssertUnwindSafe(|| job(&mut tx)))
+        .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())));
+    let _ = conn.execute_batch("ROLLBACK");
+    conn.take_conflict();
+    result
+}
