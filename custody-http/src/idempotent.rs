@@ -45,7 +45,22 @@ where
     let _claim = state.inflight.enter(&tenant, &key, fp)?;
     let now = state.clock.now();
     let trace_id = call.trace_id;
+    // The request's nonce, when its route defers it here: written first in the same
+    // transaction, so a replay runs nothing and the request costs one store job.
+    let nonce = call.take_nonce();
+    let kept = nonce.clone();
+    let replay = || {
+        Refusal::new(
+            custody_core::error::ErrorCode::ReplayDetected,
+            "this nonce was already used",
+        )
+    };
     let outcome = write(state.store.as_ref(), move |tx| {
+        if let Some(n) = &nonce {
+            if !tx.use_nonce(n.credential, &n.nonce, n.expires_at)? {
+                return Ok(None);
+            }
+        }
         idempotency::run_in_tx(
             tx,
             &tenant,
@@ -58,8 +73,23 @@ where
                 body: error_body(r, trace_id),
             },
         )
+        .map(Some)
     })
-    .await?;
+    .await;
+    let outcome = match outcome {
+        Ok(Some(outcome)) => outcome,
+        Ok(None) => return Err(replay().into()),
+        Err(e) => {
+            // The command's transaction rolled back, its nonce with it: the nonce is still
+            // used (it was accepted), so it is written on its own.
+            if let Some(n) = kept {
+                if let Ok(false) = state.nonces.record_deferred(state.store.as_ref(), n).await {
+                    return Err(replay().into());
+                }
+            }
+            return Err(e);
+        }
+    };
     Ok(match outcome {
         Outcome::Executed(r) => Reply::raw_json(r.status, r.body),
         Outcome::Replayed(r) => {

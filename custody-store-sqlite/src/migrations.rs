@@ -64,6 +64,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0016_alert_acks_and_pages",
         include_str!("../migrations/0016_alert_acks_and_pages.sql"),
     ),
+    (
+        "0019_nonce_fence_credentials_version",
+        include_str!("../migrations/0019_nonce_fence_credentials_version.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {
