@@ -215,3 +215,78 @@ impl NonceGate {
         self.set.prune(now_s);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use custody_core::ports::store::read;
+    use custody_store_sqlite::{SqliteStore, StoreOptions};
+
+    use super::*;
+
+    const NOW_S: i64 = 1_800_000_000;
+
+    fn signed(nonce: &str) -> SignedNonce<'_> {
+        SignedNonce {
+            credential: Uuid::from_u128(7),
+            nonce,
+            ts: NOW_S,
+            expires_at: Timestamp::from_unix_millis(0).plus_seconds(NOW_S + 301),
+        }
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_unix_millis(0).plus_seconds(NOW_S)
+    }
+
+    #[tokio::test]
+    async fn a_shared_store_writes_every_nonce_so_another_instance_refuses_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("db"), StoreOptions::default()).unwrap());
+        let (one, other) = (
+            NonceGate::shared_store(NOW_S),
+            NonceGate::shared_store(NOW_S),
+        );
+        let s = store.as_ref();
+        let read_nonce = signed("read-nonce-00000001");
+        assert!(matches!(
+            one.check(s, read_nonce, now(), false).await.unwrap(),
+            NonceCheck::Fresh
+        ));
+        let kept = read(s, |tx| Ok(tx.latest_nonce_expiry()?)).await.unwrap();
+        assert_eq!(
+            kept,
+            Some(read_nonce.expires_at),
+            "written before the answer"
+        );
+        assert!(matches!(
+            other.check(s, read_nonce, now(), false).await.unwrap(),
+            NonceCheck::Replay
+        ));
+        assert!(matches!(
+            one.check(s, read_nonce, now(), false).await.unwrap(),
+            NonceCheck::Replay
+        ));
+
+        // A mutation's nonce is left to its command, claimed; the other instance's command
+        // finds it once the first one's committed.
+        let command_nonce = signed("command-nonce-0001");
+        let NonceCheck::Deferred(d) = one.check(s, command_nonce, now(), true).await.unwrap()
+        else {
+            panic!("deferred to the command");
+        };
+        assert!(matches!(
+            one.check(s, command_nonce, now(), false).await.unwrap(),
+            NonceCheck::Replay
+        ));
+        assert!(one.record_deferred(s, d.clone()).await.unwrap());
+        let NonceCheck::Deferred(again) = other.check(s, command_nonce, now(), true).await.unwrap()
+        else {
+            panic!("the other instance defers it too");
+        };
+        assert!(!other.record_deferred(s, again).await.unwrap(), "used");
+        assert!(!one.is_fenced() && !other.has_work());
+    }
+}

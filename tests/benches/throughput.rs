@@ -7,6 +7,7 @@
 //! - `THROUGHPUT_SECONDS` (default 4): load time of each row;
 //! - `THROUGHPUT_CLIENTS` (default `1,16,64`): connection counts;
 //! - `THROUGHPUT_REFERENCE=0`: skip the bare hyper server and pgbench;
+//! - `THROUGHPUT_LOG=info`: the server logs its line per request (to this process's stderr);
 //! - `THROUGHPUT_PERF=DIR`: record each custody row with `perf record -g` into DIR;
 //! - `CUSTODY_BIN`: a custody binary to measure instead of building the work tree's.
 //!
@@ -273,7 +274,9 @@ struct Served {
 }
 
 fn serve_fresh() -> Served {
-    let mut c = Custody::init();
+    // The server's log level (the e2e harness default is `warn`: no line per request).
+    let log = env_or("THROUGHPUT_LOG", "warn");
+    let mut c = Custody::init_with(&["--insecure-dev-seed"], &[("CUSTODY_LOG", log.as_str())]);
     // Every client connects from the same address: lift the per-peer cap.
     c.edit_config(
         "connections_per_peer_max = 128",
