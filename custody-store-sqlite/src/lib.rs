@@ -126,6 +126,10 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
     // checkpoints copy a page changed by many batches once instead of many times.
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
     conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
+    // Each job of a batch runs under a savepoint, whose statement journal keeps the original
+    // of every page the job changes; past 64 KiB SQLite spills it to a temporary file, which a
+    // batch of transfers always did. Kept in memory, it costs no file writes.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(())
 }
 
