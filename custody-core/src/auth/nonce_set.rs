@@ -22,7 +22,8 @@
 //! both accept one nonce within the process.
 //!
 //! The set keeps a keyed 128-bit hash per nonce (two SipHash keys drawn per process), not the
-//! nonce, until the nonce's expiry: about 32 bytes per request of the last five minutes.
+//! nonce, until the nonce's expiry: about 55 bytes per request of the last five minutes (1,000
+//! requests/s: 17 MB; 30,000/s sustained: about 1 GB), the same horizon as the store's rows.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{HashSet, VecDeque};
