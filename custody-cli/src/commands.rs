@@ -268,6 +268,39 @@ pub fn revoke_credential(dir: &DataDir, api_key: &str) -> Result<(), String> {
     }
 }
 
+/// The set of reads' nonces of this process, from the store's fence and nonces. After an
+/// unclean stop whose fence reaches into the current second, waits (a second or two) until it
+/// has passed, so requests signed from now on are not in the band the fence refuses.
+async fn start_nonce_set(
+    store: &dyn Store,
+    clock: &dyn Clock,
+) -> Result<custody_core::auth::nonce_set::NonceSet, String> {
+    let (fence, latest) = read(store, |tx| {
+        Ok((tx.nonce_fence()?, tx.latest_nonce_expiry()?))
+    })
+    .await
+    .map_err(|e| format!("cannot read the nonce fence: {e}"))?;
+    if let Some(f) = fence.filter(|f| !f.clean) {
+        let now_s = clock.now().unix_seconds();
+        if f.high_s >= now_s {
+            // Bounded: a fence far ahead (a clock set back) is refused as a band instead.
+            let wait = u64::try_from(f.high_s - now_s + 1).unwrap_or(0).min(3);
+            tracing::warn!(
+                band_low_s = f.low_s,
+                band_high_s = f.high_s,
+                wait_s = wait,
+                "the last run stopped uncleanly: requests signed in the fence's band are refused"
+            );
+            tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+        }
+    }
+    Ok(custody_core::auth::nonce_set::NonceSet::new(
+        fence,
+        latest,
+        clock.now().unix_seconds(),
+    ))
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -297,12 +330,15 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     let fee_policies = config.fee_policies(&catalog)?;
     let native_rates = config.native_rates(&catalog)?;
     let native_rates_for_sweeps = native_rates.clone();
+    // Held until serve returns: one server per data dir (see `DataDir::lock_for_serve`).
+    let _serving = dir.lock_for_serve()?;
     let (store, unlocked) = open_store(dir, &config)?;
     if unlocked.insecure {
         warn_insecure();
     }
     let limiter = store.rate_limiter();
     let exclusive = store.exclusive();
+    let shared = store.is_shared();
     // The seeds are stretched and the master keys derived once, here, never per request:
     // seed.json's and every seed a wallet migration imported (old addresses keep their keys).
     let signer: Arc<dyn custody_core::ports::Signer> =
@@ -325,6 +361,16 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             Arc::new(OsEntropy),
         ));
         let store = guarded;
+        // Reads' nonces are kept in memory under a durable fence only when this process alone
+        // writes the store; instances sharing a database record every nonce in it before
+        // answering, so a nonce used on one is refused by the others (decisions §16).
+        let nonces = Arc::new(if shared {
+            custody_http::nonces::NonceGate::shared_store(clock.now().unix_seconds())
+        } else {
+            custody_http::nonces::NonceGate::fenced(
+                start_nonce_set(store.as_ref(), clock.as_ref()).await?,
+            )
+        });
         let chains = crate::chains::build(&config, &catalog)?;
         let watch = crate::chains::load_watch_set(store.as_ref()).await?;
         let mut hot_wallets = std::collections::BTreeMap::new();
@@ -369,6 +415,8 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             hot_wallets: hot_wallets.clone(),
             limits,
             limiter: limiter.clone(),
+            nonces: Arc::clone(&nonces),
+            credentials: custody_http::CredentialCache::default(),
             second_factors: custody_http::SecondFactorChecks::default(),
             inflight: idempotency::InFlight::new(),
             metrics: Arc::clone(&metrics),
@@ -450,10 +498,18 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         background.spawn("reconciler", move |stop| reconciler.run(stop));
         let pruner = Pruner {
             store: Arc::clone(&store),
-            clock,
+            clock: Arc::clone(&clock),
             interval: std::time::Duration::from_secs(60),
         };
         background.spawn("pruner", move |stop| pruner.run(stop));
+        if !shared {
+            let nonce_log = custody_cli::runtime::nonce_log::NonceLog {
+                gate: nonces,
+                store: Arc::clone(&store),
+                clock: Arc::clone(&clock),
+            };
+            background.spawn("nonce_log", move |stop| nonce_log.run(stop));
+        }
         tracing::info!(listen = %local, "serving");
         print_json(&json!({ "listening": format!("http://{local}/v1") }))?;
         let served = custody_http::serve(listener, state, shutdown_signal()).await;

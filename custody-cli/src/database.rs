@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::datadir::DataDir;
 
 pub enum Database {
-    Sqlite(SqliteStore),
+    Sqlite(Box<SqliteStore>),
     Postgres(Arc<PgStore>),
 }
 
@@ -41,7 +41,7 @@ impl Database {
                     ..custody_store_sqlite::StoreOptions::default()
                 };
                 SqliteStore::open(&dir.db_path(), options)
-                    .map(Database::Sqlite)
+                    .map(|s| Database::Sqlite(Box::new(s)))
                     .map_err(|e| format!("cannot open the database: {}", e.message))
             }
         }
@@ -106,6 +106,22 @@ impl Store for Database {
         match self {
             Database::Sqlite(s) => s.read(job).await,
             Database::Postgres(p) => p.read(job).await,
+        }
+    }
+
+    // Forwarded, not left to the defaults: the credential cache and the inline reads are the
+    // embedded store's, and a wrapper that dropped them would silently cost every request.
+    async fn credentials_version(&self) -> CoreResult<Option<u64>> {
+        match self {
+            Database::Sqlite(s) => s.credentials_version().await,
+            Database::Postgres(p) => p.credentials_version().await,
+        }
+    }
+
+    async fn read_quick(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        match self {
+            Database::Sqlite(s) => s.read_quick(job).await,
+            Database::Postgres(p) => p.read_quick(job).await,
         }
     }
 }

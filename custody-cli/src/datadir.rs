@@ -18,6 +18,7 @@ use crate::config::Config;
 pub const CONFIG_FILE: &str = "custody.toml";
 pub const DB_FILE: &str = "custody.db";
 pub const SEED_FILE: &str = "seed.json";
+pub const SERVE_LOCK_FILE: &str = "serve.lock";
 pub const PASSPHRASE_ENV: &str = "CUSTODY_PASSPHRASE";
 const SEED_AAD: &[u8] = b"custody:seed:v1";
 pub const PASSPHRASE_CHARS_MIN: usize = 12;
@@ -78,6 +79,30 @@ impl DataDir {
     }
     pub fn db_path(&self) -> PathBuf {
         self.root.join(DB_FILE)
+    }
+
+    /// Takes the data dir for one `custody serve`: an exclusive lock on `serve.lock`, held
+    /// until the returned file is dropped (or the process dies: the kernel releases it). A
+    /// second `serve` on the same dir is refused: the server keeps state in memory that only
+    /// holds with one writer process (reads' nonces, `custody_http::nonces`). Other commands
+    /// (credentials, ledger, treasury) do not take it and may run beside the server.
+    pub fn lock_for_serve(&self) -> Result<fs::File, String> {
+        let path = self.root.join(SERVE_LOCK_FILE);
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(file),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(format!(
+                "another custody serve is running on {} (it holds {})",
+                self.root.display(),
+                path.display()
+            )),
+            Err(e) => Err(format!("cannot lock {}: {e}", path.display())),
+        }
     }
     pub fn seed_path(&self) -> PathBuf {
         self.root.join(SEED_FILE)

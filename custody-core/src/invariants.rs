@@ -174,4 +174,16 @@ impl Store for InvariantGuard {
         }
         result
     }
+
+    async fn credentials_version(&self) -> CoreResult<Option<u64>> {
+        self.inner.credentials_version().await
+    }
+
+    async fn read_quick(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        let result = self.inner.read_quick(job).await;
+        if let Some(reason) = broken(&result) {
+            self.latch_on(reason).await;
+        }
+        result
+    }
 }

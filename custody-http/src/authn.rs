@@ -1,22 +1,82 @@
 //! The authentication pipeline of one request: header format, credential, signature, window,
-//! rate limit, then the nonce (the only step that writes). See `custody_core::auth` for why
-//! the order matters. A request refused before it counts (bad format or signature, a replay)
-//! is answered with its credential's window figures, uncounted, when the key names one.
+//! rate limit, then the nonce (the only step that writes; `crate::nonces` says where). See
+//! `custody_core::auth` for why the order matters. A request refused before it counts (bad
+//! format or signature, a replay) is answered with its credential's window figures, uncounted,
+//! when the key names one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use custody_core::auth::{self, AuthHeaders, Credential, RateDecision, SignedParts};
-use custody_core::error::{CoreError, ErrorCode, Refusal};
-use custody_core::ports::store::{read, write};
+use custody_core::error::{CoreError, CoreResult, ErrorCode, Refusal};
+use custody_core::ports::store::read_quick;
 use hyper::HeaderMap;
 
+use crate::nonces::{DeferredNonce, NonceCheck, SignedNonce};
 use crate::state::AppState;
+
+/// Credentials kept beyond this many are dropped all at once (a flood of unknown keys cannot
+/// grow the cache: only keys that exist are kept).
+const CACHED_CREDENTIALS_MAX: usize = 4_096;
+
+/// Opened credentials by api key, each with the store's `credentials_version` it was read at.
+/// A request uses its entry only while the version is unchanged, so a credential revoked or
+/// changed by any process (`custody credentials revoke`) is read again on the next request.
+#[derive(Default)]
+pub struct CredentialCache {
+    entries: Mutex<HashMap<String, (u64, Arc<Credential>)>>,
+}
+
+impl CredentialCache {
+    fn get(&self, api_key: &str, version: u64) -> Option<Arc<Credential>> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .get(api_key)
+            .filter(|(v, _)| *v == version)
+            .map(|(_, c)| Arc::clone(c))
+    }
+
+    fn put(&self, api_key: String, version: u64, credential: Arc<Credential>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() >= CACHED_CREDENTIALS_MAX {
+            entries.clear();
+        }
+        entries.insert(api_key, (version, credential));
+    }
+}
+
+/// The credential named by `api_key`, its secrets opened: from the cache while the store's
+/// credentials version is unchanged, else read (and cached) again.
+async fn credential(state: &AppState, api_key: &str) -> CoreResult<Option<Arc<Credential>>> {
+    // Read before the credential, so an entry is never newer than the version it is kept with.
+    let version = state.store.credentials_version().await?;
+    if let Some(v) = version {
+        if let Some(c) = state.credentials.get(api_key, v) {
+            return Ok(Some(c));
+        }
+    }
+    let key = api_key.to_owned();
+    let vault = Arc::clone(&state.vault);
+    let loaded = read_quick(state.store.as_ref(), move |tx| {
+        Ok(auth::load_credential(tx, &vault, &key)?)
+    })
+    .await?
+    .map(Arc::new);
+    if let (Some(v), Some(c)) = (version, &loaded) {
+        state.credentials.put(api_key.to_owned(), v, Arc::clone(c));
+    }
+    Ok(loaded)
+}
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 pub struct Authenticated {
-    pub credential: Credential,
+    pub credential: Arc<Credential>,
     pub rate: RateDecision,
+    /// The nonce, claimed, for the route's command to write in its own transaction.
+    pub deferred: Option<DeferredNonce>,
 }
 
 /// Why authentication stopped, with the rate decision when the caller was identified.
@@ -45,12 +105,8 @@ impl From<Refusal> for AuthFailure {
 /// every answer of an authenticated route carries them (decisions §5). `None` when there is no
 /// such credential.
 pub async fn figures_of_named_key(state: &AppState, headers: &HeaderMap) -> Option<RateDecision> {
-    let api_key = header(headers, "x-service-key")?.to_owned();
-    let credential = read(state.store.as_ref(), move |tx| {
-        Ok(tx.credential_by_api_key(&api_key)?)
-    })
-    .await
-    .ok()??;
+    let api_key = header(headers, "x-service-key")?;
+    let credential = credential(state, api_key).await.ok()??;
     Some(
         state
             .limiter
@@ -83,10 +139,13 @@ fn check_format(headers: &HeaderMap) -> Result<auth::CheckedHeaders<'_>, Refusal
     })
 }
 
+/// Authenticates a request. `nonce_in_command`: the route's command writes the nonce in its own
+/// transaction (it comes back claimed in [`Authenticated::deferred`]).
 pub async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
     parts: SignedParts<'_>,
+    nonce_in_command: bool,
 ) -> Result<Authenticated, AuthFailure> {
     let checked = match check_format(headers) {
         Ok(c) => c,
@@ -97,14 +156,9 @@ pub async fn authenticate(
             })
         }
     };
-    let api_key = checked.api_key.to_owned();
-    let vault = std::sync::Arc::clone(&state.vault);
-    // Opened here, per request: a revoked or re-keyed credential takes effect at once.
-    let credential = read(state.store.as_ref(), move |tx| {
-        Ok(auth::load_credential(tx, &vault, &api_key)?)
-    })
-    .await?
-    .ok_or_else(|| {
+    // Cached only while the store's credentials version stands: a revoked or re-keyed
+    // credential takes effect on the next request.
+    let credential = credential(state, checked.api_key).await?.ok_or_else(|| {
         Refusal::new(
             ErrorCode::AuthenticationFailed,
             "the credentials are not valid",
@@ -140,32 +194,53 @@ pub async fn authenticate(
         });
     }
 
-    let (id, nonce, expires) = (
-        credential.id,
-        checked.nonce.to_owned(),
-        auth::nonce_expiry(&checked, now),
-    );
-    let fresh = write(state.store.as_ref(), move |tx| {
-        Ok(tx.use_nonce(id, &nonce, expires)?)
+    let expires = auth::nonce_expiry(&checked, now);
+    let checked_nonce = state
+        .nonces
+        .check(
+            state.store.as_ref(),
+            SignedNonce {
+                credential: credential.id,
+                nonce: checked.nonce,
+                ts: checked.timestamp_s,
+                expires_at: expires,
+            },
+            now,
+            nonce_in_command,
+        )
+        .await
+        .map_err(|e| AuthFailure {
+            error: e,
+            rate: Some(rate),
+        })?;
+    let deferred = match checked_nonce {
+        NonceCheck::Fresh => None,
+        NonceCheck::Deferred(d) => Some(d),
+        NonceCheck::Replay => return Err(replay(state, &credential, now).await),
+    };
+    Ok(Authenticated {
+        credential,
+        rate,
+        deferred,
     })
-    .await
-    .map_err(|e| AuthFailure {
-        error: e,
-        rate: Some(rate),
-    })?;
-    if !fresh {
-        // Whoever replays a captured request must not use up its owner's window.
-        state.limiter.refund(credential.id, now).await;
-        let refusal = Refusal::new(ErrorCode::ReplayDetected, "this nonce was already used");
-        return Err(AuthFailure {
-            error: refusal.into(),
-            rate: Some(
-                state
-                    .limiter
-                    .peek(credential.id, credential.rate_limit, now)
-                    .await,
-            ),
-        });
+}
+
+/// `REPLAY_DETECTED`, with the request taken back out of its credential's window: whoever
+/// replays a captured request must not use up its owner's window.
+pub async fn replay(
+    state: &AppState,
+    credential: &Credential,
+    now: custody_core::Timestamp,
+) -> AuthFailure {
+    state.limiter.refund(credential.id, now).await;
+    let refusal = Refusal::new(ErrorCode::ReplayDetected, "this nonce was already used");
+    AuthFailure {
+        error: refusal.into(),
+        rate: Some(
+            state
+                .limiter
+                .peek(credential.id, credential.rate_limit, now)
+                .await,
+        ),
     }
-    Ok(Authenticated { credential, rate })
 }

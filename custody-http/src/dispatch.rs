@@ -16,6 +16,7 @@ use crate::authn::{self, authenticate, AuthFailure};
 use crate::errors::sanitize;
 use crate::handlers;
 use crate::input;
+use crate::nonces::DeferredNonce;
 use crate::reply::{finish, refusal_reply, Reply};
 use crate::routes::{self, Access, Match, Route};
 use crate::state::AppState;
@@ -32,7 +33,10 @@ pub struct Call {
     pub query: Vec<(String, String)>,
     pub headers: HeaderMap,
     pub body: Bytes,
-    pub credential: Option<Credential>,
+    pub credential: Option<Arc<Credential>>,
+    /// The request's nonce, claimed, when the route's command writes it in its own transaction
+    /// (`crate::idempotent` takes it); one not taken is written after the handler.
+    pub nonce: Arc<std::sync::Mutex<Option<DeferredNonce>>>,
 }
 
 impl Call {
@@ -42,6 +46,11 @@ impl Call {
             .as_ref()
             .expect("the route requires authentication")
     }
+
+    /// The deferred nonce, for the command's transaction to write.
+    pub fn take_nonce(&self) -> Option<DeferredNonce> {
+        self.nonce.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 struct Outcome {
@@ -49,6 +58,8 @@ struct Outcome {
     rate: Option<RateDecision>,
     route: &'static str,
     credential: Option<Uuid>,
+    /// The command found its nonce used (`REPLAY_DETECTED` from its transaction).
+    replayed: bool,
 }
 
 pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -81,6 +92,7 @@ fn refused(r: Refusal, trace_id: Uuid, route: &'static str) -> Outcome {
         rate: None,
         route,
         credential: None,
+        replayed: false,
     }
 }
 
@@ -142,6 +154,7 @@ async fn process(
             rate: None,
             route: "/console",
             credential: None,
+            replayed: false,
         };
     }
     let Some(sub) = path.strip_prefix(PREFIX).filter(|s| s.starts_with('/')) else {
@@ -208,16 +221,19 @@ async fn process(
 
     let mut credential = None;
     let mut rate = None;
+    let nonce = Arc::new(std::sync::Mutex::new(None));
     if access != Access::Public {
         let parts = SignedParts {
             method,
             path: &path,
             body: &body,
         };
-        match authenticate(state, &headers, parts).await {
+        let in_command = route.is_some_and(|r| r.id.nonce_in_command());
+        match authenticate(state, &headers, parts, in_command).await {
             Ok(a) => {
                 credential = Some(a.credential);
                 rate = Some(a.rate);
+                *nonce.lock().unwrap_or_else(|p| p.into_inner()) = a.deferred;
             }
             Err(AuthFailure { error, rate }) => {
                 let reply = core_error_reply(&error, trace_id, route_name);
@@ -226,16 +242,100 @@ async fn process(
                     rate,
                     route: route_name,
                     credential: None,
+                    replayed: false,
                 };
             }
         }
     }
-    let credential_id = credential.as_ref().map(|c: &Credential| c.id);
+    let credential_id = credential.as_ref().map(|c| c.id);
+    let replay_of = credential.clone();
+    let mut outcome = authorized(
+        state,
+        Authorized {
+            route,
+            route_name,
+            access,
+            admin_allow,
+            raw_query,
+            params,
+            trace_id,
+            method,
+            path,
+            headers,
+            body,
+            credential,
+            nonce: Arc::clone(&nonce),
+        },
+    )
+    .await;
+    outcome.rate = rate;
+    outcome.credential = credential_id;
+    let Some(credential) = replay_of else {
+        return outcome;
+    };
+    // A replay found in the command's transaction: its window is given back, like any replay.
+    if outcome.replayed {
+        let failure = authn::replay(state, &credential, state.clock.now()).await;
+        outcome.rate = failure.rate;
+        return outcome;
+    }
+    // The route defers its nonce to its command, which did not run (a refusal before it):
+    // the nonce is written now, and a replay is answered as one whatever the refusal was.
+    let left = nonce.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(d) = left {
+        match state.nonces.record_deferred(state.store.as_ref(), d).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let failure = authn::replay(state, &credential, state.clock.now()).await;
+                outcome.reply = core_error_reply(&failure.error, trace_id, route_name);
+                outcome.rate = failure.rate;
+            }
+            Err(e) => outcome.reply = core_error_reply(&e, trace_id, route_name),
+        }
+    }
+    outcome
+}
+
+/// What the rest of a request's path needs once its caller is authenticated.
+struct Authorized<'a> {
+    route: Option<&'static Route>,
+    route_name: &'static str,
+    access: Access,
+    admin_allow: Option<Vec<&'static str>>,
+    raw_query: Option<String>,
+    params: Vec<String>,
+    trace_id: Uuid,
+    method: &'a str,
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+    credential: Option<Arc<Credential>>,
+    nonce: Arc<std::sync::Mutex<Option<DeferredNonce>>>,
+}
+
+/// Authorization, query rules and the handler.
+async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
+    let Authorized {
+        route,
+        route_name,
+        access,
+        admin_allow,
+        raw_query,
+        params,
+        trace_id,
+        method,
+        path,
+        headers,
+        body,
+        credential,
+        nonce,
+    } = a;
     let outcome = |reply: Reply| Outcome {
         reply,
-        rate,
+        rate: None,
         route: route_name,
-        credential: credential_id,
+        credential: None,
+        replayed: false,
     };
 
     if let Some(c) = &credential {
@@ -276,10 +376,14 @@ async fn process(
         headers,
         body,
         credential,
+        nonce,
     };
-    let reply = match handlers::dispatch(state, route, &call).await {
-        Ok(reply) => reply,
-        Err(err) => core_error_reply(&err, trace_id, route_name),
-    };
-    outcome(reply)
+    match handlers::dispatch(state, route, &call).await {
+        Ok(reply) => outcome(reply),
+        Err(CoreError::Refused(r)) if r.code == ErrorCode::ReplayDetected => Outcome {
+            replayed: true,
+            ..outcome(refusal_reply(&r, trace_id))
+        },
+        Err(err) => outcome(core_error_reply(&err, trace_id, route_name)),
+    }
 }

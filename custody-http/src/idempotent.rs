@@ -88,7 +88,22 @@ where
     let aad = sealing_aad(&tenant, &key);
     let vault = std::sync::Arc::clone(&state.vault);
     let sealer = seal.then(|| (std::sync::Arc::clone(&vault), aad.clone()));
+    // The request's nonce, when its route defers it here: written first in the same
+    // transaction, so a replay runs nothing and the request costs one store job.
+    let nonce = call.take_nonce();
+    let kept = nonce.clone();
+    let replay = || {
+        Refusal::new(
+            custody_core::error::ErrorCode::ReplayDetected,
+            "this nonce was already used",
+        )
+    };
     let outcome = write(state.store.as_ref(), move |tx| {
+        if let Some(n) = &nonce {
+            if !tx.use_nonce(n.credential, &n.nonce, n.expires_at)? {
+                return Ok(None);
+            }
+        }
         idempotency::run_in_tx(
             tx,
             &tenant,
@@ -109,8 +124,23 @@ where
                 body: error_body(r, trace_id),
             },
         )
+        .map(Some)
     })
-    .await?;
+    .await;
+    let outcome = match outcome {
+        Ok(Some(outcome)) => outcome,
+        Ok(None) => return Err(replay().into()),
+        Err(e) => {
+            // The command's transaction rolled back, its nonce with it: the nonce is still
+            // used (it was accepted), so it is written on its own.
+            if let Some(n) = kept {
+                if let Ok(false) = state.nonces.record_deferred(state.store.as_ref(), n).await {
+                    return Err(replay().into());
+                }
+            }
+            return Err(e);
+        }
+    };
     let (mut r, replayed) = match outcome {
         Outcome::Executed(r) => (r, false),
         Outcome::Replayed(r) => (r, true),

@@ -12,6 +12,7 @@ mod handlers;
 mod idempotent;
 pub mod input;
 pub mod metrics;
+pub mod nonces;
 pub mod openapi;
 pub mod reply;
 pub mod routes;
@@ -20,6 +21,7 @@ pub mod server;
 pub mod state;
 pub mod webhook_client;
 
+pub use authn::CredentialCache;
 pub use second_factor::SecondFactorChecks;
 pub use server::serve;
 pub use state::{AppState, HttpLimits, NetworkSettings, ScanStatus, SwapPair};

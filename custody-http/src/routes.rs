@@ -36,6 +36,18 @@ pub enum RouteId {
     AdminList,
 }
 
+impl RouteId {
+    /// The route's command writes the request's nonce in its own transaction (one store job per
+    /// request). Only routes whose handler has no effect before that command: a route that
+    /// checks second factors first must refuse a replay before it counts an attempt.
+    pub fn nonce_in_command(self) -> bool {
+        matches!(
+            self,
+            RouteId::CreateWallet | RouteId::CreateInternalTransfer
+        )
+    }
+}
+
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {

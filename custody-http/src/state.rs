@@ -109,6 +109,10 @@ pub struct AppState {
     pub fee_policies: Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>,
     pub limits: HttpLimits,
     pub limiter: Arc<dyn RateLimit>,
+    /// Where requests' nonces are recorded (`crate::nonces`).
+    pub nonces: Arc<crate::nonces::NonceGate>,
+    /// Opened credentials, checked against the store's credentials version on every request.
+    pub credentials: crate::authn::CredentialCache,
     /// Bounds the PIN verifications running at once (`second_factor`).
     pub second_factors: crate::second_factor::SecondFactorChecks,
     pub inflight: InFlight,

@@ -16,6 +16,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_seed_generations",
         include_str!("../migrations/0003_seed_generations.sql"),
     ),
+    (
+        "0004_nonce_fence",
+        include_str!("../migrations/0004_nonce_fence.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -47,12 +47,39 @@ impl Default for StoreOptions {
     }
 }
 
+/// Page cache of the writer connection (negative: KiB, as SQLite's `cache_size` takes it).
+const WRITER_CACHE_KIB: i64 = -65_536;
+/// WAL pages between automatic checkpoints (SQLite's default is 1,000: about 4 MiB).
+const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
+/// Reads through a memory map instead of `pread` copies, on every connection.
+const MMAP_BYTES: i64 = 256 * 1024 * 1024;
+
+/// Connections that run quick reads on the caller's thread.
+const QUICK_READERS: usize = 2;
+
+/// Runs a read job in a snapshot of `conn`.
+fn read_in(conn: &Connection, job: &mut ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+    let cached = tx::Cached(conn);
+    cached.run("BEGIN").map_err(db_err)?;
+    let mut tx = SqliteTx::new(conn);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut tx)))
+        .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())));
+    let _ = cached.run("ROLLBACK");
+    r
+}
+
 pub struct SqliteStore {
     path: PathBuf,
     sender: Mutex<Option<mpsc::Sender<writer::Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     readers: Arc<Mutex<Vec<Connection>>>,
     reader_slots: Arc<Semaphore>,
+    /// Reads `credentials_version` inline on the caller's thread: one row through a cached
+    /// statement costs a few microseconds, less than handing a job to a blocking thread.
+    version_reader: Mutex<Connection>,
+    /// Connections for [`Store::read_quick`], run on the caller's thread; one per runtime
+    /// worker is enough (a busy one sends the read to the pool instead).
+    quick_readers: Vec<Mutex<Connection>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -91,6 +118,18 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(tx::STATEMENT_CACHE);
+    // The writer keeps the pages it touches (index right edges, account rows) in its own cache
+    // rather than reading them back from the file at every batch (SQLite's default is 2 MiB).
+    conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
+    // Checkpoints copy every page changed since the last one into the database file: rarer
+    // checkpoints copy a page changed by many batches once instead of many times.
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
+    conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
+    // Each job of a batch runs under a savepoint, whose statement journal keeps the original
+    // of every page the job changes; past 64 KiB SQLite spills it to a temporary file, which a
+    // batch of transfers always did. Kept in memory, it costs no file writes.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(())
 }
 
@@ -103,8 +142,7 @@ impl SqliteStore {
         configure(&conn, options.busy_timeout_ms).map_err(db_err)?;
         migrations::migrate(&mut conn).map_err(|e| PortError::permanent("store", e))?;
 
-        let mut readers = Vec::with_capacity(options.readers.max(1));
-        for _ in 0..options.readers.max(1) {
+        let open_reader = || -> Result<Connection, PortError> {
             let r = Connection::open_with_flags(
                 path,
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -113,8 +151,19 @@ impl SqliteStore {
             r.busy_timeout(std::time::Duration::from_millis(options.busy_timeout_ms))
                 .map_err(db_err)?;
             r.pragma_update(None, "query_only", "ON").map_err(db_err)?;
-            readers.push(r);
+            r.pragma_update(None, "mmap_size", MMAP_BYTES)
+                .map_err(db_err)?;
+            r.set_prepared_statement_cache_capacity(tx::STATEMENT_CACHE);
+            Ok(r)
+        };
+        let mut readers = Vec::with_capacity(options.readers.max(1));
+        for _ in 0..options.readers.max(1) {
+            readers.push(open_reader()?);
         }
+        let version_reader = Mutex::new(open_reader()?);
+        let quick_readers = (0..QUICK_READERS)
+            .map(|_| open_reader().map(Mutex::new))
+            .collect::<Result<Vec<_>, _>>()?;
 
         let (tx, rx) = mpsc::channel(options.queue_max.max(1));
         let batch_max = options.batch_max.max(1);
@@ -129,6 +178,8 @@ impl SqliteStore {
             writer: Mutex::new(Some(handle)),
             reader_slots: Arc::new(Semaphore::new(readers.len())),
             readers: Arc::new(Mutex::new(readers)),
+            version_reader,
+            quick_readers,
         })
     }
 
@@ -185,19 +236,33 @@ impl Store for SqliteStore {
                 .unwrap_or_else(|p| p.into_inner())
                 .pop()
                 .expect("a permit guarantees a free reader");
-            let result = (|| {
-                conn.execute_batch("BEGIN").map_err(db_err)?;
-                let mut tx = SqliteTx::new(&conn);
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut tx)))
-                    .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())));
-                let _ = conn.execute_batch("ROLLBACK");
-                r
-            })();
+            let result = read_in(&conn, &mut job);
             readers.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
             result
         })
         .await
         .map_err(|e| CoreError::Port(PortError::transient("store", format!("reader: {e}"))))?
+    }
+
+    async fn read_quick(&self, mut job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        for slot in &self.quick_readers {
+            if let Ok(conn) = slot.try_lock() {
+                return read_in(&conn, &mut job);
+            }
+        }
+        self.read(job).await
+    }
+
+    async fn credentials_version(&self) -> CoreResult<Option<u64>> {
+        let conn = self
+            .version_reader
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let n: i64 = conn
+            .prepare_cached("SELECT n FROM credentials_version WHERE id = 1")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(db_err)?;
+        Ok(Some(n.unsigned_abs()))
     }
 }
 

@@ -64,10 +64,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0016_alert_acks_and_pages",
         include_str!("../migrations/0016_alert_acks_and_pages.sql"),
     ),
-    // 0017 belongs to another branch; it goes before this one when both are merged.
+    // 0017 was never used: the number was reserved for a branch that needed no migration.
     (
         "0018_seed_generations",
         include_str!("../migrations/0018_seed_generations.sql"),
+    ),
+    (
+        "0019_nonce_fence_credentials_version",
+        include_str!("../migrations/0019_nonce_fence_credentials_version.sql"),
     ),
 ];
 

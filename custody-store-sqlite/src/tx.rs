@@ -4,16 +4,60 @@
 
 use custody_core::error::PortError;
 use custody_core::ports::store::Savepoints;
-use rusqlite::Connection;
+use rusqlite::{CachedStatement, Connection, Params, Row};
+
+/// How many prepared statements a connection keeps. Every repository's statements fit, so a
+/// request never compiles SQL after the first use of its statements (rusqlite keeps 16).
+pub(crate) const STATEMENT_CACHE: usize = 512;
+
+/// The connection as the repositories see it: `execute`, `query_row` and `prepare` of rusqlite,
+/// but through the connection's statement cache, so SQL is compiled once per connection rather
+/// than on every call (compiling costs more than running most of these statements).
+#[derive(Clone, Copy)]
+pub(crate) struct Cached<'c>(pub(crate) &'c Connection);
+
+impl<'c> Cached<'c> {
+    pub(crate) fn execute<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.0.prepare_cached(sql)?.execute(params)
+    }
+
+    pub(crate) fn query_row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: Params,
+        F: FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.0.prepare_cached(sql)?.query_row(params, f)
+    }
+
+    pub(crate) fn prepare(&self, sql: &str) -> rusqlite::Result<CachedStatement<'c>> {
+        self.0.prepare_cached(sql)
+    }
+
+    pub(crate) fn prepare_cached(&self, sql: &str) -> rusqlite::Result<CachedStatement<'c>> {
+        self.0.prepare_cached(sql)
+    }
+
+    pub(crate) fn last_insert_rowid(&self) -> i64 {
+        self.0.last_insert_rowid()
+    }
+
+    /// Runs one statement without results (savepoints), cached like the others.
+    pub(crate) fn run(&self, sql: &str) -> rusqlite::Result<()> {
+        self.0.prepare_cached(sql)?.execute([]).map(|_| ())
+    }
+}
 
 pub struct SqliteTx<'c> {
-    pub(crate) conn: &'c Connection,
+    pub(crate) conn: Cached<'c>,
     depth: u32,
 }
 
 impl<'c> SqliteTx<'c> {
     pub(crate) fn new(conn: &'c Connection) -> Self {
-        SqliteTx { conn, depth: 0 }
+        SqliteTx {
+            conn: Cached(conn),
+            depth: 0,
+        }
     }
 
     /// Savepoints the job opened and did not close; the writer rolls the job back if any.
@@ -42,7 +86,7 @@ impl Savepoints for SqliteTx<'_> {
     fn savepoint(&mut self) -> Result<(), PortError> {
         self.depth += 1;
         self.conn
-            .execute_batch(&format!("SAVEPOINT n{}", self.depth))
+            .run(&format!("SAVEPOINT n{}", self.depth))
             .map_err(db_err)
     }
 
@@ -51,7 +95,7 @@ impl Savepoints for SqliteTx<'_> {
             return Err(PortError::permanent("store", "release without a savepoint"));
         }
         self.conn
-            .execute_batch(&format!("RELEASE n{}", self.depth))
+            .run(&format!("RELEASE n{}", self.depth))
             .map_err(db_err)?;
         self.depth -= 1;
         Ok(())
@@ -66,8 +110,9 @@ impl Savepoints for SqliteTx<'_> {
         }
         let d = self.depth;
         self.conn
-            .execute_batch(&format!("ROLLBACK TO n{d}; RELEASE n{d}"))
+            .run(&format!("ROLLBACK TO n{d}"))
             .map_err(db_err)?;
+        self.conn.run(&format!("RELEASE n{d}")).map_err(db_err)?;
         self.depth -= 1;
         Ok(())
     }

@@ -35,8 +35,13 @@ pub(crate) fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, batch_max: 
     tracing::debug!("store writer stopped: channel closed");
 }
 
+/// Runs one statement through the connection's statement cache (no SQL compiled per batch).
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
 fn run_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
         let err = db_err(e);
         for job in batch.drain(..) {
             let _ = job.reply.send(Err(CoreError::Port(err.clone())));
@@ -63,7 +68,7 @@ fn run_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
         }
     }
     drop(jobs);
-    match conn.execute_batch("COMMIT") {
+    match exec(conn, "COMMIT") {
         Ok(()) => {
             for (reply, result) in answers {
                 let _ = reply.send(result);
@@ -81,7 +86,7 @@ fn run_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
 }
 
 fn run_job(conn: &Connection, mut work: WriteJob) -> CoreResult<Box<dyn Any + Send>> {
-    conn.execute_batch("SAVEPOINT job").map_err(db_err)?;
+    exec(conn, "SAVEPOINT job").map_err(db_err)?;
     let (result, left_open) = {
         let mut tx = SqliteTx::new(conn);
         let result = catch_unwind(AssertUnwindSafe(|| work(&mut tx)))
@@ -94,11 +99,9 @@ fn run_job(conn: &Connection, mut work: WriteJob) -> CoreResult<Box<dyn Any + Se
         ))),
         other => other,
     };
-    let end = if result.is_ok() {
-        "RELEASE job"
-    } else {
-        "ROLLBACK TO job; RELEASE job"
-    };
-    conn.execute_batch(end).map_err(db_err)?;
+    if result.is_err() {
+        exec(conn, "ROLLBACK TO job").map_err(db_err)?;
+    }
+    exec(conn, "RELEASE job").map_err(db_err)?;
     result
 }

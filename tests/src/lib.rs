@@ -228,6 +228,11 @@ impl Custody {
         assert_eq!(health.status, 200);
     }
 
+    /// The process id of the running `custody serve` (for its CPU time in `/proc/<pid>/stat`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILL: no chance to flush anything.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -18,6 +18,7 @@
 
 pub mod broadcaster;
 pub mod holdings;
+pub mod nonce_log;
 pub mod pruner;
 pub mod reconciler;
 pub mod scanner;

@@ -197,6 +197,9 @@ pub trait CredentialRepo: CredentialReads {
     ) -> Result<bool, PortError>;
     /// Forgets nonces whose expiry has passed; returns how many.
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError>;
+    /// Replaces the nonce fence (`super::nonce_set`): written with each batch of logged nonces,
+    /// in the same transaction.
+    fn put_nonce_fence(&mut self, fence: &super::nonce_set::NonceFence) -> Result<(), PortError>;
     /// Records the TOTP step just accepted; `Ok(false)` if a step at or after it was already
     /// recorded (the code was used).
     fn advance_totp_step(&mut self, credential: Uuid, step: i64) -> Result<bool, PortError>;
@@ -221,4 +224,8 @@ pub trait CredentialReads {
     ) -> Result<Option<StoredCredential>, PortError>;
     /// Every credential, oldest first (secrets sealed: a listing never needs them).
     fn list_credentials(&mut self) -> Result<Vec<StoredCredential>, PortError>;
+    /// The nonce fence last written; `None` on a store that never had one.
+    fn nonce_fence(&mut self) -> Result<Option<super::nonce_set::NonceFence>, PortError>;
+    /// The latest expiry among the used nonces kept; `None` when none is kept.
+    fn latest_nonce_expiry(&mut self) -> Result<Option<Timestamp>, PortError>;
 }

@@ -7,6 +7,7 @@
 pub mod canonical;
 pub mod credential;
 pub mod issue;
+pub mod nonce_set;
 pub mod pin;
 pub mod rate_limit;
 pub mod second_factor;

@@ -192,6 +192,23 @@ pub type ReadJob = Box<dyn FnMut(&mut dyn ReadTx) -> CoreResult<Box<dyn Any + Se
 pub trait Store: Send + Sync {
     async fn write(&self, job: WriteJob) -> CoreResult<Box<dyn Any + Send>>;
     async fn read(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>>;
+
+    /// A number that changes whenever a credential is created, changed or revoked, by any
+    /// process sharing the store, and that is cheap to read (no job): the HTTP layer keeps
+    /// opened credentials in memory and checks this number on every request, so a revocation
+    /// takes effect on the next request. `None` (the default): the store cannot tell cheaply,
+    /// and every request loads its credential.
+    async fn credentials_version(&self) -> CoreResult<Option<u64>> {
+        Ok(None)
+    }
+
+    /// A read of a few rows by key (a request's wallet, its balances), which takes
+    /// microseconds: a store MAY run it on the caller's thread instead of handing it to a
+    /// blocking thread, whose two thread switches cost more than the query. Same contract as
+    /// [`Store::read`]; the default is `read`. Never for scans or listings.
+    async fn read_quick(&self, job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+        self.read(job).await
+    }
 }
 
 fn downcast<T: 'static>(value: Box<dyn Any + Send>) -> CoreResult<T> {
@@ -210,6 +227,17 @@ where
     let mut f = f;
     let job: WriteJob = Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>));
     downcast(store.write(job).await?)
+}
+
+/// Runs a typed read of a few rows by key on `store` ([`Store::read_quick`]).
+pub async fn read_quick<T, F>(store: &dyn Store, f: F) -> CoreResult<T>
+where
+    T: Send + 'static,
+    F: FnMut(&mut dyn ReadTx) -> CoreResult<T> + Send + 'static,
+{
+    let mut f = f;
+    let job: ReadJob = Box::new(move |tx| f(tx).map(|v| Box::new(v) as Box<dyn Any + Send>));
+    downcast(store.read_quick(job).await?)
 }
 
 /// Runs a typed read-only query on `store`.

@@ -131,6 +131,7 @@ struct State {
     credentials: Vec<StoredCredential>,
     second_factors: BTreeMap<Uuid, crate::auth::second_factor::Attempts>,
     nonces: BTreeMap<(Uuid, String), Timestamp>,
+    nonce_fence: Option<crate::auth::nonce_set::NonceFence>,
     idempotency: BTreeMap<(TenantId, String), IdempotencyRecord>,
     endpoints: BTreeMap<TenantId, Endpoint>,
     events: Vec<EventRow>,
@@ -353,6 +354,14 @@ impl CredentialRepo for Tx {
         Ok(count(before - self.state.nonces.len()))
     }
 
+    fn put_nonce_fence(
+        &mut self,
+        fence: &crate::auth::nonce_set::NonceFence,
+    ) -> Result<(), PortError> {
+        self.state.nonce_fence = Some(*fence);
+        Ok(())
+    }
+
     fn advance_totp_step(&mut self, credential: Uuid, step: i64) -> Result<bool, PortError> {
         let found = self
             .state
@@ -380,6 +389,14 @@ impl CredentialReads for Tx {
         let mut all = self.state.credentials.clone();
         all.sort_by_key(|c| (c.created_at, c.id));
         Ok(all)
+    }
+
+    fn nonce_fence(&mut self) -> Result<Option<crate::auth::nonce_set::NonceFence>, PortError> {
+        Ok(self.state.nonce_fence)
+    }
+
+    fn latest_nonce_expiry(&mut self) -> Result<Option<Timestamp>, PortError> {
+        Ok(self.state.nonces.values().max().copied())
     }
 }
 

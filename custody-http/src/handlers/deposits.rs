@@ -2,7 +2,7 @@
 
 use custody_core::deposit::{DepositFilter, DepositStatus};
 use custody_core::error::{CoreResult, Refusal};
-use custody_core::ports::store::read;
+use custody_core::ports::store::{read, read_quick};
 use custody_core::wallet::check_external_user_id;
 use uuid::Uuid;
 
@@ -43,7 +43,7 @@ pub async fn get(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let not_found = || Refusal::not_found("deposit");
     let id = Uuid::parse_str(&call.params[0]).map_err(|_| not_found())?;
     let tenant = call.credential().tenant.clone();
-    let deposit = read(state.store.as_ref(), move |tx| {
+    let deposit = read_quick(state.store.as_ref(), move |tx| {
         Ok(tx.deposit_by_id(&tenant, id)?)
     })
     .await?

@@ -9,7 +9,7 @@ use custody_core::idempotency::StoredResponse;
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::dex::{is_no_pool, DexRouter};
 use custody_core::ports::sender::Payment;
-use custody_core::ports::store::{read, write};
+use custody_core::ports::store::{read, read_quick, write};
 use custody_core::swap::{self, SwapExecuteIds, SwapQuoteRequest, SLIPPAGE_BPS_DEFAULT};
 use custody_core::wallet::EXTERNAL_USER_ID_CHARS_MAX;
 use custody_core::withdrawal::Rate;
@@ -307,7 +307,7 @@ pub async fn get(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let not_found = || Refusal::not_found("swap");
     let id = Uuid::parse_str(&call.params[0]).map_err(|_| not_found())?;
     let tenant = call.credential().tenant.clone();
-    let s = read(state.store.as_ref(), move |tx| Ok(tx.swap(&tenant, id)?))
+    let s = read_quick(state.store.as_ref(), move |tx| Ok(tx.swap(&tenant, id)?))
         .await?
         .ok_or_else(not_found)?;
     Ok(Reply::json(200, &s.view()))

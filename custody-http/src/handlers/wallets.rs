@@ -6,7 +6,7 @@ use custody_core::error::{CoreResult, Refusal};
 use custody_core::idempotency::StoredResponse;
 use custody_core::ledger::{self, UserAccount};
 use custody_core::ports::clock::new_uuid;
-use custody_core::ports::store::read;
+use custody_core::ports::store::{read, read_quick};
 use custody_core::wallet::{self, Wallet};
 use custody_core::{AssetId, Network};
 use serde_json::{json, Value};
@@ -72,7 +72,7 @@ pub async fn load(state: &AppState, call: &Call) -> CoreResult<Wallet> {
     let not_found = || Refusal::not_found("wallet");
     let id = Uuid::parse_str(&call.params[0]).map_err(|_| not_found())?;
     let tenant = call.credential().tenant.clone();
-    read(state.store.as_ref(), move |tx| {
+    read_quick(state.store.as_ref(), move |tx| {
         Ok(tx.wallet_by_id(&tenant, id)?)
     })
     .await?
@@ -89,7 +89,7 @@ pub async fn balances(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let assets: Vec<_> = state.catalog.of_network(w.network).cloned().collect();
     let (tenant, user, network) = (w.tenant.clone(), w.external_user_id.clone(), w.network);
     let codes: Vec<String> = assets.iter().map(|a| a.code.clone()).collect();
-    let ledger_figures = read(state.store.as_ref(), move |tx| {
+    let ledger_figures = read_quick(state.store.as_ref(), move |tx| {
         let mut out = Vec::with_capacity(codes.len());
         for code in &codes {
             let account = UserAccount::new(

@@ -8,7 +8,7 @@ use custody_core::error::{CoreResult, ErrorCode, Refusal};
 use custody_core::idempotency::StoredResponse;
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::sender::Payment;
-use custody_core::ports::store::{read, write};
+use custody_core::ports::store::{read, read_quick, write};
 use custody_core::wallet::EXTERNAL_USER_ID_CHARS_MAX;
 use custody_core::withdrawal::{self, ExecuteIds, QuoteRequest, Rate};
 use custody_core::Network;
@@ -233,7 +233,7 @@ pub async fn get(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let not_found = || Refusal::not_found("withdrawal");
     let id = Uuid::parse_str(&call.params[0]).map_err(|_| not_found())?;
     let tenant = call.credential().tenant.clone();
-    let w = read(state.store.as_ref(), move |tx| {
+    let w = read_quick(state.store.as_ref(), move |tx| {
         Ok(tx.withdrawal(&tenant, id)?)
     })
     .await?

@@ -77,6 +77,20 @@ impl PgTx<'_> {
 }
 
 impl CredentialRepo for PgTx<'_> {
+    fn put_nonce_fence(
+        &mut self,
+        fence: &custody_core::auth::nonce_set::NonceFence,
+    ) -> Result<(), PortError> {
+        self.conn
+            .execute(
+                "INSERT INTO nonce_fence (id, low_s, high_s, clean) VALUES (1, ?1, ?2, ?3) \
+                 ON CONFLICT (id) DO UPDATE SET low_s = ?1, high_s = ?2, clean = ?3",
+                params![fence.low_s, fence.high_s, fence.clean],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     fn insert_credential(&mut self, c: &StoredCredential) -> Result<(), PortError> {
         let scopes = c
             .scopes
@@ -226,6 +240,35 @@ impl CredentialRepo for PgTx<'_> {
 }
 
 impl CredentialReads for PgTx<'_> {
+    fn nonce_fence(
+        &mut self,
+    ) -> Result<Option<custody_core::auth::nonce_set::NonceFence>, PortError> {
+        self.conn
+            .query_row(
+                "SELECT low_s, high_s, clean FROM nonce_fence WHERE id = 1",
+                params![],
+                |r| {
+                    Ok(custody_core::auth::nonce_set::NonceFence {
+                        low_s: r.get(0)?,
+                        high_s: r.get(1)?,
+                        clean: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(db_err)
+    }
+
+    fn latest_nonce_expiry(&mut self) -> Result<Option<Timestamp>, PortError> {
+        let latest: Option<i64> = self
+            .conn
+            .query_row("SELECT MAX(expires_at) FROM nonces", params![], |r| {
+                r.get(0)
+            })
+            .map_err(db_err)?;
+        Ok(latest.map(ts))
+    }
+
     fn credential_by_api_key(
         &mut self,
         api_key: &str,

@@ -111,7 +111,7 @@ impl SqliteTx<'_> {
 
 impl AlertReads for SqliteTx<'_> {
     fn list_alerts(&mut self, page: Page) -> Result<Paged<Alert>, PortError> {
-        let Some(args) = super::page_args(self.conn, "alerts", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "alerts", page)? else {
             return Ok(None);
         };
         self.alerts_where(super::PAGE_CLAUSE, args).map(Some)

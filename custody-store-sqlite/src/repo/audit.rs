@@ -32,7 +32,7 @@ impl AuditRepo for SqliteTx<'_> {
 impl AuditReads for SqliteTx<'_> {
     fn list_audit(&mut self, page: Page) -> Result<Paged<AuditRecord>, PortError> {
         let json = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
-        let Some(args) = super::page_args(self.conn, "audit", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "audit", page)? else {
             return Ok(None);
         };
         let rows = self

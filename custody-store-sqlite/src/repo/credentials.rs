@@ -142,6 +142,20 @@ impl CredentialRepo for SqliteTx<'_> {
         Ok(n == 1)
     }
 
+    fn put_nonce_fence(
+        &mut self,
+        fence: &custody_core::auth::nonce_set::NonceFence,
+    ) -> Result<(), PortError> {
+        self.conn
+            .execute(
+                "INSERT INTO nonce_fence (id, low_s, high_s, clean) VALUES (1, ?1, ?2, ?3) \
+                 ON CONFLICT (id) DO UPDATE SET low_s = ?1, high_s = ?2, clean = ?3",
+                params![fence.low_s, fence.high_s, fence.clean],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
         let n = self
             .conn
@@ -256,5 +270,32 @@ impl CredentialReads for SqliteTx<'_> {
         raws.into_iter()
             .map(|r| self.decode_credential(r))
             .collect()
+    }
+
+    fn nonce_fence(
+        &mut self,
+    ) -> Result<Option<custody_core::auth::nonce_set::NonceFence>, PortError> {
+        self.conn
+            .query_row(
+                "SELECT low_s, high_s, clean FROM nonce_fence WHERE id = 1",
+                [],
+                |r| {
+                    Ok(custody_core::auth::nonce_set::NonceFence {
+                        low_s: r.get(0)?,
+                        high_s: r.get(1)?,
+                        clean: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(db_err)
+    }
+
+    fn latest_nonce_expiry(&mut self) -> Result<Option<Timestamp>, PortError> {
+        let latest: Option<i64> = self
+            .conn
+            .query_row("SELECT MAX(expires_at) FROM nonces", [], |r| r.get(0))
+            .map_err(db_err)?;
+        Ok(latest.map(ts))
     }
 }

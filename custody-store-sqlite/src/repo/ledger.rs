@@ -447,7 +447,7 @@ impl LedgerReads for SqliteTx<'_> {
         &mut self,
         page: custody_core::page::Page,
     ) -> Result<custody_core::page::Paged<LedgerTx>, PortError> {
-        let Some(args) = super::page_args(self.conn, "ledger_transactions", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "ledger_transactions", page)? else {
             return Ok(None);
         };
         let raws = self

@@ -200,7 +200,7 @@ impl ReconciliationReads for SqliteTx<'_> {
         &mut self,
         page: custody_core::page::Page,
     ) -> Result<custody_core::page::Paged<Reconciliation>, PortError> {
-        let Some(args) = super::page_args(self.conn, "reconciliations", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "reconciliations", page)? else {
             return Ok(None);
         };
         self.reconciliations_where(&format!("WHERE {}", super::PAGE_CLAUSE), args)

@@ -382,7 +382,7 @@ impl SwapReads for SqliteTx<'_> {
     }
 
     fn list_swaps(&mut self, page: Page) -> Result<Paged<Swap>, PortError> {
-        let Some(args) = super::page_args(self.conn, "swaps", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "swaps", page)? else {
             return Ok(None);
         };
         self.swaps_where(super::PAGE_CLAUSE, args).map(Some)

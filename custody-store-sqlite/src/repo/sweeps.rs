@@ -405,7 +405,7 @@ impl SweepReads for SqliteTx<'_> {
     }
 
     fn list_sweeps(&mut self, page: Page) -> Result<Paged<Sweep>, PortError> {
-        let Some(args) = super::page_args(self.conn, "sweeps", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "sweeps", page)? else {
             return Ok(None);
         };
         self.sweeps_where(super::PAGE_CLAUSE, args).map(Some)
@@ -432,7 +432,7 @@ impl SweepReads for SqliteTx<'_> {
     }
 
     fn list_fundings(&mut self, page: Page) -> Result<Paged<Funding>, PortError> {
-        let Some(args) = super::page_args(self.conn, "treasury_fundings", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "treasury_fundings", page)? else {
             return Ok(None);
         };
         self.fundings_where(super::PAGE_CLAUSE, args).map(Some)

@@ -186,7 +186,7 @@ impl MigrationReads for SqliteTx<'_> {
         &mut self,
         page: custody_core::page::Page,
     ) -> Result<custody_core::page::Paged<WalletMigration>, PortError> {
-        let Some(args) = super::page_args(self.conn, "wallet_migrations", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "wallet_migrations", page)? else {
             return Ok(None);
         };
         self.migrations_where(&format!("WHERE {}", super::PAGE_CLAUSE), args)

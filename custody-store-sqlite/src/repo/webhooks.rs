@@ -328,7 +328,7 @@ impl WebhookReads for SqliteTx<'_> {
         &mut self,
         page: custody_core::page::Page,
     ) -> Result<custody_core::page::Paged<EventView>, PortError> {
-        let Some(args) = super::page_args(self.conn, "outbox", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "outbox", page)? else {
             return Ok(None);
         };
         // `o.` is the only table of the query, so the clause's bare column names are its own.

@@ -300,7 +300,7 @@ impl WithdrawalReads for SqliteTx<'_> {
     }
 
     fn list_withdrawals(&mut self, page: Page) -> Result<Paged<Withdrawal>, PortError> {
-        let Some(args) = super::page_args(self.conn, "withdrawals", page)? else {
+        let Some(args) = super::page_args(self.conn.0, "withdrawals", page)? else {
             return Ok(None);
         };
         self.withdrawals_where(super::PAGE_CLAUSE, args).map(Some)

@@ -18,6 +18,7 @@ suite!(
         credentials_are_listed_oldest_first,
         a_credential_is_revoked_once,
         a_nonce_is_used_once_until_pruned,
+        the_nonce_fence_and_the_latest_expiry_are_kept,
         totp_steps_only_move_forward,
     }
 );
@@ -223,6 +224,50 @@ async fn a_nonce_is_used_once_until_pruned(store: Arc<dyn Store>) {
     assert_eq!(w(s, |tx| tx.prune_nonces(at(201))).await.unwrap(), 1);
     assert_eq!(w(s, |tx| tx.prune_nonces(at(201))).await.unwrap(), 0);
     assert!(!use_nonce(1, "n-0001", 300).await.unwrap());
+}
+
+async fn the_nonce_fence_and_the_latest_expiry_are_kept(store: Arc<dyn Store>) {
+    use crate::auth::nonce_set::NonceFence;
+    let s = store.as_ref();
+    let read = || r(s, |tx| Ok((tx.nonce_fence()?, tx.latest_nonce_expiry()?)));
+    assert_eq!(read().await, (None, None), "a new store has neither");
+    let first = NonceFence {
+        low_s: 1_000,
+        high_s: 1_003,
+        clean: false,
+    };
+    w(s, move |tx| {
+        tx.use_nonce(uid(1), "n-0001", at(700_000))?;
+        tx.use_nonce(uid(2), "n-0002", at(900_000))?;
+        tx.use_nonce(uid(1), "n-0003", at(800_000))?;
+        tx.put_nonce_fence(&first)
+    })
+    .await
+    .unwrap();
+    assert_eq!(read().await, (Some(first), Some(at(900_000))));
+    let clean = NonceFence {
+        low_s: 1_010,
+        high_s: 1_012,
+        clean: true,
+    };
+    w(s, move |tx| tx.put_nonce_fence(&clean)).await.unwrap();
+    assert_eq!(read().await.0, Some(clean), "replaced, not added");
+    // A fence written by a job that fails is not kept.
+    let lost = NonceFence {
+        low_s: 2_000,
+        high_s: 2_001,
+        clean: false,
+    };
+    let failed = w(s, move |tx| {
+        tx.put_nonce_fence(&lost)?;
+        Err::<(), _>(crate::error::PortError::permanent(
+            "test",
+            "fails after the write",
+        ))
+    })
+    .await;
+    assert!(failed.is_err());
+    assert_eq!(read().await.0, Some(clean));
 }
 
 async fn totp_steps_only_move_forward(store: Arc<dyn Store>) {
