@@ -67,22 +67,13 @@ fn new_credential(map: &Map<String, Value>) -> Result<NewCredential, Refusal> {
         }
     };
     let admin = optional_bool(&mut fields, map, "admin");
+    // As every integer of a body (`Fields::opt_int`): `17089.0` is the integer 17089 in the
+    // JSON Schema the OpenAPI document speaks; `null` is refused, absent is the default.
     let rate_limit = match map.get("rate_limit") {
-        None | Some(Value::Null) => Some(issue::RATE_LIMIT_DEFAULT),
-        Some(Value::Number(n)) => match n.as_u64().map(issue::check_rate_limit) {
-            Some(Ok(n)) => Some(n),
-            _ => {
-                fields.issue(
-                    "rate_limit",
-                    format!("must be an integer from 1 to {}", issue::RATE_LIMIT_MAX),
-                );
-                None
-            }
-        },
-        Some(_) => {
-            fields.issue("rate_limit", "must be an integer");
-            None
-        }
+        None => Some(issue::RATE_LIMIT_DEFAULT),
+        Some(_) => fields
+            .opt_int(map, "rate_limit", 1..=u64::from(issue::RATE_LIMIT_MAX))
+            .and_then(|n| u32::try_from(n).ok()),
     };
     let pin = match map.get("pin") {
         None | Some(Value::Null) => None,
