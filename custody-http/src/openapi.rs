@@ -13,6 +13,10 @@ const NO_CONTROL: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
 
 /// Free text the server trims first (a reason): no control character and at least one
 /// character that is not whitespace (Rust's `char::is_whitespace`).
+/// No control character and no white space (Rust's `char::is_control` / `is_whitespace`), as a
+/// PIN is checked (`custody_core::auth::issue::check_pin`).
+const NO_SPACE_OR_CONTROL: &str =
+    "^[^\\u0000-\\u0020\\u007F-\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]*$";
 const NOT_BLANK: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*[^\\u0000-\\u0020\\u007F-\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000][^\\u0000-\\u001F\\u007F-\\u009F]*$";
 
 /// Idempotency keys are header values: visible ASCII, inner spaces allowed (HTTP trims the
@@ -913,7 +917,7 @@ fn credential_schemas(schemas: &mut Map<String, Value>) {
                     "description": "requests per 60 s window"
                 },
                 "pin": {
-                    "type": "string", "minLength": issue::PIN_CHARS_MIN, "maxLength": issue::PIN_CHARS_MAX, "pattern": NO_CONTROL,
+                    "type": "string", "minLength": issue::PIN_CHARS_MIN, "maxLength": issue::PIN_CHARS_MAX, "pattern": NO_SPACE_OR_CONTROL,
                     "description": "when set, X-Service-Pin is required on withdrawal and swap creation and on admin mutations; stored hashed"
                 },
                 "totp": {

@@ -60,7 +60,7 @@ fn new_credential(map: &Map<String, Value>) -> Result<NewCredential, Refusal> {
             }
         }
         // As `credentials create` without --scopes (decisions §1): every non-admin scope.
-        None | Some(Value::Null) => Some(custody_core::auth::Scope::ALL.into_iter().collect()),
+        None => Some(custody_core::auth::Scope::ALL.into_iter().collect()),
         Some(_) => {
             fields.issue("scopes", "must be a list of scope names");
             None
@@ -76,7 +76,7 @@ fn new_credential(map: &Map<String, Value>) -> Result<NewCredential, Refusal> {
             .and_then(|n| u32::try_from(n).ok()),
     };
     let pin = match map.get("pin") {
-        None | Some(Value::Null) => None,
+        None => None,
         Some(Value::String(p)) => match issue::check_pin(p) {
             Ok(()) => Some(Secret::new(p.clone())),
             Err(why) => {
@@ -115,7 +115,7 @@ fn new_credential(map: &Map<String, Value>) -> Result<NewCredential, Refusal> {
 /// An optional boolean, `false` when absent.
 fn optional_bool(fields: &mut Fields, map: &Map<String, Value>, field: &str) -> Option<bool> {
     match map.get(field) {
-        None | Some(Value::Null) => Some(false),
+        None => Some(false),
         Some(Value::Bool(b)) => Some(*b),
         Some(_) => {
             fields.issue(field, "must be a boolean");
@@ -226,7 +226,7 @@ pub async fn revoke(state: &AppState, call: &Call) -> CoreResult<Reply> {
         }
     };
     let reason = match map.get("reason") {
-        None | Some(Value::Null) => Some(issue::REVOKE_REASON_DEFAULT.to_owned()),
+        None => Some(issue::REVOKE_REASON_DEFAULT.to_owned()),
         Some(_) => fields.string(&map, "reason", 500),
     };
     fields.finish()?;
