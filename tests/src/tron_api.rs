@@ -59,8 +59,9 @@
 //! receiver other than the owner, and that much of the owner's stake not already delegated
 //! (`CONTRACT_VALIDATE_ERROR` otherwise); it moves that stake's energy to the receiver, and an
 //! undelegation (at most what was delegated to that receiver) moves it back. Both pay only
-//! bandwidth. The energy the receiver already used is not reclaimed by an undelegation (java-tron
-//! moves a share of its usage back to the owner).
+//! bandwidth. An undelegation moves the receiver's used energy in proportion to the share of
+//! its energy stake taken back (at most that stake's energy) to the owner, as java-tron's
+//! `UnDelegateResourceActuator` does.
 //!
 //! Block 0, the genesis block, is always served (as a node prints it: no `number` and no
 //! `timestamp`); its `blockID` names the test network, [`TEST_GENESIS_BLOCK_ID`] unless the
@@ -1093,6 +1094,9 @@ impl State {
                 *self.token_balances.entry((token, to.clone())).or_insert(0) += plan.token_amount;
             }
         }
+        if plan.delegated < 0 {
+            self.transfer_energy_usage(&owner, &to, -plan.delegated);
+        }
         if plan.delegated != 0 {
             *self.energy_stakes.entry(owner.clone()).or_insert(0) -= plan.delegated;
             let lent = self
@@ -1116,6 +1120,30 @@ impl State {
         tx.result = plan.result.to_owned();
         tx.receipt = Some(receipt);
         tx
+    }
+
+    /// java-tron `UnDelegateResourceActuator`: an undelegation of `stake` sun takes the
+    /// receiver's used energy in proportion to the stake's share of all the receiver's energy
+    /// stake (its own and what it acquired), at most the energy that stake yields, and moves it
+    /// to the owner (`unDelegateIncrease`). Computed before the delegation shrinks.
+    fn transfer_energy_usage(&mut self, owner: &str, receiver: &str, stake: i64) {
+        let acquired: i64 = self
+            .delegations
+            .iter()
+            .filter(|((_, to), _)| to == receiver)
+            .map(|(_, sun)| *sun)
+            .sum();
+        let all = self.energy_stakes.get(receiver).copied().unwrap_or(0) + acquired;
+        let used = self.resource(receiver, "EnergyUsed");
+        if all <= 0 || used <= 0 {
+            return;
+        }
+        let share = i128::from(used) * i128::from(stake) / i128::from(all);
+        let moved = i64::try_from(share)
+            .unwrap_or(i64::MAX)
+            .min(energy_of_stake(stake));
+        self.add_resource_use(receiver, "EnergyUsed", -moved);
+        self.add_resource_use(owner, "EnergyUsed", moved);
     }
 
     /// The pool's transactions that go into a block on top of the current head, executed in

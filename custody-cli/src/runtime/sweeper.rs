@@ -17,7 +17,9 @@
 //! the node; TRX is still sent for the bandwidth the address has no free points for (and its
 //! activation). When the stake cannot lend that much (what the node says it can delegate, less
 //! the delegations of this service still on their way), the sweep burns TRX as in `burn_trx`
-//! mode and a warning is logged. The core reclaims the energy once the transfer ends.
+//! mode and a warning is logged. The core reclaims the energy once the transfer ends; an
+//! address whose reclaim is not final yet is not planned (the reclaim would take back energy
+//! the new plan counts on: java-tron keeps one delegation per owner and receiver).
 //!
 //! Nothing is planned while `kill_switch.global` or `maintenance.<NETWORK>` is on. A crash
 //! between two rounds loses nothing: a sweep and its first transaction are created together,
@@ -39,8 +41,8 @@ use custody_core::ports::Signer;
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::sweep::{
     create_sweep, plan_native, plan_token, plan_token_delegated, ready_for_transfer,
-    start_delegation, start_funded_sweep, Delegation, DelegationFacts, FundingKind, Plan, SweepIds,
-    SweepOrder, SweepPolicy, SweepSource, TokenFacts,
+    reclaim_pending, start_delegation, start_funded_sweep, Delegation, DelegationFacts,
+    FundingKind, Plan, SweepIds, SweepOrder, SweepPolicy, SweepSource, TokenFacts,
 };
 use custody_core::tron::delegation::{energy_to_lend, stake_for_energy};
 use custody_core::tron::resources::{ResourcePlan, TRX_TRANSFER_BANDWIDTH_BYTES};
@@ -314,19 +316,25 @@ impl Sweeper {
         let owned = address.to_owned();
         // The path of THIS address: after a wallet migration the wallet's current path is
         // another key, and a sweep of the old address must be signed with the old one.
-        let (latest, path) = read(self.store.as_ref(), move |tx| {
+        let (latest, path, open) = read(self.store.as_ref(), move |tx| {
             Ok((
                 tx.latest_sweep_at(network, &owned)?,
                 match tx.wallet_by_address(network, &parsed)? {
                     Some(_) => tx.address_path(network, &owned)?,
                     None => None,
                 },
+                tx.open_fundings(network)?,
             ))
         })
         .await?;
         let Some(path) = path else {
             return Ok(false);
         };
+        // A reclaim still on its way would take back energy a new plan counts on.
+        if let Some(r) = reclaim_pending(&open, address) {
+            tracing::debug!(network = %network, %address, reclaim = %r.id, "not swept: its energy reclaim is not final yet");
+            return Ok(false);
+        }
         if let Some(last) = latest {
             if last.status.is_open() {
                 return Ok(false);

@@ -335,3 +335,41 @@ fn a_failed_reclaim_tells_an_operator() {
         .iter()
         .any(|a| a.kind == "energy_reclaim_failed" && a.reference_id == Some(reclaim_id)));
 }
+
+#[test]
+fn an_address_whose_reclaim_is_not_final_gets_no_new_plan_until_it_is() {
+    let fx = Fx::new(&[("USDT", 5_000_000)]);
+    let s = fx.create(fx.order("USDT", delegate(None)), 500).unwrap();
+    let delegation_id = s.delegation_id.unwrap();
+    confirm_funding(&fx, delegation_id, 0);
+    start_transfer(&fx, s.id).unwrap();
+    let out = fx.outgoing_for(Purpose::Sweep, s.id);
+    fx.moved(out, sent);
+    let out = fx.outgoing_for(Purpose::Sweep, s.id);
+    fx.moved(out, mined(0, true));
+    assert_eq!(fx.sweep(s.id).status, SweepStatus::Confirmed);
+    let reclaim_id = fx.funding(delegation_id).reclaim_id.unwrap();
+    let open = |fx: &Fx| {
+        block_on(read(fx.store.as_ref(), |tx| {
+            Ok(tx.open_fundings(crate::Network::Bsc)?)
+        }))
+        .unwrap()
+    };
+    // Planned, then sent: the sweep is over, the address still waits.
+    assert_eq!(
+        reclaim_pending(&open(&fx), ADDR).map(|f| f.id),
+        Some(reclaim_id)
+    );
+    let rout = fx.outgoing_for(Purpose::Funding, reclaim_id);
+    fx.moved(rout, sent);
+    assert_eq!(
+        reclaim_pending(&open(&fx), ADDR).map(|f| f.id),
+        Some(reclaim_id)
+    );
+    assert_eq!(reclaim_pending(&open(&fx), HOT), None, "another address");
+    // Final: the address may be planned again.
+    let rout = fx.outgoing_for(Purpose::Funding, reclaim_id);
+    fx.moved(rout, mined(0, true));
+    assert_eq!(fx.funding(reclaim_id).status, FundingStatus::Confirmed);
+    assert_eq!(reclaim_pending(&open(&fx), ADDR), None);
+}

@@ -10,6 +10,9 @@
 
 use crate::amount::Amount;
 
+use super::record::Funding;
+use super::{FundingKind, FundingStatus};
+
 /// A sweep policy of one asset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SweepPolicy {
@@ -132,6 +135,22 @@ pub fn plan_token(facts: &TokenFacts, policy: &SweepPolicy) -> Plan {
             funding: missing,
         },
     }
+}
+
+/// The energy reclaim of `address` not yet final, among the network's open fundings: while one
+/// is, nothing new is planned for the address. java-tron keeps one delegation record per
+/// (owner, receiver), so the reclaim takes its stake's energy from whatever is delegated to the
+/// address when it lands: a sweep planned on the address's energy now (the old loan still
+/// counted) would find it gone, and a new loan would be eaten by the old reclaim.
+pub fn reclaim_pending<'a>(open: &'a [Funding], address: &str) -> Option<&'a Funding> {
+    open.iter().find(|f| {
+        f.kind == FundingKind::EnergyReclaim
+            && f.address == address
+            && matches!(
+                f.status,
+                FundingStatus::Planned | FundingStatus::Broadcasted
+            )
+    })
 }
 
 /// What a TRON token sweep reads when the hot wallet lends energy
