@@ -882,11 +882,9 @@ impl State {
             if stake <= 0 {
                 return invalid("unDelegateBalance must be more than 0TRX".into());
             }
-            let delegated = self
-                .delegations
-                .get(&(owner.to_owned(), to.to_owned()))
-                .copied()
-                .unwrap_or(0);
+            let Some(&delegated) = self.delegations.get(&(owner.to_owned(), to.to_owned())) else {
+                return invalid("delegated Resource does not exist".into());
+            };
             if delegated < stake {
                 return invalid(format!(
                     "insufficient delegatedFrozenBalance(Energy), request={stake}, \
@@ -1624,6 +1622,16 @@ impl TronApi {
             .get(&(hex41(from), hex41(to)))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Someone else (an operator by hand) takes back what `from` delegates to `to`: the stake
+    /// is `from`'s again, and an undelegation of it is refused from now on.
+    pub fn take_back_delegation(&self, from: &str, to: &str) {
+        let mut s = self.state();
+        let (owner, receiver) = (hex41(from), hex41(to));
+        if let Some(sun) = s.delegations.remove(&(owner.clone(), receiver)) {
+            *s.energy_stakes.entry(owner).or_insert(0) += sun;
+        }
     }
 }
 

@@ -419,3 +419,80 @@ fn without_enough_stake_the_sweep_burns_trx() {
     );
     custody.stop();
 }
+
+/// A reclaim the node refuses because the energy was taken back already (an operator
+/// undelegated by hand): java-tron answers "delegated Resource does not exist". That is no
+/// shortage a funding cures: the reclaim fails once its refused attempt can no longer be
+/// included, and an `energy_reclaim_failed` alert names it; it is never sent again.
+#[test]
+fn a_reclaim_the_node_refuses_fails_and_tells_an_operator() {
+    let api = TronApi::start();
+    let (mut custody, cred, ops, hot) = delegating(&api, 40_000);
+    let client = custody.client(&cred);
+    let alice = client.wallet("alice", "TRON");
+    let a = alice["address"].as_str().unwrap().to_owned();
+    api.append(BlockSpec::new().tx(TxSpec::trc20(USDT, SENDER, &a, 50_000_000)));
+    api.set_trc20_balance(USDT, &a, 50_000_000);
+    api.append_empty(19);
+    custody.wait_for(60, "a TRX funding broadcast", || {
+        funding_of(&custody, &ops, &a, "native").filter(|f| f["status"] == "broadcasted")
+    });
+    api.produce_block();
+    api.append_empty(18);
+    custody.wait_for(60, "the delegation sent", || {
+        funding_of(&custody, &ops, &a, "energy_delegation").filter(|f| f["status"] == "broadcasted")
+    });
+    api.produce_block();
+    api.append_empty(18);
+    let sweep = custody.wait_for(60, "the sweep sent", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["address"] == a.as_str() && s["status"] == "broadcasted")
+    });
+    api.produce_block();
+    assert_eq!(api.trc20_balance(USDT, &hot), 50_000_000);
+    // The energy is taken back by hand before the service's reclaim.
+    api.take_back_delegation(&hot, &a);
+    api.append_empty(18);
+    custody.wait_for(60, "the sweep confirmed", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["id"] == sweep["id"] && s["status"] == "confirmed")
+    });
+    let reclaim = custody.wait_for(60, "the reclaim", || {
+        funding_of(&custody, &ops, &a, "energy_reclaim")
+    });
+    let failed = custody.wait_for(120, "the reclaim failed", || {
+        api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        funding_of(&custody, &ops, &a, "energy_reclaim").filter(|f| f["status"] == "failed")
+    });
+    assert_eq!(failed["id"], reclaim["id"]);
+    assert!(
+        failed["failure_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("delegated Resource does not exist")),
+        "{failed}"
+    );
+    let alerts = custody
+        .client(&ops)
+        .get("/v1/admin/alerts?limit=100")
+        .json();
+    let alert = alerts["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["kind"] == "energy_reclaim_failed")
+        .unwrap_or_else(|| panic!("an energy_reclaim_failed alert: {alerts}"))
+        .clone();
+    assert_eq!(alert["reference_id"], reclaim["id"]);
+    // Never sent again: no block holds an undelegation, and none waits.
+    let before = api.broadcasts().len();
+    for _ in 0..10 {
+        api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(api.broadcasts().len(), before, "nothing more is sent");
+    assert_eq!(api.energy_stake(&hot), 40_000 * SUN, "the stake is whole");
+    custody.stop();
+}

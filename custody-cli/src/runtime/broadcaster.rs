@@ -578,6 +578,18 @@ impl Broadcaster {
         let now = self.clock.now();
         let label = answer_label(&outcome);
         let sent = !matches!(outcome, BroadcastOutcome::Rejected(_));
+        let refused_before = latest.sent_at.is_none()
+            && latest
+                .last_answer
+                .as_deref()
+                .is_some_and(|a| a.starts_with(ANSWER_REJECTED_PREFIX));
+        if refused_before && outcome == BroadcastOutcome::Expired {
+            // Bytes the node refused never were in a pool: "expired" says nothing new, and
+            // the refusal stays the answer the engine judges them by (a shortage waits, a
+            // refusal that funds cannot cure fails).
+            out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
+            return self.save(out).await;
+        }
         if let Some(a) = out.attempts.last_mut() {
             a.last_answer = Some(label.clone());
             if sent {
