@@ -7,7 +7,7 @@
 //! `wallet/getnowblock`, `wallet/getblockbynum`, `wallet/gettransactioninfobyblocknum`,
 //! `wallet/gettransactioninfobyid`, `wallet/gettransactionbyid` (transactions in blocks only,
 //! as java-tron), `wallet/gettransactionfrompending`, `walletsolidity/getnowblock`,
-//! `wallet/getaccount`, `wallet/getaccountresource` (with the energy of staked and delegated
+//! `wallet/getaccount` (with Stake 2.0 `frozenV2`, `unfrozenV2` and delegated stake), `wallet/getaccountresource` (with the energy of staked and delegated
 //! TRX, see below), `wallet/getcandelegatedmaxsize` (energy: the undelegated stake less the
 //! share the owner's used energy holds; `{}` for 0), `wallet/triggerconstantcontract`
 //! (`balanceOf(address)`, and `transfer(address,uint256)` run as its `owner_address`: the
@@ -646,6 +646,8 @@ struct State {
     energy_stakes: HashMap<String, i64>,
     /// Sun of stake whose energy (owner, receiver) delegated.
     delegations: HashMap<(String, String), i64>,
+    /// Sun unstaked (Stake 2.0 `unfrozenV2`) and not withdrawn yet, per account.
+    unstaking: HashMap<String, i64>,
     chain_parameters: Vec<(String, i64)>,
     mode: Mode,
     requests: VecDeque<RecordedRequest>,
@@ -827,6 +829,46 @@ impl State {
             .sum();
         let own = self.energy_stakes.get(address).copied().unwrap_or(0);
         self.resource(address, "EnergyLimit") + energy_of_stake(own + acquired)
+    }
+
+    /// The Stake 2.0 fields of `wallet/getaccount` as java-tron prints them: `frozenV2` with
+    /// one entry per resource (BANDWIDTH, the default type, printed without `type`; a zero
+    /// amount left out), the energy stake delegated to others and acquired from them in
+    /// `account_resource`, and `unfrozenV2` for TRX unstaking.
+    fn stake_json(&self, address: &str, account: &mut Value) {
+        let own = self.energy_stakes.get(address).copied().unwrap_or(0);
+        let energy = if own == 0 {
+            json!({"type": "ENERGY"})
+        } else {
+            json!({"type": "ENERGY", "amount": own})
+        };
+        account["frozenV2"] = json!([{}, energy, {"type": "TRON_POWER"}]);
+        let lent: i64 = self
+            .delegations
+            .iter()
+            .filter(|((from, _), _)| from == address)
+            .map(|(_, sun)| *sun)
+            .sum();
+        let acquired: i64 = self
+            .delegations
+            .iter()
+            .filter(|((_, to), _)| to == address)
+            .map(|(_, sun)| *sun)
+            .sum();
+        if lent != 0 {
+            account["account_resource"]["delegated_frozenV2_balance_for_energy"] = json!(lent);
+        }
+        if acquired != 0 {
+            account["account_resource"]["acquired_delegated_frozenV2_balance_for_energy"] =
+                json!(acquired);
+        }
+        if let Some(&sun) = self.unstaking.get(address) {
+            account["unfrozenV2"] = json!([{
+                "type": "ENERGY",
+                "unfreeze_amount": sun,
+                "unfreeze_expire_time": self.head_time() + 14 * 86_400_000
+            }]);
+        }
     }
 
     /// `wallet/getcandelegatedmaxsize` of energy: the stake `owner` keeps undelegated, less
@@ -1338,6 +1380,7 @@ impl TronApi {
             resources: HashMap::new(),
             energy_stakes: HashMap::new(),
             delegations: HashMap::new(),
+            unstaking: HashMap::new(),
             chain_parameters: vec![
                 ("getMaintenanceTimeInterval".into(), 21_600_000),
                 ("getAccountUpgradeCost".into(), 9_999_000_000),
@@ -1606,6 +1649,19 @@ impl TronApi {
         self.state().energy_stakes.insert(hex41(address), sun);
     }
 
+    /// `from` delegates the energy of `sun` of its stake to `to` (taken from its energy stake).
+    pub fn set_delegation(&self, from: &str, to: &str, sun: i64) {
+        let mut s = self.state();
+        let (owner, receiver) = (hex41(from), hex41(to));
+        *s.energy_stakes.entry(owner.clone()).or_insert(0) -= sun;
+        s.delegations.insert((owner, receiver), sun);
+    }
+
+    /// `address` has `sun` unstaked and waiting for its withdrawal (Stake 2.0 `unfrozenV2`).
+    pub fn set_unstaking(&self, address: &str, sun: i64) {
+        self.state().unstaking.insert(hex41(address), sun);
+    }
+
     /// What `address` keeps of its energy stake (sun), delegations taken out.
     pub fn energy_stake(&self, address: &str) -> i64 {
         self.state()
@@ -1842,6 +1898,7 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
                     if *balance != 0 {
                         account["balance"] = json!(balance);
                     }
+                    s.stake_json(&address, &mut account);
                     value_response(&account)
                 }
                 None => value_response(&json!({})),
