@@ -521,7 +521,10 @@ impl Broadcaster {
     }
 
     /// Builds and signs a new attempt, stores it with the plan it was priced with (TRON), and
-    /// only then sends it.
+    /// only then sends it. Every signature passes here, so this is where a key of a seed this
+    /// process has not loaded is refused (first attempts check it earlier too, before a nonce
+    /// is predicted): a re-priced or replacing attempt signed with the old seed's key would
+    /// come from another address.
     async fn sign_store_send(
         &self,
         mut out: OutgoingTx,
@@ -529,6 +532,10 @@ impl Broadcaster {
         plan: Option<ResourcePlan>,
         first_nonce_seed: Option<u64>,
     ) -> CoreResult<()> {
+        let checked_at = self.clock.now();
+        if !self.seed_loaded(&mut out, checked_at).await? {
+            return self.check_later(out, checked_at).await;
+        }
         let request = BuildRequest {
             from: out.from.clone(),
             payment: out.payment.clone(),
