@@ -173,6 +173,15 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
         let on = network.map(|n| format!(" on {n}")).unwrap_or_default();
         return Err(format!("tenant {t} has no wallets{on}: nothing to migrate"));
     }
+    if args.mnemonic_file.is_some() {
+        eprintln!("{HOT_WALLETS_STAY}");
+    }
     let data: Vec<_> = migrated.iter().map(|m| m.view()).collect();
     print_json(&json!({ "data": data }))
 }
+
+/// Printed after a migration to a new seed: no rotation moves the hot wallets.
+const HOT_WALLETS_STAY: &str = "warning: the hot wallets stay on the first seed (seed.json): a \
+    migration to a new seed does not move them. If the first seed is compromised, move the hot \
+    wallets' funds by hand to addresses it does not derive (`custody treasury show` lists the \
+    hot wallets and their balances).";

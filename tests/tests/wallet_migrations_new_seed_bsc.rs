@@ -106,7 +106,7 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
     ]);
     assert!(!ok);
     assert!(err.contains("new seed was not imported"), "{err}");
-    let printed = custody.cli_ok(&[
+    let (ok, out, err) = custody.cli(&[
         "wallets",
         "migrate",
         "--tenant",
@@ -118,6 +118,13 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
         "--mnemonic-file",
         new_seed.to_str().unwrap(),
     ]);
+    assert!(ok, "{err}");
+    let printed: Value = serde_json::from_str(&out).unwrap();
+    // No rotation moves the hot wallets: the operator is told to drain them by hand.
+    assert!(
+        err.contains("hot wallets stay on the first seed") && err.contains("by hand"),
+        "{err}"
+    );
     let _ = std::fs::remove_file(&new_seed);
     let m = printed["data"][0].clone();
     let new = m["new_address"].as_str().unwrap().to_owned();
