@@ -47,6 +47,7 @@ use custody_core::sweep::{
 use custody_core::tron::delegation::{energy_to_lend, stake_for_energy};
 use custody_core::tron::resources::{ResourcePlan, TRX_TRANSFER_BANDWIDTH_BYTES};
 use custody_core::wallet::migration::{self, old_key_available, OldAddress};
+use custody_core::wallet::seeds::check_seed_loaded;
 use custody_core::withdrawal::{mul_div_ceil, HotWallet, Rate};
 use custody_core::{Amount, Asset, AssetCatalog, Network};
 use tokio::sync::watch;
@@ -210,6 +211,22 @@ impl Sweeper {
         .await?;
         let mut moved = 0;
         for m in open {
+            // A seed imported after this process started derives the old address: this
+            // process would derive another key and take the key for lost (a terminal
+            // failure). Left to a process that loaded it (this one after its restart).
+            let (signer, account) = (Arc::clone(&self.signer), m.old_path.account);
+            let loaded = read(self.store.as_ref(), move |tx| {
+                match check_seed_loaded(tx, signer.as_ref(), account) {
+                    Ok(()) => Ok(true),
+                    Err(custody_core::CoreError::Refused(_)) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+            if !loaded {
+                tracing::debug!(network = %network, migration = %m.id, old_address = %m.old_address, "wallet migration left alone: its old address's seed is not loaded here");
+                continue;
+            }
             let seen = match old_key_available(self.signer.as_ref(), &m) {
                 Err(why) => OldAddress::KeyLost(why),
                 Ok(()) => match self.held_above_minimum(&m.old_address).await {
