@@ -395,8 +395,20 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
 /// whole fee, no delegation).
 #[test]
 fn without_enough_stake_the_sweep_burns_trx() {
+    sweep_burns_trx_with_a_stake_of(1_000);
+}
+
+/// A stake just above the loan (14,500 TRX for 14,332) but inside the 5 % of
+/// `getcandelegatedmaxsize` kept back: that figure moves before the delegation executes, and a
+/// refused delegation would fail the sweep after its funding. The sweep burns TRX.
+#[test]
+fn a_stake_inside_the_headroom_is_not_lent() {
+    sweep_burns_trx_with_a_stake_of(14_500);
+}
+
+fn sweep_burns_trx_with_a_stake_of(stake_trx: i64) {
     let api = TronApi::start();
-    let (mut custody, cred, ops, _hot) = delegating(&api, 1_000);
+    let (mut custody, cred, ops, _hot) = delegating(&api, stake_trx);
     let client = custody.client(&cred);
     let alice = client.wallet("alice", "TRON");
     let a = alice["address"].as_str().unwrap().to_owned();
