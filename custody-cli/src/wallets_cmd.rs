@@ -121,6 +121,7 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot list the wallets: {e}"))?,
         };
         let mut migrated = Vec::new();
+        let mut seed_imported = false;
         // One transaction per tenant: a tenant's wallets and its new account move together,
         // and a failure leaves the tenants already done migrated (their records say so).
         if tenants.is_empty() && new_seed.is_some() {
@@ -162,7 +163,12 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
             .map_err(|e| match e {
                 custody_core::CoreError::Refused(r) => format!("{}: {}", r.code, r.message),
                 other => format!("the migration failed: {other}"),
-            })?;
+            });
+            let done = match done {
+                Ok(done) => done,
+                Err(why) => return Err(stopped_part_way(why, &migrated, seed_imported)),
+            };
+            seed_imported |= new_mnemonic.is_some();
             migrated.extend(done);
         }
         Ok::<_, String>(migrated)
@@ -178,6 +184,30 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
     }
     let data: Vec<_> = migrated.iter().map(|m| m.view()).collect();
     print_json(&json!({ "data": data }))
+}
+
+/// The error of a run that failed after some tenants were migrated (each tenant commits on
+/// its own): what was done, and how to finish (the new seed, imported with the first tenant,
+/// must not be given again).
+fn stopped_part_way(
+    why: String,
+    migrated: &[custody_core::wallet::migration::WalletMigration],
+    seed_imported: bool,
+) -> String {
+    if migrated.is_empty() {
+        return why;
+    }
+    let done: Vec<_> = migrated.iter().map(|m| m.view()).collect();
+    let again = if seed_imported {
+        "the new seed is imported: run the command again without --mnemonic-file to migrate \
+         the rest"
+    } else {
+        "run the command again to migrate the rest"
+    };
+    format!(
+        "{why}\nalready migrated (kept): {}\n{again}",
+        serde_json::to_string(&done).unwrap_or_default()
+    )
 }
 
 /// Printed after a migration to a new seed: no rotation moves the hot wallets.

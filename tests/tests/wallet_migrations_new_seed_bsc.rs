@@ -120,6 +120,23 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
     ]);
     assert!(ok, "{err}");
     let printed: Value = serde_json::from_str(&out).unwrap();
+    // The same file again (an operator finishing a run that stopped part-way): refused, with
+    // how to go on.
+    let (again, _, refused) = custody.cli(&[
+        "wallets",
+        "migrate",
+        "--tenant",
+        "acme",
+        "--reason",
+        "r",
+        "--mnemonic-file",
+        new_seed.to_str().unwrap(),
+    ]);
+    assert!(!again);
+    assert!(
+        refused.contains("already has this seed") && refused.contains("without --mnemonic-file"),
+        "{refused}"
+    );
     // No rotation moves the hot wallets: the operator is told to drain them by hand.
     assert!(
         err.contains("hot wallets stay on the first seed") && err.contains("by hand"),

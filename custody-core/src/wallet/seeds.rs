@@ -101,12 +101,23 @@ pub fn register_seed(
     first_fingerprint: &str,
 ) -> CoreResult<()> {
     let seeds = tx.seeds()?;
-    if seed.fingerprint == first_fingerprint
-        || seeds.iter().any(|s| s.fingerprint == seed.fingerprint)
-    {
+    if seed.fingerprint == first_fingerprint {
         return Err(Refusal::new(
             ErrorCode::ValidationFailed,
-            "the service already has this seed: a migration needs a new one",
+            "the service already has this seed (it is the first seed, seed.json): a migration \
+             to a new seed needs a mnemonic the service does not have",
+        )
+        .into());
+    }
+    if let Some(s) = seeds.iter().find(|s| s.fingerprint == seed.fingerprint) {
+        return Err(Refusal::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "the service already has this seed (imported as generation {}): new accounts \
+                 already come from it, so to migrate wallets an earlier run left behind, run \
+                 the command again without --mnemonic-file",
+                s.generation
+            ),
         )
         .into());
     }
