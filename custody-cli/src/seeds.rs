@@ -6,12 +6,39 @@ use custody_core::keys::{HdKeys, Mnemonic, SeedSet};
 use custody_core::ports::signer::HdPath;
 use custody_core::ports::store::{read, Store};
 use custody_core::ports::Entropy;
+use custody_core::secret::Secret;
 use custody_core::vault::NONCE_BYTES;
 use custody_core::wallet::seeds::{seed_aad, SeedRecord};
 use custody_core::Network;
 
 use crate::commands::runtime;
 use crate::datadir::Unlocked;
+
+/// The BIP39 mnemonic in `path` (`wallets migrate --mnemonic-file`). Refused when the file is
+/// readable by its group or others: a seed the service will sign with must not have been
+/// left where other accounts could read it. The text read is wiped from memory once parsed.
+pub fn read_mnemonic_file(path: &std::path::Path) -> Result<Mnemonic, String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("--mnemonic-file {shown}: {e}"))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "--mnemonic-file {shown} is readable by its group or others (mode {mode:04o}): \
+                 restrict it to its owner (chmod 600 {shown}), and consider the seed exposed if \
+                 other accounts could read it"
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = meta;
+    let text = Secret::new(
+        std::fs::read_to_string(path).map_err(|e| format!("--mnemonic-file {shown}: {e}"))?,
+    );
+    Mnemonic::parse(text.expose().trim()).map_err(|e| format!("--mnemonic-file {shown}: {e}"))
+}
 
 /// The public fingerprint of a seed: its BSC address at `m/44'/60'/0'/0/0`.
 pub fn fingerprint(mnemonic: &Mnemonic) -> Result<String, String> {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use custody_cli::runtime::system::{OsEntropy, SystemClock};
-use custody_core::keys::{HdKeys, Mnemonic};
+use custody_core::keys::HdKeys;
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::Clock;
@@ -58,12 +58,7 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
     let new_mnemonic = args
         .mnemonic_file
         .as_ref()
-        .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("--mnemonic-file {}: {e}", path.display()))?;
-            Mnemonic::parse(text.trim())
-                .map_err(|e| format!("--mnemonic-file {}: {e}", path.display()))
-        })
+        .map(|path| crate::seeds::read_mnemonic_file(path))
         .transpose()?;
     let network: Option<Network> = args
         .network

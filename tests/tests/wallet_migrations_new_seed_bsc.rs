@@ -24,9 +24,12 @@ fn admin(custody: &Custody, ops: &Cred, resource: &str) -> Vec<Value> {
     r.json()["data"].as_array().unwrap().clone()
 }
 
+/// A file only its owner may read, as a mnemonic file must be.
 fn temp_file(text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let path = std::env::temp_dir().join(format!("custody-mnemonic-{}", uuid::Uuid::new_v4()));
     std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     path
 }
 
@@ -91,6 +94,27 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
     let _ = std::fs::remove_file(&seed);
 
     let new_seed = temp_file(NEW_MNEMONIC);
+    // Readable by others: refused, whatever it holds.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&new_seed, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (ok, _, err) = custody.cli(&[
+            "wallets",
+            "migrate",
+            "--tenant",
+            "acme",
+            "--reason",
+            "r",
+            "--mnemonic-file",
+            new_seed.to_str().unwrap(),
+        ]);
+        assert!(!ok);
+        assert!(
+            err.contains("readable by its group or others") && err.contains("chmod 600"),
+            "{err}"
+        );
+        std::fs::set_permissions(&new_seed, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     // A tenant with nothing to move: the seed is not imported either.
     let (ok, _, err) = custody.cli(&[
         "wallets",
