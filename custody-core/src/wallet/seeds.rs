@@ -43,9 +43,16 @@ impl std::fmt::Debug for SeedRecord {
     }
 }
 
-/// The associated data that binds a sealed mnemonic to its generation (one cannot be swapped
-/// for another).
-pub fn seed_aad(generation: u32) -> Vec<u8> {
+/// The associated data that binds a sealed mnemonic to its generation and the first account it
+/// serves: neither can be changed in the store (one record swapped for another, a seed made to
+/// derive accounts it did not) without the record failing to open.
+pub fn seed_aad(generation: u32, first_account: u32) -> Vec<u8> {
+    format!("custody:seed:v2:generation:{generation}:first_account:{first_account}").into_bytes()
+}
+
+/// The associated data of records sealed before the first account was bound (generation only):
+/// still opened, so that no stored record needs rewriting.
+pub fn seed_aad_v1(generation: u32) -> Vec<u8> {
     format!("custody:seed:v1:generation:{generation}").into_bytes()
 }
 
