@@ -210,3 +210,52 @@ const HOT_WALLETS_STAY: &str = "warning: the hot wallets stay on the first seed 
     migration to a new seed does not move them. If the first seed is compromised, move the hot \
     wallets' funds by hand to addresses it does not derive (`custody treasury show` lists the \
     hot wallets and their balances).";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use custody_core::ports::signer::HdPath;
+    use custody_core::wallet::migration::{MigrationStatus, WalletMigration};
+
+    fn moved(id: u128) -> WalletMigration {
+        let path = |account| HdPath {
+            network: Network::Bsc,
+            account,
+            index: 0,
+        };
+        let at = custody_core::time::Timestamp::from_unix_millis(0);
+        WalletMigration {
+            id: uuid::Uuid::from_u128(id),
+            tenant: TenantId::parse("acme").unwrap(),
+            wallet_id: uuid::Uuid::from_u128(id + 100),
+            network: Network::Bsc,
+            external_user_id: "alice".into(),
+            old_address: "0x00000000000000000000000000000000000000bB".into(),
+            old_path: path(0),
+            new_address: "0x00000000000000000000000000000000000000cC".into(),
+            new_path: path(1),
+            reason: "r".into(),
+            status: MigrationStatus::Planned,
+            history: Vec::new(),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn a_run_stopped_part_way_lists_what_it_kept_and_how_to_go_on() {
+        // Nothing kept: the error as it is (the seed was not imported either).
+        assert_eq!(stopped_part_way("boom".into(), &[], false), "boom");
+        let kept = [moved(1)];
+        let said = stopped_part_way("boom".into(), &kept, true);
+        assert!(said.starts_with("boom\n"), "{said}");
+        assert!(
+            said.contains(&uuid::Uuid::from_u128(1).to_string()),
+            "{said}"
+        );
+        assert!(said.contains("without --mnemonic-file"), "{said}");
+        let plain = stopped_part_way("boom".into(), &kept, false);
+        assert!(!plain.contains("--mnemonic-file"), "{plain}");
+        assert!(plain.contains("run the command again"), "{plain}");
+    }
+}
