@@ -784,6 +784,7 @@ impl ChainSource for BscChain {
         })?;
         Ok(OnchainBalance {
             units: Amount::from_units(units),
+            staked_units: Amount::ZERO,
             block_number,
         })
     }

@@ -240,8 +240,56 @@ pub struct Account {
     pub address: Option<String>,
     #[serde(default)]
     pub balance: i64,
+    /// Stake 2.0: TRX staked per resource (`type` BANDWIDTH is the default and left out),
+    /// less what is delegated.
+    #[serde(rename = "frozenV2", default)]
+    pub frozen_v2: Vec<FrozenV2>,
+    /// Stake 2.0: TRX unstaked and waiting for its withdrawal.
+    #[serde(rename = "unfrozenV2", default)]
+    pub unfrozen_v2: Vec<UnfrozenV2>,
+    /// Stake 2.0: staked TRX whose bandwidth is delegated to others.
+    #[serde(rename = "delegated_frozenV2_balance_for_bandwidth", default)]
+    pub delegated_bandwidth: i64,
+    #[serde(default)]
+    pub account_resource: Option<AccountResourceOfAccount>,
     #[serde(rename = "Error", default)]
     pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct FrozenV2 {
+    #[serde(default)]
+    pub amount: i64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct UnfrozenV2 {
+    #[serde(default)]
+    pub unfreeze_amount: i64,
+}
+
+/// `getaccount`'s `account_resource`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AccountResourceOfAccount {
+    /// Stake 2.0: staked TRX whose energy is delegated to others.
+    #[serde(rename = "delegated_frozenV2_balance_for_energy", default)]
+    pub delegated_energy: i64,
+}
+
+impl Account {
+    /// Every sun of the account's Stake 2.0 TRX: staked for any resource, its part delegated
+    /// to others, and what is unstaking. It is the owner's still (unstaking gives it back),
+    /// only not spendable now. `None` when a figure is negative or the sum overflows.
+    pub fn staked_sun(&self) -> Option<u128> {
+        let mut figures = self
+            .frozen_v2
+            .iter()
+            .map(|f| f.amount)
+            .chain(self.unfrozen_v2.iter().map(|u| u.unfreeze_amount))
+            .chain([self.delegated_bandwidth])
+            .chain(self.account_resource.iter().map(|r| r.delegated_energy));
+        figures.try_fold(0u128, |sum, v| sum.checked_add(u128::try_from(v).ok()?))
+    }
 }
 
 /// `wallet/getaccountresource`.
@@ -368,4 +416,30 @@ pub fn readable_message(message: &str) -> String {
         }
     }
     message.to_owned()
+}
+
+#[cfg(test)]
+mod stake_tests {
+    use super::*;
+
+    #[test]
+    fn every_stake_2_0_figure_of_getaccount_counts_as_staked() {
+        // java-tron's getaccount: BANDWIDTH (the default type) printed without `type`.
+        let account: Account = serde_json::from_str(
+            r#"{"address": "41aa", "balance": 7,
+                "frozenV2": [{"amount": 10}, {"type": "ENERGY", "amount": 200}, {"type": "TRON_POWER"}],
+                "unfrozenV2": [{"type": "ENERGY", "unfreeze_amount": 3000, "unfreeze_expire_time": 1}],
+                "delegated_frozenV2_balance_for_bandwidth": 40000,
+                "account_resource": {"energy_window_size": 28800000,
+                                     "delegated_frozenV2_balance_for_energy": 500000,
+                                     "acquired_delegated_frozenV2_balance_for_energy": 9}}"#,
+        )
+        .unwrap();
+        assert_eq!(account.staked_sun(), Some(543_210));
+        let plain: Account = serde_json::from_str(r#"{"address": "41aa", "balance": 7}"#).unwrap();
+        assert_eq!(plain.staked_sun(), Some(0));
+        let negative: Account =
+            serde_json::from_str(r#"{"address": "41aa", "frozenV2": [{"amount": -1}]}"#).unwrap();
+        assert_eq!(negative.staked_sun(), None);
+    }
 }

@@ -229,7 +229,8 @@ impl ChainSource for TronChain {
         Ok(Some(scanned))
     }
 
-    /// TRX through `wallet/getaccount` (`balance`, 0 for an unknown account), a TRC20 token
+    /// TRX through `wallet/getaccount` (`balance` plus the Stake 2.0 TRX: `frozenV2`,
+    /// `unfrozenV2` and what is delegated, all the owner's; 0 for an unknown account), a TRC20 token
     /// through `balanceOf` (`wallet/triggerconstantcontract`). The node does not say at which
     /// block it answered: `block_number` is the head read just before, so the balance is at
     /// least that recent.
@@ -242,16 +243,24 @@ impl ChainSource for TronChain {
         }
         let holder = Self::address(address)?;
         let block_number = self.head_number().await?;
-        let units = match (asset.kind, &asset.contract) {
+        let (units, staked) = match (asset.kind, &asset.contract) {
             (AssetKind::Native, _) => {
-                let balance = self.client.account(&holder).await?.map_or(0, |a| a.balance);
-                u128::try_from(balance).map_err(|_| {
+                let account = self.client.account(&holder).await?.unwrap_or_default();
+                let balance = account.balance;
+                let liquid = u128::try_from(balance).map_err(|_| {
                     PortError::permanent("tron", format!("negative TRX balance {balance}"))
-                })?
+                })?;
+                let staked = account.staked_sun().ok_or_else(|| {
+                    PortError::permanent("tron", "negative or overflowing staked TRX figures")
+                })?;
+                let total = liquid.checked_add(staked).ok_or_else(|| {
+                    PortError::permanent("tron", "TRX balance and stake overflow")
+                })?;
+                (total, staked)
             }
             (_, Some(contract)) => {
                 let token = Self::address(contract)?;
-                self.client.trc20_balance(&token, &holder).await?
+                (self.client.trc20_balance(&token, &holder).await?, 0)
             }
             (_, None) => {
                 return Err(PortError::permanent(
@@ -262,6 +271,7 @@ impl ChainSource for TronChain {
         };
         Ok(OnchainBalance {
             units: Amount::from_units(units),
+            staked_units: Amount::from_units(staked),
             block_number,
         })
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use custody_cli::runtime::system::{OsEntropy, SystemClock};
-use custody_core::keys::{HdKeys, Mnemonic};
+use custody_core::keys::HdKeys;
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::Clock;
@@ -58,12 +58,7 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
     let new_mnemonic = args
         .mnemonic_file
         .as_ref()
-        .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("--mnemonic-file {}: {e}", path.display()))?;
-            Mnemonic::parse(text.trim())
-                .map_err(|e| format!("--mnemonic-file {}: {e}", path.display()))
-        })
+        .map(|path| crate::seeds::read_mnemonic_file(path))
         .transpose()?;
     let network: Option<Network> = args
         .network
@@ -121,6 +116,7 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot list the wallets: {e}"))?,
         };
         let mut migrated = Vec::new();
+        let mut seed_imported = false;
         // One transaction per tenant: a tenant's wallets and its new account move together,
         // and a failure leaves the tenants already done migrated (their records say so).
         if tenants.is_empty() && new_seed.is_some() {
@@ -162,7 +158,12 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
             .map_err(|e| match e {
                 custody_core::CoreError::Refused(r) => format!("{}: {}", r.code, r.message),
                 other => format!("the migration failed: {other}"),
-            })?;
+            });
+            let done = match done {
+                Ok(done) => done,
+                Err(why) => return Err(stopped_part_way(why, &migrated, seed_imported)),
+            };
+            seed_imported |= new_mnemonic.is_some();
             migrated.extend(done);
         }
         Ok::<_, String>(migrated)
@@ -173,6 +174,88 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
         let on = network.map(|n| format!(" on {n}")).unwrap_or_default();
         return Err(format!("tenant {t} has no wallets{on}: nothing to migrate"));
     }
+    if args.mnemonic_file.is_some() {
+        eprintln!("{HOT_WALLETS_STAY}");
+    }
     let data: Vec<_> = migrated.iter().map(|m| m.view()).collect();
     print_json(&json!({ "data": data }))
+}
+
+/// The error of a run that failed after some tenants were migrated (each tenant commits on
+/// its own): what was done, and how to finish (the new seed, imported with the first tenant,
+/// must not be given again).
+fn stopped_part_way(
+    why: String,
+    migrated: &[custody_core::wallet::migration::WalletMigration],
+    seed_imported: bool,
+) -> String {
+    if migrated.is_empty() {
+        return why;
+    }
+    let done: Vec<_> = migrated.iter().map(|m| m.view()).collect();
+    let again = if seed_imported {
+        "the new seed is imported: run the command again without --mnemonic-file to migrate \
+         the rest"
+    } else {
+        "run the command again to migrate the rest"
+    };
+    format!(
+        "{why}\nalready migrated (kept): {}\n{again}",
+        serde_json::to_string(&done).unwrap_or_default()
+    )
+}
+
+/// Printed after a migration to a new seed: no rotation moves the hot wallets.
+const HOT_WALLETS_STAY: &str = "warning: the hot wallets stay on the first seed (seed.json): a \
+    migration to a new seed does not move them. If the first seed is compromised, move the hot \
+    wallets' funds by hand to addresses it does not derive (`custody treasury show` lists the \
+    hot wallets and their balances).";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use custody_core::ports::signer::HdPath;
+    use custody_core::wallet::migration::{MigrationStatus, WalletMigration};
+
+    fn moved(id: u128) -> WalletMigration {
+        let path = |account| HdPath {
+            network: Network::Bsc,
+            account,
+            index: 0,
+        };
+        let at = custody_core::time::Timestamp::from_unix_millis(0);
+        WalletMigration {
+            id: uuid::Uuid::from_u128(id),
+            tenant: TenantId::parse("acme").unwrap(),
+            wallet_id: uuid::Uuid::from_u128(id + 100),
+            network: Network::Bsc,
+            external_user_id: "alice".into(),
+            old_address: "0x00000000000000000000000000000000000000bB".into(),
+            old_path: path(0),
+            new_address: "0x00000000000000000000000000000000000000cC".into(),
+            new_path: path(1),
+            reason: "r".into(),
+            status: MigrationStatus::Planned,
+            history: Vec::new(),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn a_run_stopped_part_way_lists_what_it_kept_and_how_to_go_on() {
+        // Nothing kept: the error as it is (the seed was not imported either).
+        assert_eq!(stopped_part_way("boom".into(), &[], false), "boom");
+        let kept = [moved(1)];
+        let said = stopped_part_way("boom".into(), &kept, true);
+        assert!(said.starts_with("boom\n"), "{said}");
+        assert!(
+            said.contains(&uuid::Uuid::from_u128(1).to_string()),
+            "{said}"
+        );
+        assert!(said.contains("without --mnemonic-file"), "{said}");
+        let plain = stopped_part_way("boom".into(), &kept, false);
+        assert!(!plain.contains("--mnemonic-file"), "{plain}");
+        assert!(plain.contains("run the command again"), "{plain}");
+    }
 }

@@ -24,7 +24,12 @@ use crate::withdrawal::HotWallet;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TreasuryBalance {
     pub asset: String,
+    /// Everything held, staked TRX included (the house's, recoverable by unstaking).
     pub units: Option<Amount>,
+    /// TRON: the part of `units` staked (Stake 2.0, for energy lent to sweeps or otherwise):
+    /// not spendable by withdrawals until unstaked. Left out when nothing is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staked_units: Option<Amount>,
     pub block_number: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -148,16 +153,22 @@ async fn balances_of(
 ) -> Vec<TreasuryBalance> {
     let mut out = Vec::new();
     for asset in catalog.of_network(network) {
-        let (units, block_number, error) = match chain {
-            None => (None, None, Some(no_endpoint(network))),
+        let (units, staked_units, block_number, error) = match chain {
+            None => (None, None, None, Some(no_endpoint(network))),
             Some(chain) => match chain.balance(address, asset).await {
-                Ok(b) => (Some(b.units), Some(b.block_number), None),
-                Err(e) => (None, None, Some(e.message)),
+                Ok(b) => (
+                    Some(b.units),
+                    (!b.staked_units.is_zero()).then_some(b.staked_units),
+                    Some(b.block_number),
+                    None,
+                ),
+                Err(e) => (None, None, None, Some(e.message)),
             },
         };
         out.push(TreasuryBalance {
             asset: asset.code.clone(),
             units,
+            staked_units,
             block_number,
             error,
         });

@@ -7,7 +7,7 @@
 //! `wallet/getnowblock`, `wallet/getblockbynum`, `wallet/gettransactioninfobyblocknum`,
 //! `wallet/gettransactioninfobyid`, `wallet/gettransactionbyid` (transactions in blocks only,
 //! as java-tron), `wallet/gettransactionfrompending`, `walletsolidity/getnowblock`,
-//! `wallet/getaccount`, `wallet/getaccountresource` (with the energy of staked and delegated
+//! `wallet/getaccount` (with Stake 2.0 `frozenV2`, `unfrozenV2` and delegated stake), `wallet/getaccountresource` (with the energy of staked and delegated
 //! TRX, see below), `wallet/getcandelegatedmaxsize` (energy: the undelegated stake less the
 //! share the owner's used energy holds; `{}` for 0), `wallet/triggerconstantcontract`
 //! (`balanceOf(address)`, and `transfer(address,uint256)` run as its `owner_address`: the
@@ -59,8 +59,9 @@
 //! receiver other than the owner, and that much of the owner's stake not already delegated
 //! (`CONTRACT_VALIDATE_ERROR` otherwise); it moves that stake's energy to the receiver, and an
 //! undelegation (at most what was delegated to that receiver) moves it back. Both pay only
-//! bandwidth. The energy the receiver already used is not reclaimed by an undelegation (java-tron
-//! moves a share of its usage back to the owner).
+//! bandwidth. An undelegation moves the receiver's used energy in proportion to the share of
+//! its energy stake taken back (at most that stake's energy) to the owner, as java-tron's
+//! `UnDelegateResourceActuator` does.
 //!
 //! Block 0, the genesis block, is always served (as a node prints it: no `number` and no
 //! `timestamp`); its `blockID` names the test network, [`TEST_GENESIS_BLOCK_ID`] unless the
@@ -645,6 +646,8 @@ struct State {
     energy_stakes: HashMap<String, i64>,
     /// Sun of stake whose energy (owner, receiver) delegated.
     delegations: HashMap<(String, String), i64>,
+    /// Sun unstaked (Stake 2.0 `unfrozenV2`) and not withdrawn yet, per account.
+    unstaking: HashMap<String, i64>,
     chain_parameters: Vec<(String, i64)>,
     mode: Mode,
     requests: VecDeque<RecordedRequest>,
@@ -828,6 +831,46 @@ impl State {
         self.resource(address, "EnergyLimit") + energy_of_stake(own + acquired)
     }
 
+    /// The Stake 2.0 fields of `wallet/getaccount` as java-tron prints them: `frozenV2` with
+    /// one entry per resource (BANDWIDTH, the default type, printed without `type`; a zero
+    /// amount left out), the energy stake delegated to others and acquired from them in
+    /// `account_resource`, and `unfrozenV2` for TRX unstaking.
+    fn stake_json(&self, address: &str, account: &mut Value) {
+        let own = self.energy_stakes.get(address).copied().unwrap_or(0);
+        let energy = if own == 0 {
+            json!({"type": "ENERGY"})
+        } else {
+            json!({"type": "ENERGY", "amount": own})
+        };
+        account["frozenV2"] = json!([{}, energy, {"type": "TRON_POWER"}]);
+        let lent: i64 = self
+            .delegations
+            .iter()
+            .filter(|((from, _), _)| from == address)
+            .map(|(_, sun)| *sun)
+            .sum();
+        let acquired: i64 = self
+            .delegations
+            .iter()
+            .filter(|((_, to), _)| to == address)
+            .map(|(_, sun)| *sun)
+            .sum();
+        if lent != 0 {
+            account["account_resource"]["delegated_frozenV2_balance_for_energy"] = json!(lent);
+        }
+        if acquired != 0 {
+            account["account_resource"]["acquired_delegated_frozenV2_balance_for_energy"] =
+                json!(acquired);
+        }
+        if let Some(&sun) = self.unstaking.get(address) {
+            account["unfrozenV2"] = json!([{
+                "type": "ENERGY",
+                "unfreeze_amount": sun,
+                "unfreeze_expire_time": self.head_time() + 14 * 86_400_000
+            }]);
+        }
+    }
+
     /// `wallet/getcandelegatedmaxsize` of energy: the stake `owner` keeps undelegated, less
     /// the share its own used energy holds (java-tron `Wallet.getCanDelegatedMaxSize`: the
     /// used energy's worth of stake at the network's ratio, rounded up, stays).
@@ -881,11 +924,9 @@ impl State {
             if stake <= 0 {
                 return invalid("unDelegateBalance must be more than 0TRX".into());
             }
-            let delegated = self
-                .delegations
-                .get(&(owner.to_owned(), to.to_owned()))
-                .copied()
-                .unwrap_or(0);
+            let Some(&delegated) = self.delegations.get(&(owner.to_owned(), to.to_owned())) else {
+                return invalid("delegated Resource does not exist".into());
+            };
             if delegated < stake {
                 return invalid(format!(
                     "insufficient delegatedFrozenBalance(Energy), request={stake}, \
@@ -1093,6 +1134,9 @@ impl State {
                 *self.token_balances.entry((token, to.clone())).or_insert(0) += plan.token_amount;
             }
         }
+        if plan.delegated < 0 {
+            self.transfer_energy_usage(&owner, &to, -plan.delegated);
+        }
         if plan.delegated != 0 {
             *self.energy_stakes.entry(owner.clone()).or_insert(0) -= plan.delegated;
             let lent = self
@@ -1116,6 +1160,30 @@ impl State {
         tx.result = plan.result.to_owned();
         tx.receipt = Some(receipt);
         tx
+    }
+
+    /// java-tron `UnDelegateResourceActuator`: an undelegation of `stake` sun takes the
+    /// receiver's used energy in proportion to the stake's share of all the receiver's energy
+    /// stake (its own and what it acquired), at most the energy that stake yields, and moves it
+    /// to the owner (`unDelegateIncrease`). Computed before the delegation shrinks.
+    fn transfer_energy_usage(&mut self, owner: &str, receiver: &str, stake: i64) {
+        let acquired: i64 = self
+            .delegations
+            .iter()
+            .filter(|((_, to), _)| to == receiver)
+            .map(|(_, sun)| *sun)
+            .sum();
+        let all = self.energy_stakes.get(receiver).copied().unwrap_or(0) + acquired;
+        let used = self.resource(receiver, "EnergyUsed");
+        if all <= 0 || used <= 0 {
+            return;
+        }
+        let share = i128::from(used) * i128::from(stake) / i128::from(all);
+        let moved = i64::try_from(share)
+            .unwrap_or(i64::MAX)
+            .min(energy_of_stake(stake));
+        self.add_resource_use(receiver, "EnergyUsed", -moved);
+        self.add_resource_use(owner, "EnergyUsed", moved);
     }
 
     /// The pool's transactions that go into a block on top of the current head, executed in
@@ -1312,6 +1380,7 @@ impl TronApi {
             resources: HashMap::new(),
             energy_stakes: HashMap::new(),
             delegations: HashMap::new(),
+            unstaking: HashMap::new(),
             chain_parameters: vec![
                 ("getMaintenanceTimeInterval".into(), 21_600_000),
                 ("getAccountUpgradeCost".into(), 9_999_000_000),
@@ -1580,6 +1649,19 @@ impl TronApi {
         self.state().energy_stakes.insert(hex41(address), sun);
     }
 
+    /// `from` delegates the energy of `sun` of its stake to `to` (taken from its energy stake).
+    pub fn set_delegation(&self, from: &str, to: &str, sun: i64) {
+        let mut s = self.state();
+        let (owner, receiver) = (hex41(from), hex41(to));
+        *s.energy_stakes.entry(owner.clone()).or_insert(0) -= sun;
+        s.delegations.insert((owner, receiver), sun);
+    }
+
+    /// `address` has `sun` unstaked and waiting for its withdrawal (Stake 2.0 `unfrozenV2`).
+    pub fn set_unstaking(&self, address: &str, sun: i64) {
+        self.state().unstaking.insert(hex41(address), sun);
+    }
+
     /// What `address` keeps of its energy stake (sun), delegations taken out.
     pub fn energy_stake(&self, address: &str) -> i64 {
         self.state()
@@ -1596,6 +1678,16 @@ impl TronApi {
             .get(&(hex41(from), hex41(to)))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Someone else (an operator by hand) takes back what `from` delegates to `to`: the stake
+    /// is `from`'s again, and an undelegation of it is refused from now on.
+    pub fn take_back_delegation(&self, from: &str, to: &str) {
+        let mut s = self.state();
+        let (owner, receiver) = (hex41(from), hex41(to));
+        if let Some(sun) = s.delegations.remove(&(owner.clone(), receiver)) {
+            *s.energy_stakes.entry(owner).or_insert(0) += sun;
+        }
     }
 }
 
@@ -1806,6 +1898,7 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
                     if *balance != 0 {
                         account["balance"] = json!(balance);
                     }
+                    s.stake_json(&address, &mut account);
                     value_response(&account)
                 }
                 None => value_response(&json!({})),

@@ -245,6 +245,8 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
     });
     api.produce_block();
     assert_eq!(api.trc20_balance(USDT, &hot), 50_000_000);
+    // The reclaim will lag: it is sent, and blocks come without it.
+    api.set_inclusion_paused(true);
     api.append_empty(18);
     let done = custody.wait_for(60, "the sweep confirmed", || {
         admin(&custody, &ops, "sweeps")
@@ -256,9 +258,34 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
     });
     assert_eq!(reclaim["reclaims_id"], delegation["id"]);
     assert_eq!(reclaim["amount_units"], "14332000000");
-    api.produce_block();
-    api.append_empty(18);
-    custody.wait_for(60, "the reclaim confirmed", || {
+
+    // A second deposit to the same address is credited while the reclaim is still on its way.
+    // The address's energy still counts the first loan, which the reclaim is about to take
+    // back (java-tron keeps one delegation per owner and receiver): nothing is planned for the
+    // address until the reclaim is final.
+    api.append(BlockSpec::new().tx(TxSpec::trc20(USDT, SENDER, &a, 30_000_000)));
+    api.set_trc20_balance(USDT, &a, 30_000_000);
+    api.append_empty(19);
+    custody.wait_for(60, "the second deposit credited", || {
+        (client.deposits("?status=credited").len() == 2).then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(2_000));
+    assert_eq!(
+        api.delegated_energy(&hot, &a),
+        14_332 * SUN,
+        "not reclaimed yet"
+    );
+    assert_eq!(
+        admin(&custody, &ops, "treasury-fundings").len(),
+        3,
+        "no funding for the second deposit while the reclaim is open"
+    );
+    assert_eq!(admin(&custody, &ops, "sweeps").len(), 1, "no second sweep");
+    api.set_inclusion_paused(false);
+    // Blocks until the reclaim is final (sent again if it expired meanwhile).
+    custody.wait_for(120, "the reclaim confirmed", || {
+        api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(100));
         funding_of(&custody, &ops, &a, "energy_reclaim").filter(|f| f["status"] == "confirmed")
     });
     assert_eq!(api.delegated_energy(&hot, &a), 0);
@@ -297,16 +324,21 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
     assert_eq!(holding, 1, "delegated once");
     // The energy came from the delegation: the sweep burned its bandwidth only.
     assert_eq!(done["network_cost_units"], funding["amount_units"]);
-    let resources = api.account_resource(&a);
-    assert_eq!(resources["EnergyUsed"], TRC20_TRANSFER_ENERGY_NEW_HOLDER);
-    assert_eq!(client.available(&alice, "USDT"), 50_000_000);
+    // The address used the energy; the reclaim moved that usage to the hot wallet.
+    assert_eq!(api.account_resource(&a)["EnergyUsed"], 0);
+    assert_eq!(
+        api.account_resource(&hot)["EnergyUsed"],
+        TRC20_TRANSFER_ENERGY_NEW_HOLDER
+    );
+    assert_eq!(
+        client.available(&alice, "USDT"),
+        80_000_000,
+        "both deposits"
+    );
 
-    // A second deposit to the same address. This server leaves the energy used above the
-    // limit the reclaim lowered (java-tron moves a share of it to the owner): the loan makes
-    // it up, plus what the transfer needs now that the hot wallet holds USDT (64,285).
-    api.append(BlockSpec::new().tx(TxSpec::trc20(USDT, SENDER, &a, 30_000_000)));
-    api.set_trc20_balance(USDT, &a, 30_000_000);
-    api.append_empty(19);
+    // The reclaim moved the address's used energy to the hot wallet with the stake (java-tron
+    // `UnDelegateResourceActuator`): the second loan is what the transfer needs now that the
+    // hot wallet holds USDT (64,285), plus the margin.
     let second = |kind: &str| {
         admin(&custody, &ops, "treasury-fundings")
             .into_iter()
@@ -321,7 +353,7 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
     let funding2 = custody.wait_for(60, "a second TRX funding", || {
         second("native").filter(|f| f["status"] == "broadcasted")
     });
-    let lent = (TRC20_TRANSFER_ENERGY + TRC20_TRANSFER_ENERGY_NEW_HOLDER) * 11 / 10;
+    let lent = TRC20_TRANSFER_ENERGY * 11 / 10;
     assert_eq!(second("energy_delegation").unwrap()["energy_units"], lent);
     api.produce_block();
     api.append_empty(18);
@@ -363,8 +395,20 @@ fn a_trc20_sweep_borrows_the_hot_wallets_energy_and_gives_it_back() {
 /// whole fee, no delegation).
 #[test]
 fn without_enough_stake_the_sweep_burns_trx() {
+    sweep_burns_trx_with_a_stake_of(1_000);
+}
+
+/// A stake just above the loan (14,500 TRX for 14,332) but inside the 5 % of
+/// `getcandelegatedmaxsize` kept back: that figure moves before the delegation executes, and a
+/// refused delegation would fail the sweep after its funding. The sweep burns TRX.
+#[test]
+fn a_stake_inside_the_headroom_is_not_lent() {
+    sweep_burns_trx_with_a_stake_of(14_500);
+}
+
+fn sweep_burns_trx_with_a_stake_of(stake_trx: i64) {
     let api = TronApi::start();
-    let (mut custody, cred, ops, _hot) = delegating(&api, 1_000);
+    let (mut custody, cred, ops, _hot) = delegating(&api, stake_trx);
     let client = custody.client(&cred);
     let alice = client.wallet("alice", "TRON");
     let a = alice["address"].as_str().unwrap().to_owned();
@@ -385,5 +429,82 @@ fn without_enough_stake_the_sweep_burns_trx() {
         units > 130_285 * 100,
         "the funding pays the energy's burn: {funding}"
     );
+    custody.stop();
+}
+
+/// A reclaim the node refuses because the energy was taken back already (an operator
+/// undelegated by hand): java-tron answers "delegated Resource does not exist". That is no
+/// shortage a funding cures: the reclaim fails once its refused attempt can no longer be
+/// included, and an `energy_reclaim_failed` alert names it; it is never sent again.
+#[test]
+fn a_reclaim_the_node_refuses_fails_and_tells_an_operator() {
+    let api = TronApi::start();
+    let (mut custody, cred, ops, hot) = delegating(&api, 40_000);
+    let client = custody.client(&cred);
+    let alice = client.wallet("alice", "TRON");
+    let a = alice["address"].as_str().unwrap().to_owned();
+    api.append(BlockSpec::new().tx(TxSpec::trc20(USDT, SENDER, &a, 50_000_000)));
+    api.set_trc20_balance(USDT, &a, 50_000_000);
+    api.append_empty(19);
+    custody.wait_for(60, "a TRX funding broadcast", || {
+        funding_of(&custody, &ops, &a, "native").filter(|f| f["status"] == "broadcasted")
+    });
+    api.produce_block();
+    api.append_empty(18);
+    custody.wait_for(60, "the delegation sent", || {
+        funding_of(&custody, &ops, &a, "energy_delegation").filter(|f| f["status"] == "broadcasted")
+    });
+    api.produce_block();
+    api.append_empty(18);
+    let sweep = custody.wait_for(60, "the sweep sent", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["address"] == a.as_str() && s["status"] == "broadcasted")
+    });
+    api.produce_block();
+    assert_eq!(api.trc20_balance(USDT, &hot), 50_000_000);
+    // The energy is taken back by hand before the service's reclaim.
+    api.take_back_delegation(&hot, &a);
+    api.append_empty(18);
+    custody.wait_for(60, "the sweep confirmed", || {
+        admin(&custody, &ops, "sweeps")
+            .into_iter()
+            .find(|s| s["id"] == sweep["id"] && s["status"] == "confirmed")
+    });
+    let reclaim = custody.wait_for(60, "the reclaim", || {
+        funding_of(&custody, &ops, &a, "energy_reclaim")
+    });
+    let failed = custody.wait_for(120, "the reclaim failed", || {
+        api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        funding_of(&custody, &ops, &a, "energy_reclaim").filter(|f| f["status"] == "failed")
+    });
+    assert_eq!(failed["id"], reclaim["id"]);
+    assert!(
+        failed["failure_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("delegated Resource does not exist")),
+        "{failed}"
+    );
+    let alerts = custody
+        .client(&ops)
+        .get("/v1/admin/alerts?limit=100")
+        .json();
+    let alert = alerts["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["kind"] == "energy_reclaim_failed")
+        .unwrap_or_else(|| panic!("an energy_reclaim_failed alert: {alerts}"))
+        .clone();
+    assert_eq!(alert["reference_id"], reclaim["id"]);
+    // Never sent again: no block holds an undelegation, and none waits.
+    let before = api.broadcasts().len();
+    for _ in 0..10 {
+        api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(api.broadcasts().len(), before, "nothing more is sent");
+    assert_eq!(api.energy_stake(&hot), 40_000 * SUN, "the stake is whole");
     custody.stop();
 }

@@ -24,9 +24,12 @@ fn admin(custody: &Custody, ops: &Cred, resource: &str) -> Vec<Value> {
     r.json()["data"].as_array().unwrap().clone()
 }
 
+/// A file only its owner may read, as a mnemonic file must be.
 fn temp_file(text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let path = std::env::temp_dir().join(format!("custody-mnemonic-{}", uuid::Uuid::new_v4()));
     std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     path
 }
 
@@ -91,6 +94,27 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
     let _ = std::fs::remove_file(&seed);
 
     let new_seed = temp_file(NEW_MNEMONIC);
+    // Readable by others: refused, whatever it holds.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&new_seed, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (ok, _, err) = custody.cli(&[
+            "wallets",
+            "migrate",
+            "--tenant",
+            "acme",
+            "--reason",
+            "r",
+            "--mnemonic-file",
+            new_seed.to_str().unwrap(),
+        ]);
+        assert!(!ok);
+        assert!(
+            err.contains("readable by its group or others") && err.contains("chmod 600"),
+            "{err}"
+        );
+        std::fs::set_permissions(&new_seed, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     // A tenant with nothing to move: the seed is not imported either.
     let (ok, _, err) = custody.cli(&[
         "wallets",
@@ -106,7 +130,7 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
     ]);
     assert!(!ok);
     assert!(err.contains("new seed was not imported"), "{err}");
-    let printed = custody.cli_ok(&[
+    let (ok, out, err) = custody.cli(&[
         "wallets",
         "migrate",
         "--tenant",
@@ -118,6 +142,30 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
         "--mnemonic-file",
         new_seed.to_str().unwrap(),
     ]);
+    assert!(ok, "{err}");
+    let printed: Value = serde_json::from_str(&out).unwrap();
+    // The same file again (an operator finishing a run that stopped part-way): refused, with
+    // how to go on.
+    let (again, _, refused) = custody.cli(&[
+        "wallets",
+        "migrate",
+        "--tenant",
+        "acme",
+        "--reason",
+        "r",
+        "--mnemonic-file",
+        new_seed.to_str().unwrap(),
+    ]);
+    assert!(!again);
+    assert!(
+        refused.contains("already has this seed") && refused.contains("without --mnemonic-file"),
+        "{refused}"
+    );
+    // No rotation moves the hot wallets: the operator is told to drain them by hand.
+    assert!(
+        err.contains("hot wallets stay on the first seed") && err.contains("by hand"),
+        "{err}"
+    );
     let _ = std::fs::remove_file(&new_seed);
     let m = printed["data"][0].clone();
     let new = m["new_address"].as_str().unwrap().to_owned();
@@ -188,4 +236,82 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
     custody.stop();
     let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
     assert!(ok, "{out}");
+}
+
+/// A migration whose old address a seed imported after `serve` started derives (alice moved to
+/// the new seed, then moved again, both while `serve` runs): the running service cannot
+/// derive that address's key, and leaves the migration alone instead of failing it for a lost
+/// key; after the restart that loads the seed it completes.
+#[test]
+fn a_migration_from_a_seed_this_process_has_not_loaded_waits_for_the_restart() {
+    let Some(anvil) = Anvil::start() else { return };
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_BSC_RPC_URLS", &anvil.url())],
+    );
+    let dir = custody.data_dir();
+    set_config(&dir, "bsc", "poll_interval_ms", "100");
+    set_config(
+        &dir,
+        "bsc",
+        "start_block",
+        &anvil.block_number().to_string(),
+    );
+    set_config(&dir, "sweeps", "interval_ms", "200");
+    let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    let ops = custody.credential("ops", &["--admin", "--rate-limit", "100000"]);
+    custody.start();
+    let client = custody.client(&cred);
+    client.wallet("alice", "BSC");
+    let migrations = |custody: &Custody| admin(custody, &ops, "wallet-migrations");
+
+    let new_seed = temp_file(NEW_MNEMONIC);
+    let (ok, _, err) = custody.cli(&[
+        "wallets",
+        "migrate",
+        "--tenant",
+        "acme",
+        "--network",
+        "BSC",
+        "--reason",
+        "seed compromised",
+        "--mnemonic-file",
+        new_seed.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_file(&new_seed);
+    assert!(ok, "{err}");
+    // The old address is the first seed's: this process checks it and completes the move.
+    custody.wait_for(60, "the first migration completed", || {
+        migrations(&custody)
+            .into_iter()
+            .find(|m| m["status"] == "completed")
+    });
+    let printed = custody.cli_ok(&[
+        "wallets",
+        "migrate",
+        "--tenant",
+        "acme",
+        "--network",
+        "BSC",
+        "--reason",
+        "once more",
+    ]);
+    let second = printed["data"][0]["id"].as_str().unwrap().to_owned();
+    // Its old address is the new seed's, which this process has not loaded.
+    std::thread::sleep(std::time::Duration::from_millis(2_000));
+    let m = migrations(&custody)
+        .into_iter()
+        .find(|m| m["id"] == second.as_str())
+        .unwrap();
+    assert_ne!(m["status"], "failed", "no key is lost: {m}");
+    assert_ne!(m["status"], "completed", "{m}");
+
+    custody.stop();
+    custody.start();
+    custody.wait_for(60, "the second migration completed", || {
+        migrations(&custody)
+            .into_iter()
+            .find(|m| m["id"] == second.as_str() && m["status"] == "completed")
+    });
+    custody.stop();
 }

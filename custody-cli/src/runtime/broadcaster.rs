@@ -521,7 +521,10 @@ impl Broadcaster {
     }
 
     /// Builds and signs a new attempt, stores it with the plan it was priced with (TRON), and
-    /// only then sends it.
+    /// only then sends it. Every signature passes here, so this is where a key of a seed this
+    /// process has not loaded is refused (first attempts check it earlier too, before a nonce
+    /// is predicted): a re-priced or replacing attempt signed with the old seed's key would
+    /// come from another address.
     async fn sign_store_send(
         &self,
         mut out: OutgoingTx,
@@ -529,6 +532,10 @@ impl Broadcaster {
         plan: Option<ResourcePlan>,
         first_nonce_seed: Option<u64>,
     ) -> CoreResult<()> {
+        let checked_at = self.clock.now();
+        if !self.seed_loaded(&mut out, checked_at).await? {
+            return self.check_later(out, checked_at).await;
+        }
         let request = BuildRequest {
             from: out.from.clone(),
             payment: out.payment.clone(),
@@ -578,6 +585,18 @@ impl Broadcaster {
         let now = self.clock.now();
         let label = answer_label(&outcome);
         let sent = !matches!(outcome, BroadcastOutcome::Rejected(_));
+        let refused_before = latest.sent_at.is_none()
+            && latest
+                .last_answer
+                .as_deref()
+                .is_some_and(|a| a.starts_with(ANSWER_REJECTED_PREFIX));
+        if refused_before && outcome == BroadcastOutcome::Expired {
+            // Bytes the node refused never were in a pool: "expired" says nothing new, and
+            // the refusal stays the answer the engine judges them by (a shortage waits, a
+            // refusal that funds cannot cure fails).
+            out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
+            return self.save(out).await;
+        }
         if let Some(a) = out.attempts.last_mut() {
             a.last_answer = Some(label.clone());
             if sent {

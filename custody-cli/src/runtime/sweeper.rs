@@ -15,9 +15,11 @@
 //! transfer needs (the resource planner's figure plus `tron_delegation_margin_percent`) from
 //! the hot wallet's stake, converted to stake at the network's energy per staked TRX read from
 //! the node; TRX is still sent for the bandwidth the address has no free points for (and its
-//! activation). When the stake cannot lend that much (what the node says it can delegate, less
-//! the delegations of this service still on their way), the sweep burns TRX as in `burn_trx`
-//! mode and a warning is logged. The core reclaims the energy once the transfer ends.
+//! activation). When the stake cannot lend that much (95 % of what the node says it can
+//! delegate, less the delegations of this service not in a block yet), the sweep burns TRX as
+//! in `burn_trx` mode and a warning is logged. The core reclaims the energy once the transfer ends; an
+//! address whose reclaim is not final yet is not planned (the reclaim would take back energy
+//! the new plan counts on: java-tron keeps one delegation per owner and receiver).
 //!
 //! Nothing is planned while `kill_switch.global` or `maintenance.<NETWORK>` is on. A crash
 //! between two rounds loses nothing: a sweep and its first transaction are created together,
@@ -38,13 +40,14 @@ use custody_core::ports::EnergyStake;
 use custody_core::ports::Signer;
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::sweep::{
-    create_sweep, plan_native, plan_token, plan_token_delegated, ready_for_transfer,
-    start_delegation, start_funded_sweep, Delegation, DelegationFacts, FundingKind, Plan, SweepIds,
-    SweepOrder, SweepPolicy, SweepSource, TokenFacts,
+    create_sweep, delegation_budget, plan_native, plan_token, plan_token_delegated,
+    ready_for_transfer, reclaim_pending, start_delegation, start_funded_sweep, Delegation,
+    DelegationFacts, Plan, SweepIds, SweepOrder, SweepPolicy, SweepSource, TokenFacts,
 };
 use custody_core::tron::delegation::{energy_to_lend, stake_for_energy};
 use custody_core::tron::resources::{ResourcePlan, TRX_TRANSFER_BANDWIDTH_BYTES};
 use custody_core::wallet::migration::{self, old_key_available, OldAddress};
+use custody_core::wallet::seeds::check_seed_loaded;
 use custody_core::withdrawal::{mul_div_ceil, HotWallet, Rate};
 use custody_core::{Amount, Asset, AssetCatalog, Network};
 use tokio::sync::watch;
@@ -208,6 +211,22 @@ impl Sweeper {
         .await?;
         let mut moved = 0;
         for m in open {
+            // A seed imported after this process started derives the old address: this
+            // process would derive another key and take the key for lost (a terminal
+            // failure). Left to a process that loaded it (this one after its restart).
+            let (signer, account) = (Arc::clone(&self.signer), m.old_path.account);
+            let loaded = read(self.store.as_ref(), move |tx| {
+                match check_seed_loaded(tx, signer.as_ref(), account) {
+                    Ok(()) => Ok(true),
+                    Err(custody_core::CoreError::Refused(_)) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
+            .await?;
+            if !loaded {
+                tracing::debug!(network = %network, migration = %m.id, old_address = %m.old_address, "wallet migration left alone: its old address's seed is not loaded here");
+                continue;
+            }
             let seen = match old_key_available(self.signer.as_ref(), &m) {
                 Err(why) => OldAddress::KeyLost(why),
                 Ok(()) => match self.held_above_minimum(&m.old_address).await {
@@ -314,19 +333,25 @@ impl Sweeper {
         let owned = address.to_owned();
         // The path of THIS address: after a wallet migration the wallet's current path is
         // another key, and a sweep of the old address must be signed with the old one.
-        let (latest, path) = read(self.store.as_ref(), move |tx| {
+        let (latest, path, open) = read(self.store.as_ref(), move |tx| {
             Ok((
                 tx.latest_sweep_at(network, &owned)?,
                 match tx.wallet_by_address(network, &parsed)? {
                     Some(_) => tx.address_path(network, &owned)?,
                     None => None,
                 },
+                tx.open_fundings(network)?,
             ))
         })
         .await?;
         let Some(path) = path else {
             return Ok(false);
         };
+        // A reclaim still on its way would take back energy a new plan counts on.
+        if let Some(r) = reclaim_pending(&open, address) {
+            tracing::debug!(network = %network, %address, reclaim = %r.id, "not swept: its energy reclaim is not final yet");
+            return Ok(false);
+        }
         if let Some(last) = latest {
             if last.status.is_open() {
                 return Ok(false);
@@ -355,12 +380,16 @@ impl Sweeper {
             let booked = book_of(books, address, &asset.code);
             let planned = match &asset.contract {
                 Some(_) => self.plan_token_sweep(asset, &source, policy, booked).await,
-                None => self.plan_native_sweep(asset, &source, policy, booked).await,
+                None => self
+                    .plan_native_sweep(asset, &source, policy, booked)
+                    .await
+                    .map(|o| o.map(|o| (o, None))),
             };
             // One asset the chain cannot answer for (a token contract missing on a devnet,
             // a node error) does not keep the others where they are.
-            let order = match planned {
-                Ok(Some(order)) => order,
+            // With a delegation: the node's delegatable stake it was planned against.
+            let (order, order_stake) = match planned {
+                Ok(Some(planned)) => planned,
                 Ok(None) => continue,
                 Err(e) => {
                     tracing::debug!(network = %network, %address, asset = %asset.code, error = %e, "asset not planned");
@@ -378,6 +407,15 @@ impl Sweeper {
             let created = write(self.store.as_ref(), move |tx| {
                 if custody_core::admin::restricted(tx, "kill_switch.global")? {
                     return Ok(None);
+                }
+                // Another delegation may have been planned since the stake was read (another
+                // instance): the budget is checked again against the open ones in this write.
+                if let (Plan::Delegate { delegation, .. }, Some(node)) = (&order.plan, order_stake)
+                {
+                    let budget = delegation_budget(node, &tx.open_fundings(order.asset.network)?);
+                    if delegation.stake_sun > budget {
+                        return Ok(None);
+                    }
                 }
                 create_sweep(tx, ids, &order, now)
             })
@@ -425,7 +463,7 @@ impl Sweeper {
         source: &SweepSource,
         policy: &SweepPolicy,
         booked: Amount,
-    ) -> CoreResult<Option<SweepOrder>> {
+    ) -> CoreResult<Option<(SweepOrder, Option<Amount>)>> {
         let contract = asset.contract.clone().unwrap_or_default();
         let (native, token) = self
             .sender
@@ -490,6 +528,7 @@ impl Sweeper {
             policy,
         );
         self.order(asset, source, plan, estimate.expected_native)
+            .map(|o| o.map(|o| (o, None)))
     }
 
     /// A TRON token sweep whose energy the hot wallet's stake lends. `Err(why)` when it cannot
@@ -506,31 +545,23 @@ impl Sweeper {
             Amount,
         ),
         plan: &ResourcePlan,
-    ) -> Result<Option<SweepOrder>, String> {
+    ) -> Result<Option<(SweepOrder, Option<Amount>)>, String> {
         let network = self.network;
         let stake = lending
             .stake
             .stake_facts(&self.hot.address)
             .await
             .map_err(|e| format!("the hot wallet's stake was not read: {e}"))?;
-        // Delegations of this service not yet final may not show in the node's figure yet:
-        // counted here as taken (twice for a moment when they do; burning TRX then is safe,
-        // lending stake that is gone is not).
-        let in_flight = read(
+        // Delegations of this service not in a block yet do not show in the node's figure:
+        // counted as taken; and some headroom is kept (`delegation_budget`). Checked again in
+        // the write that creates the sweep.
+        let open = read(
             self.store.as_ref(),
             move |tx| Ok(tx.open_fundings(network)?),
         )
         .await
-        .map_err(|e| e.to_string())?
-        .iter()
-        .filter(|f| f.kind == FundingKind::EnergyDelegation)
-        .fold(Amount::ZERO, |sum, f| {
-            sum.checked_add(f.amount).unwrap_or(sum)
-        });
-        let delegatable = stake
-            .delegatable_sun
-            .checked_sub(in_flight)
-            .unwrap_or(Amount::ZERO);
+        .map_err(|e| e.to_string())?;
+        let delegatable = delegation_budget(stake.delegatable_sun, &open);
         // From the raw limit and usage: usage left above a limit a reclaim lowered counts too.
         let (limit, used) = lending
             .stake
@@ -610,7 +641,9 @@ impl Sweeper {
         if let Plan::Delegate { delegation, .. } = &planned {
             tracing::info!(network = %network, address = %source.address, asset = %asset.code, energy_needed = plan.energy_needed, energy_lent = delegation.energy, stake_sun = %delegation.stake_sun.units(), delegatable_sun = %delegatable.units(), "sweep energy to be delegated");
         }
+        let node = matches!(planned, Plan::Delegate { .. }).then_some(stake.delegatable_sun);
         self.order(asset, source, planned, burn_without_energy)
+            .map(|o| o.map(|o| (o, node)))
             .map_err(|e| e.to_string())
     }
 

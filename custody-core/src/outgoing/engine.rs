@@ -9,7 +9,7 @@
 //! it: none of these is a reason to sign a transaction that could be included beside the first.
 
 use crate::network::Network;
-use crate::ports::sender::{FeeBid, Inclusion, TxLookup};
+use crate::ports::sender::{FeeBid, Inclusion, Payment, TxLookup};
 use crate::time::Timestamp;
 
 use super::{Bid, OutStatus, OutgoingTx};
@@ -170,13 +170,21 @@ pub fn decide(
                 .as_deref()
                 .unwrap_or_default()
                 .trim_start_matches(ANSWER_REJECTED_PREFIX);
-            return if refusal_waits_for_funds(reason) {
+            return if refusal_waits_for_funds(&tx.payment, reason) {
                 Decision::Rebuild
             } else {
                 Decision::Fail {
                     reason: format!("the node refused the transaction: {reason}"),
                 }
             };
+        }
+        // TRON bytes a node refused, now past their expiration at the head: a node would only
+        // answer "expired", which would hide its refusal (the verdict above waits for it).
+        let expired_at_head = latest
+            .expires_at_ms
+            .is_some_and(|at| obs.head_time_ms >= at);
+        if refused && tx.network == Network::Tron && expired_at_head && !pending {
+            return wait;
         }
         return Decision::Broadcast;
     }
@@ -240,8 +248,28 @@ fn tron_void(tx: &OutgoingTx, obs: &Observation) -> bool {
 
 /// Whether a node's refusal is a shortage the hot wallet's funding cures (the payment waits and
 /// is rebuilt once funded) rather than a transaction that can never be valid.
-pub fn refusal_waits_for_funds(reason: &str) -> bool {
+///
+/// A delegation or an undelegation of energy spends only the bandwidth fee: only a shortage of
+/// the hot wallet's TRX for it waits. java-tron's other refusals of them ("insufficient
+/// delegatedFrozenBalance(Energy)", "delegated Resource does not exist", a stake less than
+/// the delegation) say the stake is not there: waiting would rebuild the transaction forever,
+/// and a stale undelegation sent later could take back a newer sweep's energy. They fail, and
+/// the funding's failure tells an operator.
+pub fn refusal_waits_for_funds(payment: &Payment, reason: &str) -> bool {
     let r = reason.to_ascii_lowercase();
+    if matches!(
+        payment,
+        Payment::DelegateEnergy { .. } | Payment::UndelegateEnergy { .. }
+    ) {
+        return [
+            "bandwith_error",
+            "insufficient bandwidth",
+            "accountresourceinsufficient",
+            "other_error",
+        ]
+        .iter()
+        .any(|k| r.contains(k));
+    }
     [
         "insufficient",
         "not sufficient",
@@ -595,6 +623,14 @@ mod tests {
             decide(&t, Some(&void), &policy(), at(600_000)),
             Decision::Fail { reason } if reason.contains("to yourself")
         ));
+        // Expired at the head, not yet at the final block: not offered again (a node would
+        // answer "expired" and hide its refusal), the verdict waits for the final block.
+        let mut head_only = obs(30, 60_000, vec![TxLookup::Unknown]);
+        head_only.final_time_ms = Some(3_000);
+        assert!(matches!(
+            decide(&t, Some(&head_only), &policy(), at(600_000)),
+            Decision::Wait { .. }
+        ));
     }
 
     #[test]
@@ -660,6 +696,59 @@ mod tests {
             Decision::Rebuild
         );
         // java-tron's catch-all is not a verdict on the transaction: rebuild, do not fail.
-        assert!(refusal_waits_for_funds("OTHER_ERROR: internal error"));
+        assert!(refusal_waits_for_funds(
+            &t.payment,
+            "OTHER_ERROR: internal error"
+        ));
+    }
+
+    #[test]
+    fn a_refused_energy_delegation_waits_only_for_the_fee() {
+        let sun = Amount::from_units(14_332_000_000);
+        let receiver = "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK".to_owned();
+        let undelegate = Payment::UndelegateEnergy {
+            receiver: receiver.clone(),
+            balance_sun: sun,
+        };
+        let delegate = Payment::DelegateEnergy {
+            receiver,
+            balance_sun: sun,
+        };
+        for (payment, refusal) in [
+            (
+                &undelegate,
+                "CONTRACT_VALIDATE_ERROR: contract validate error : insufficient \
+                 delegatedFrozenBalance(Energy), request=14332000000, unDelegateBalance=0",
+            ),
+            (
+                &undelegate,
+                "CONTRACT_VALIDATE_ERROR: contract validate error : delegated Resource does not \
+                 exist",
+            ),
+            (
+                &delegate,
+                "CONTRACT_VALIDATE_ERROR: contract validate error : delegateBalance must be less \
+                 than or equal to available FreezeEnergyV2 balance",
+            ),
+        ] {
+            assert!(!refusal_waits_for_funds(payment, refusal), "{refusal}");
+        }
+        for payment in [&undelegate, &delegate] {
+            for refusal in [
+                "BANDWITH_ERROR: AccountResourceInsufficient error",
+                "OTHER_ERROR: internal error",
+            ] {
+                assert!(refusal_waits_for_funds(payment, refusal), "{refusal}");
+            }
+        }
+        // A transfer's "insufficient" is the hot wallet's balance: it waits for a funding.
+        let transfer = Payment::Native {
+            to: "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK".into(),
+            amount: sun,
+        };
+        assert!(refusal_waits_for_funds(
+            &transfer,
+            "CONTRACT_VALIDATE_ERROR: Validate TransferContract error, balance is not sufficient."
+        ));
     }
 }

@@ -44,7 +44,11 @@ pub struct ScannedBlock {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OnchainBalance {
+    /// Everything the address owns of the asset, `staked_units` included.
     pub units: Amount,
+    /// TRX: the part of `units` staked (Stake 2.0, delegated or unstaking too): the owner's,
+    /// not spendable until unstaked. Zero elsewhere.
+    pub staked_units: Amount,
     pub block_number: u64,
 }
 

@@ -335,3 +335,72 @@ fn a_failed_reclaim_tells_an_operator() {
         .iter()
         .any(|a| a.kind == "energy_reclaim_failed" && a.reference_id == Some(reclaim_id)));
 }
+
+#[test]
+fn an_address_whose_reclaim_is_not_final_gets_no_new_plan_until_it_is() {
+    let fx = Fx::new(&[("USDT", 5_000_000)]);
+    let s = fx.create(fx.order("USDT", delegate(None)), 500).unwrap();
+    let delegation_id = s.delegation_id.unwrap();
+    confirm_funding(&fx, delegation_id, 0);
+    start_transfer(&fx, s.id).unwrap();
+    let out = fx.outgoing_for(Purpose::Sweep, s.id);
+    fx.moved(out, sent);
+    let out = fx.outgoing_for(Purpose::Sweep, s.id);
+    fx.moved(out, mined(0, true));
+    assert_eq!(fx.sweep(s.id).status, SweepStatus::Confirmed);
+    let reclaim_id = fx.funding(delegation_id).reclaim_id.unwrap();
+    let open = |fx: &Fx| {
+        block_on(read(fx.store.as_ref(), |tx| {
+            Ok(tx.open_fundings(crate::Network::Bsc)?)
+        }))
+        .unwrap()
+    };
+    // Planned, then sent: the sweep is over, the address still waits.
+    assert_eq!(
+        reclaim_pending(&open(&fx), ADDR).map(|f| f.id),
+        Some(reclaim_id)
+    );
+    let rout = fx.outgoing_for(Purpose::Funding, reclaim_id);
+    fx.moved(rout, sent);
+    assert_eq!(
+        reclaim_pending(&open(&fx), ADDR).map(|f| f.id),
+        Some(reclaim_id)
+    );
+    assert_eq!(reclaim_pending(&open(&fx), HOT), None, "another address");
+    // Final: the address may be planned again.
+    let rout = fx.outgoing_for(Purpose::Funding, reclaim_id);
+    fx.moved(rout, mined(0, true));
+    assert_eq!(fx.funding(reclaim_id).status, FundingStatus::Confirmed);
+    assert_eq!(reclaim_pending(&open(&fx), ADDR), None);
+}
+
+#[test]
+fn the_delegation_budget_keeps_headroom_and_counts_only_delegations_not_in_a_block() {
+    let fx = Fx::new(&[("USDT", 5_000_000)]);
+    let s = fx.create(fx.order("USDT", delegate(None)), 500).unwrap();
+    let planned = fx.funding(s.delegation_id.unwrap());
+    assert_eq!(planned.status, FundingStatus::Planned);
+    let node = u(100_000_000_000);
+    // 5 % of the node's figure kept back.
+    assert_eq!(delegation_budget(node, &[]), u(95_000_000_000));
+    // A delegation not yet in a block: the node has not counted it.
+    assert_eq!(
+        delegation_budget(node, std::slice::from_ref(&planned)),
+        u(95_000_000_000 - STAKE)
+    );
+    // In a block, not final: the node's figure has it already; counting it again would take
+    // the same stake twice.
+    let included = Funding {
+        status: FundingStatus::Broadcasted,
+        block_number: Some(40),
+        ..planned.clone()
+    };
+    assert_eq!(delegation_budget(node, &[included]), u(95_000_000_000));
+    // Reclaims and native fundings lend nothing.
+    let reclaim = Funding {
+        kind: FundingKind::EnergyReclaim,
+        ..planned.clone()
+    };
+    assert_eq!(delegation_budget(node, &[reclaim]), u(95_000_000_000));
+    assert_eq!(delegation_budget(u(STAKE), &[planned]), u(0));
+}

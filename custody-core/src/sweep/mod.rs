@@ -38,8 +38,8 @@ pub use flow::{
     SweepOrder, SweepSource,
 };
 pub use plan::{
-    plan_native, plan_token, plan_token_delegated, Delegation, DelegationFacts, Plan, SweepPolicy,
-    TokenFacts,
+    delegation_budget, plan_native, plan_token, plan_token_delegated, reclaim_pending, Delegation,
+    DelegationFacts, Plan, SweepPolicy, TokenFacts,
 };
 pub use record::{
     flows, AddressFlow, Funding, FundingView, Sweep, SweepReads, SweepRepo, SweepStep, SweepView,

@@ -10,6 +10,9 @@
 
 use crate::amount::Amount;
 
+use super::record::Funding;
+use super::{FundingKind, FundingStatus};
+
 /// A sweep policy of one asset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SweepPolicy {
@@ -132,6 +135,54 @@ pub fn plan_token(facts: &TokenFacts, policy: &SweepPolicy) -> Plan {
             funding: missing,
         },
     }
+}
+
+/// The energy reclaim of `address` not yet final, among the network's open fundings: while one
+/// is, nothing new is planned for the address. java-tron keeps one delegation record per
+/// (owner, receiver), so the reclaim takes its stake's energy from whatever is delegated to the
+/// address when it lands: a sweep planned on the address's energy now (the old loan still
+/// counted) would find it gone, and a new loan would be eaten by the old reclaim.
+pub fn reclaim_pending<'a>(open: &'a [Funding], address: &str) -> Option<&'a Funding> {
+    open.iter().find(|f| {
+        f.kind == FundingKind::EnergyReclaim
+            && f.address == address
+            && matches!(
+                f.status,
+                FundingStatus::Planned | FundingStatus::Broadcasted
+            )
+    })
+}
+
+/// The share of what the node says the hot wallet may delegate (`getcandelegatedmaxsize`) kept
+/// back: that figure moves between the plan and the delegation's execution (the owner's own
+/// energy use holds stake back, an operator may delegate too), and a delegation above it is
+/// refused on chain, failing the sweep after its funding was paid.
+pub const DELEGATION_HEADROOM_PERCENT: u128 = 5;
+
+/// The stake (sun) a new delegation may take: `delegatable` (the node's figure) less
+/// [`DELEGATION_HEADROOM_PERCENT`], less the open delegations of this service the node cannot
+/// have counted yet (those not in a block: an included one is in the node's figure already).
+pub fn delegation_budget(delegatable: Amount, open: &[Funding]) -> Amount {
+    let kept = Amount::from_units(
+        delegatable
+            .units()
+            .saturating_mul(100 - DELEGATION_HEADROOM_PERCENT)
+            / 100,
+    );
+    let in_flight = open
+        .iter()
+        .filter(|f| {
+            f.kind == FundingKind::EnergyDelegation
+                && matches!(
+                    f.status,
+                    FundingStatus::Planned | FundingStatus::Broadcasted
+                )
+                && f.block_number.is_none()
+        })
+        .fold(Amount::ZERO, |sum, f| {
+            sum.checked_add(f.amount).unwrap_or(Amount::MAX)
+        });
+    kept.checked_sub(in_flight).unwrap_or(Amount::ZERO)
 }
 
 /// What a TRON token sweep reads when the hot wallet lends energy

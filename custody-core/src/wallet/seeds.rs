@@ -43,9 +43,16 @@ impl std::fmt::Debug for SeedRecord {
     }
 }
 
-/// The associated data that binds a sealed mnemonic to its generation (one cannot be swapped
-/// for another).
-pub fn seed_aad(generation: u32) -> Vec<u8> {
+/// The associated data that binds a sealed mnemonic to its generation and the first account it
+/// serves: neither can be changed in the store (one record swapped for another, a seed made to
+/// derive accounts it did not) without the record failing to open.
+pub fn seed_aad(generation: u32, first_account: u32) -> Vec<u8> {
+    format!("custody:seed:v2:generation:{generation}:first_account:{first_account}").into_bytes()
+}
+
+/// The associated data of records sealed before the first account was bound (generation only):
+/// still opened, so that no stored record needs rewriting.
+pub fn seed_aad_v1(generation: u32) -> Vec<u8> {
     format!("custody:seed:v1:generation:{generation}").into_bytes()
 }
 
@@ -101,12 +108,23 @@ pub fn register_seed(
     first_fingerprint: &str,
 ) -> CoreResult<()> {
     let seeds = tx.seeds()?;
-    if seed.fingerprint == first_fingerprint
-        || seeds.iter().any(|s| s.fingerprint == seed.fingerprint)
-    {
+    if seed.fingerprint == first_fingerprint {
         return Err(Refusal::new(
             ErrorCode::ValidationFailed,
-            "the service already has this seed: a migration needs a new one",
+            "the service already has this seed (it is the first seed, seed.json): a migration \
+             to a new seed needs a mnemonic the service does not have",
+        )
+        .into());
+    }
+    if let Some(s) = seeds.iter().find(|s| s.fingerprint == seed.fingerprint) {
+        return Err(Refusal::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "the service already has this seed (imported as generation {}): new accounts \
+                 already come from it, so to migrate wallets an earlier run left behind, run \
+                 the command again without --mnemonic-file",
+                s.generation
+            ),
         )
         .into());
     }

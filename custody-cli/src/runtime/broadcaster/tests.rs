@@ -1242,3 +1242,80 @@ async fn nothing_is_signed_for_an_account_of_a_seed_this_process_has_not_loaded(
         alerts[0].message
     );
 }
+
+/// A replacement is a new signature too: once a seed this process has not loaded derives the
+/// sender's account (imported by another process after a first attempt went out), no
+/// replacement is signed with the old seed's key; one alert, and it waits for the restart.
+#[tokio::test]
+async fn no_replacement_is_signed_for_an_account_of_a_seed_this_process_has_not_loaded() {
+    use custody_core::ports::signer::HdPath;
+    use custody_core::sweep::{create_sweep, Plan, SweepIds, SweepOrder, SweepSource};
+    use custody_core::wallet::seeds::SeedRecord;
+    let f = Fixture::new();
+    let catalog = custody_core::AssetCatalog::mainnet();
+    let bnb = catalog.get(Network::Bsc, "BNB").unwrap().clone();
+    let order = SweepOrder {
+        native: bnb.id(),
+        asset: bnb,
+        source: SweepSource {
+            address: "0x00000000000000000000000000000000000000bB".into(),
+            path: HdPath {
+                network: Network::Bsc,
+                account: 3,
+                index: 0,
+            },
+        },
+        hot: custody_core::withdrawal::HotWallet {
+            address: "0x00000000000000000000000000000000000000aA".into(),
+            path: custody_core::wallet::hot_wallet_path(Network::Bsc),
+        },
+        plan: Plan::Sweep {
+            amount: Amount::from_units(1_000),
+        },
+        planned_fee_native: Amount::from_units(21_000),
+    };
+    let ids = SweepIds {
+        sweep: Uuid::new_v4(),
+        outgoing: Uuid::new_v4(),
+        funding: Uuid::new_v4(),
+        delegation: Uuid::new_v4(),
+        delegation_outgoing: Uuid::new_v4(),
+    };
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        create_sweep(tx, ids, &order, now)
+    })
+    .await
+    .unwrap();
+    f.b.round().await.unwrap();
+    assert_eq!(
+        f.get(ids.outgoing).await.attempts.len(),
+        1,
+        "signed and sent"
+    );
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        // Imported by another process: accounts from 2 on are the new seed's.
+        Ok(tx.insert_seed(&SeedRecord {
+            generation: 1,
+            first_account: 2,
+            sealed_mnemonic: vec![1],
+            fingerprint: "0xNEW".into(),
+            created_at: now,
+        })?)
+    })
+    .await
+    .unwrap();
+    f.chain.drop_pool();
+    f.advance(61_000);
+    f.b.round().await.unwrap();
+    let out = f.get(ids.outgoing).await;
+    assert_eq!(out.attempts.len(), 1, "no replacement signed");
+    let alerts = alerts_of(&f, "outgoing_stuck").await;
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert!(
+        alerts[0].message.contains("restart"),
+        "{}",
+        alerts[0].message
+    );
+}
