@@ -365,7 +365,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         // writes the store; instances sharing a database record every nonce in it before
         // answering, so a nonce used on one is refused by the others (decisions §16).
         let nonces = Arc::new(if shared {
-            custody_http::nonces::NonceGate::shared_store(clock.now().unix_seconds())
+            custody_http::nonces::NonceGate::shared_store()
         } else {
             custody_http::nonces::NonceGate::fenced(
                 start_nonce_set(store.as_ref(), clock.as_ref()).await?,

@@ -195,6 +195,9 @@ pub async fn authenticate(
     }
 
     let expires = auth::nonce_expiry(&checked, now);
+    // Only a read may be accepted in memory: every other request, whether or not its command
+    // writes the nonce, has it in the store before it runs.
+    let read = parts.method == "GET";
     let checked_nonce = state
         .nonces
         .check(
@@ -205,7 +208,8 @@ pub async fn authenticate(
                 ts: checked.timestamp_s,
                 expires_at: expires,
             },
-            now,
+            state.clock.as_ref(),
+            read,
             nonce_in_command,
         )
         .await

@@ -5,11 +5,13 @@
 //! - a mutation that writes under an idempotency key (wallet creation, internal transfers)
 //!   writes its nonce in its command's own transaction: one store job per request;
 //! - with a store only this process writes (the embedded SQLite file, which `serve` locks), a
-//!   read's nonce signed around now is accepted in memory and logged in batches under a durable
+//!   read's (GET) nonce signed around now is accepted in memory and logged in batches under a durable
 //!   fence (`custody_core::auth::nonce_set` says why a crash loses no refusal); the loop that
 //!   logs them is `custody-cli/src/runtime/nonce_log.rs`;
-//! - anything else, and every nonce with a store shared by several processes, is written by a
-//!   store job of its own before the request goes on.
+//! - anything else (every other method, whatever its route), and every nonce with a store
+//!   shared by several processes, is written by a store job of its own before the request goes
+//!   on. With a shared store nothing is kept in memory: the database decides, and a process
+//!   holds no set that only the (absent) log loop would prune.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -17,6 +19,7 @@ use std::time::Duration;
 use custody_core::auth::nonce_set::{NonceFence, NonceSet, PendingNonce, Verdict};
 use custody_core::error::{CoreError, CoreResult, PortError};
 use custody_core::ports::store::{write, Store};
+use custody_core::ports::Clock;
 use custody_core::time::Timestamp;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
@@ -52,9 +55,8 @@ pub enum NonceCheck {
 }
 
 pub struct NonceGate {
-    set: NonceSet,
-    /// Reads' nonces may be accepted in memory (a store no other process writes).
-    fast: bool,
+    /// Only with a store no other process writes: reads' nonces may be accepted in memory.
+    set: Option<NonceSet>,
     /// The highest timestamp a waiting request needs the fence raised to.
     wanted: AtomicI64,
     wake: Notify,
@@ -64,7 +66,7 @@ pub struct NonceGate {
 impl std::fmt::Debug for NonceGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NonceGate")
-            .field("fast", &self.fast)
+            .field("fenced", &self.set.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -72,34 +74,35 @@ impl std::fmt::Debug for NonceGate {
 impl NonceGate {
     /// Every nonce goes to the store before the request goes on (a store several processes
     /// share: a nonce used on one instance is refused by the others).
-    pub fn shared_store(now_s: i64) -> Self {
-        Self::build(NonceSet::new(None, None, now_s), false)
+    pub fn shared_store() -> Self {
+        Self::build(None)
     }
 
     /// Reads' nonces in memory under the fence; only for a store this process alone writes,
     /// with the log loop running. `set` starts from the store's fence and nonces.
     pub fn fenced(set: NonceSet) -> Self {
-        Self::build(set, true)
+        Self::build(Some(set))
     }
 
-    fn build(set: NonceSet, fast: bool) -> Self {
-        let (durable, _) = watch::channel(set.durable_high());
+    fn build(set: Option<NonceSet>) -> Self {
+        let (durable, _) = watch::channel(set.as_ref().map_or(i64::MIN, NonceSet::durable_high));
         NonceGate {
             set,
-            fast,
             wanted: AtomicI64::new(i64::MIN),
             wake: Notify::new(),
             durable,
         }
     }
 
-    /// Checks the nonce of a request signed at `ts`. `in_command`: the route's command writes
-    /// the nonce itself (answered [`NonceCheck::Deferred`]).
+    /// Checks the nonce of a request signed at `ts`. `read`: a GET, the only requests whose
+    /// nonce may be accepted in memory. `in_command`: the route's command writes the nonce
+    /// itself (answered [`NonceCheck::Deferred`]).
     pub async fn check(
         &self,
         store: &dyn Store,
         signed: SignedNonce<'_>,
-        now: Timestamp,
+        clock: &dyn Clock,
+        read: bool,
         in_command: bool,
     ) -> CoreResult<NonceCheck> {
         let SignedNonce {
@@ -108,17 +111,31 @@ impl NonceGate {
             ts,
             expires_at,
         } = signed;
-        let now_s = now.unix_seconds();
+        let Some(set) = &self.set else {
+            // A shared store: the database alone decides (its unique key refuses the second use
+            // on any instance); nothing is remembered here.
+            return if in_command {
+                Ok(NonceCheck::Deferred(DeferredNonce {
+                    credential,
+                    nonce: nonce.to_owned(),
+                    expires_at,
+                }))
+            } else {
+                Self::write_now(store, credential, nonce, expires_at).await
+            };
+        };
         let mut waited = false;
         loop {
-            // The shared store never takes the fast path: the check only claims in memory.
-            let verdict = self.set.check(
+            // Read on every pass: after a wait for the fence the time read before is stale, and
+            // the fast path must be judged against the band the flush just made durable.
+            let now_s = clock.now().unix_seconds();
+            let verdict = set.check(
                 credential,
                 nonce,
                 ts,
                 expires_at,
                 now_s,
-                in_command || !self.fast,
+                in_command || !read,
             );
             return match verdict {
                 Verdict::Accepted => Ok(NonceCheck::Fresh),
@@ -128,18 +145,7 @@ impl NonceGate {
                     nonce: nonce.to_owned(),
                     expires_at,
                 })),
-                Verdict::Store => {
-                    let owned = nonce.to_owned();
-                    let fresh = write(store, move |tx| {
-                        Ok(tx.use_nonce(credential, &owned, expires_at)?)
-                    })
-                    .await?;
-                    Ok(if fresh {
-                        NonceCheck::Fresh
-                    } else {
-                        NonceCheck::Replay
-                    })
-                }
+                Verdict::Store => Self::write_now(store, credential, nonce, expires_at).await,
                 Verdict::RaiseFence(_) if waited => Err(CoreError::Port(PortError::transient(
                     "store",
                     "the nonce log did not advance in time",
@@ -151,6 +157,24 @@ impl NonceGate {
                 }
             };
         }
+    }
+
+    async fn write_now(
+        store: &dyn Store,
+        credential: Uuid,
+        nonce: &str,
+        expires_at: Timestamp,
+    ) -> CoreResult<NonceCheck> {
+        let owned = nonce.to_owned();
+        let fresh = write(store, move |tx| {
+            Ok(tx.use_nonce(credential, &owned, expires_at)?)
+        })
+        .await?;
+        Ok(if fresh {
+            NonceCheck::Fresh
+        } else {
+            NonceCheck::Replay
+        })
     }
 
     /// Records, in a store job of its own, a deferred nonce its command did not write (the
@@ -180,7 +204,12 @@ impl NonceGate {
 
     /// Whether this gate logs reads' nonces (the loop runs only then).
     pub fn is_fenced(&self) -> bool {
-        self.fast
+        self.set.is_some()
+    }
+
+    /// How many nonces this process holds in memory (none with a shared store).
+    pub fn remembered(&self) -> usize {
+        self.set.as_ref().map_or(0, NonceSet::len)
     }
 
     /// Waits until a request needs the fence raised, or `interval` passed.
@@ -190,29 +219,49 @@ impl NonceGate {
 
     /// Whether a flush has anything to do: nonces to log, or a request waiting for the fence.
     pub fn has_work(&self) -> bool {
-        self.set.has_pending() || self.wanted.load(Ordering::SeqCst) > self.set.durable_high()
+        self.set.as_ref().is_some_and(|set| {
+            set.has_pending() || self.wanted.load(Ordering::SeqCst) > set.durable_high()
+        })
     }
 
     /// The nonces and the fence of the next flush. With traffic the fence covers the current
-    /// second, so requests signed now do not wait.
-    pub fn take(&self, now_s: i64) -> (Vec<PendingNonce>, NonceFence) {
+    /// second, so requests signed now do not wait. `last`: the final flush of a clean stop,
+    /// after which every nonce goes to the store (requests may still be served after the
+    /// drain's timeout), so the clean mark it writes covers everything accepted in memory.
+    pub fn take(&self, now_s: i64, last: bool) -> (Vec<PendingNonce>, NonceFence) {
         let wanted = self.wanted.load(Ordering::SeqCst).max(now_s);
-        self.set.take_pending(wanted, now_s)
+        match &self.set {
+            Some(set) => set.take_pending(wanted, now_s, last),
+            None => (
+                Vec::new(),
+                NonceFence {
+                    low_s: now_s,
+                    high_s: now_s,
+                    clean: true,
+                },
+            ),
+        }
     }
 
     /// The flush committed.
     pub fn committed(&self, fence: NonceFence) {
-        self.set.made_durable(fence);
-        self.durable.send_replace(self.set.durable_high());
+        if let Some(set) = &self.set {
+            set.made_durable(fence);
+            self.durable.send_replace(set.durable_high());
+        }
     }
 
     /// The flush failed: its nonces wait for the next one.
     pub fn failed(&self, pending: Vec<PendingNonce>) {
-        self.set.restore_pending(pending);
+        if let Some(set) = &self.set {
+            set.restore_pending(pending);
+        }
     }
 
     pub fn prune(&self, now_s: i64) {
-        self.set.prune(now_s);
+        if let Some(set) = &self.set {
+            set.prune(now_s);
+        }
     }
 }
 
@@ -236,23 +285,30 @@ mod tests {
         }
     }
 
-    fn now() -> Timestamp {
-        Timestamp::from_unix_millis(0).plus_seconds(NOW_S)
+    struct At(i64);
+
+    impl Clock for At {
+        fn now(&self) -> Timestamp {
+            Timestamp::from_unix_millis(0).plus_seconds(self.0)
+        }
+    }
+
+    fn sqlite() -> (tempfile::TempDir, Arc<dyn Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("db"), StoreOptions::default()).unwrap());
+        (dir, store)
     }
 
     #[tokio::test]
     async fn a_shared_store_writes_every_nonce_so_another_instance_refuses_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join("db"), StoreOptions::default()).unwrap());
-        let (one, other) = (
-            NonceGate::shared_store(NOW_S),
-            NonceGate::shared_store(NOW_S),
-        );
+        let (_dir, store) = sqlite();
+        let (one, other) = (NonceGate::shared_store(), NonceGate::shared_store());
+        let clock = At(NOW_S);
         let s = store.as_ref();
         let read_nonce = signed("read-nonce-00000001");
         assert!(matches!(
-            one.check(s, read_nonce, now(), false).await.unwrap(),
+            one.check(s, read_nonce, &clock, true, false).await.unwrap(),
             NonceCheck::Fresh
         ));
         let kept = read(s, |tx| Ok(tx.latest_nonce_expiry()?)).await.unwrap();
@@ -262,31 +318,92 @@ mod tests {
             "written before the answer"
         );
         assert!(matches!(
-            other.check(s, read_nonce, now(), false).await.unwrap(),
+            other
+                .check(s, read_nonce, &clock, true, false)
+                .await
+                .unwrap(),
             NonceCheck::Replay
         ));
         assert!(matches!(
-            one.check(s, read_nonce, now(), false).await.unwrap(),
+            one.check(s, read_nonce, &clock, true, false).await.unwrap(),
             NonceCheck::Replay
         ));
 
         // A mutation's nonce is left to its command, claimed; the other instance's command
         // finds it once the first one's committed.
         let command_nonce = signed("command-nonce-0001");
-        let NonceCheck::Deferred(d) = one.check(s, command_nonce, now(), true).await.unwrap()
+        let NonceCheck::Deferred(d) = one
+            .check(s, command_nonce, &clock, false, true)
+            .await
+            .unwrap()
         else {
             panic!("deferred to the command");
         };
+        assert!(one.record_deferred(s, d.clone()).await.unwrap());
         assert!(matches!(
-            one.check(s, command_nonce, now(), false).await.unwrap(),
+            one.check(s, command_nonce, &clock, true, false)
+                .await
+                .unwrap(),
             NonceCheck::Replay
         ));
-        assert!(one.record_deferred(s, d.clone()).await.unwrap());
-        let NonceCheck::Deferred(again) = other.check(s, command_nonce, now(), true).await.unwrap()
+        let NonceCheck::Deferred(again) = other
+            .check(s, command_nonce, &clock, false, true)
+            .await
+            .unwrap()
         else {
             panic!("the other instance defers it too");
         };
         assert!(!other.record_deferred(s, again).await.unwrap(), "used");
         assert!(!one.is_fenced() && !other.has_work());
+        // No log loop prunes a shared gate: it must hold nothing.
+        assert_eq!((one.remembered(), other.remembered()), (0, 0));
+    }
+
+    /// Only a GET may be accepted in memory: any other request (here a POST whose command does
+    /// not write its nonce) has its nonce in the store before it runs, so a crash right after
+    /// cannot let its replay through.
+    #[tokio::test]
+    async fn only_reads_take_the_in_memory_path() {
+        let (_dir, store) = sqlite();
+        let s = store.as_ref();
+        let clock = At(NOW_S);
+        let gate = NonceGate::fenced(NonceSet::new(None, None, NOW_S - 10));
+        let (pending, fence) = gate.take(NOW_S, false);
+        assert!(pending.is_empty());
+        gate.committed(fence);
+
+        let post = signed("post-nonce-0000001");
+        assert!(matches!(
+            gate.check(s, post, &clock, false, false).await.unwrap(),
+            NonceCheck::Fresh
+        ));
+        assert_eq!(
+            read(s, |tx| Ok(tx.latest_nonce_expiry()?)).await.unwrap(),
+            Some(post.expires_at),
+            "a POST's nonce is durable before it runs"
+        );
+        let get = signed("get-nonce-00000001");
+        assert!(matches!(
+            gate.check(s, get, &clock, true, false).await.unwrap(),
+            NonceCheck::Fresh
+        ));
+        assert!(gate.has_work(), "the read's nonce waits for the log");
+
+        // kill -9 now: the next process refuses the POST's replay from the store, and the
+        // read's from the durable band.
+        let after = NonceGate::fenced(NonceSet::new(
+            Some(fence),
+            read(s, |tx| Ok(tx.latest_nonce_expiry()?)).await.unwrap(),
+            NOW_S + 1,
+        ));
+        let later = At(NOW_S + 1);
+        assert!(matches!(
+            after.check(s, post, &later, false, false).await.unwrap(),
+            NonceCheck::Replay
+        ));
+        assert!(matches!(
+            after.check(s, get, &later, true, false).await.unwrap(),
+            NonceCheck::Replay
+        ));
     }
 }

@@ -53,7 +53,7 @@ impl NonceLog {
     /// Writes the pending nonces and the fence in one transaction; `true` once committed.
     async fn flush(&self, clean: bool) -> bool {
         let now_s = self.clock.now().unix_seconds();
-        let (pending, fence) = self.gate.take(now_s);
+        let (pending, fence) = self.gate.take(now_s, clean);
         let fence = NonceFence { clean, ..fence };
         let batch = pending.clone();
         let written = write(self.store.as_ref(), move |tx| {

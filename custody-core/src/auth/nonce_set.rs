@@ -15,10 +15,16 @@
 //! seconds wide and ends about a second after the crash: only requests signed around the crash
 //! are refused, and a clean stop (every nonce logged) leaves no band.
 //!
+//! The band a flush writes starts at that flush's own time, which may be later than the time a
+//! request read (it waited for that flush, or the clock stepped back): so the fast path also
+//! needs `ts` at or above the highest low edge ever handed to a flush, judged under the same
+//! lock as the take. And the last flush of a clean stop closes the set first: a request still
+//! served after it goes to the store, so the clean mark never covers a nonce only in memory.
+//!
 //! Everything else goes to the store synchronously (the slow path): a timestamp outside the
 //! band (a client whose clock lags or leads), anything signed before this process could know
-//! the store's nonces (`ts <= fast_after`), and every mutation, whose nonce is written in its
-//! command's own transaction. Each path first claims the nonce here, so two paths can never
+//! the store's nonces (`ts <= fast_after`), and every request but a read (the caller passes
+//! `store_only`): a mutation's nonce is written in its command's transaction or before it runs. Each path first claims the nonce here, so two paths can never
 //! both accept one nonce within the process.
 //!
 //! The set keeps a keyed 128-bit hash per nonce (two SipHash keys drawn per process), not the
@@ -81,6 +87,14 @@ struct Inner {
     fast_after: i64,
     /// The band of the previous process's crash, refused outright.
     refused: Option<(i64, i64)>,
+    /// The highest fence low edge handed to a flush. A nonce accepted in memory after that
+    /// take is logged only by a later flush, so it must lie in the band of the fence the taken
+    /// flush makes durable: whatever the caller's clock said (a `now` read before a wait, or
+    /// a clock stepped back), nothing below this edge takes the fast path.
+    band_low: i64,
+    /// The last flush (a clean stop) took everything: from then on every nonce goes to the
+    /// store, so the clean mark it writes cannot miss a nonce accepted after it.
+    closed: bool,
 }
 
 pub struct NonceSet {
@@ -118,6 +132,8 @@ impl NonceSet {
                 durable_high: fast_after,
                 fast_after,
                 refused,
+                band_low: i64::MIN,
+                closed: false,
             }),
         }
     }
@@ -132,8 +148,9 @@ impl NonceSet {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The request signed at `ts` with this nonce, received at `now_s`. `in_command`: its nonce
-    /// will be written in its command's transaction (never the fast path).
+    /// The request signed at `ts` with this nonce, received at `now_s`. `store_only`: never the
+    /// fast path (a mutation, or anything but a read; its nonce is written in the store before
+    /// it runs).
     pub fn check(
         &self,
         credential: Uuid,
@@ -141,7 +158,7 @@ impl NonceSet {
         ts: i64,
         expires_at: Timestamp,
         now_s: i64,
-        in_command: bool,
+        store_only: bool,
     ) -> Verdict {
         let key = self.key(credential, nonce);
         let mut inner = self.lock();
@@ -151,7 +168,11 @@ impl NonceSet {
         if inner.seen.contains(&key) {
             return Verdict::Replay;
         }
-        let fast = !in_command && ts > inner.fast_after && ts >= now_s - FAST_LAG_S;
+        let fast = !store_only
+            && !inner.closed
+            && ts > inner.fast_after
+            && ts >= inner.band_low
+            && ts >= now_s - FAST_LAG_S;
         if fast && ts > inner.durable_high {
             if ts <= now_s + FAST_LEAD_S {
                 return Verdict::RaiseFence(ts);
@@ -183,12 +204,21 @@ impl NonceSet {
 
     /// Takes the nonces to log: the flush writes them with the fence it returns, then calls
     /// [`NonceSet::made_durable`]. `wanted_high` is the highest timestamp a waiting request
-    /// needs; the fence never goes below what is durable.
-    pub fn take_pending(&self, wanted_high: i64, now_s: i64) -> (Vec<PendingNonce>, NonceFence) {
+    /// needs; the fence never goes below what is durable. `last`: the final flush of a clean
+    /// stop; the set closes (every later nonce goes to the store) before it hands anything out.
+    pub fn take_pending(
+        &self,
+        wanted_high: i64,
+        now_s: i64,
+        last: bool,
+    ) -> (Vec<PendingNonce>, NonceFence) {
         let mut inner = self.lock();
+        inner.closed |= last;
         let pending = std::mem::take(&mut inner.pending);
+        let low_s = now_s - FAST_LAG_S;
+        inner.band_low = inner.band_low.max(low_s);
         let fence = NonceFence {
-            low_s: now_s - FAST_LAG_S,
+            low_s,
             high_s: inner.durable_high.max(wanted_high.min(now_s + FAST_LEAD_S)),
             clean: false,
         };
@@ -262,7 +292,7 @@ mod tests {
             s.check(c, "nonce-0000000001", NOW, exp(NOW), NOW, false),
             Verdict::RaiseFence(NOW)
         );
-        let (pending, fence) = s.take_pending(NOW, NOW);
+        let (pending, fence) = s.take_pending(NOW, NOW, false);
         assert!(pending.is_empty());
         assert_eq!(fence.high_s, NOW);
         s.made_durable(fence);
@@ -279,7 +309,7 @@ mod tests {
             Verdict::Replay,
             "a mutation cannot reuse a read's nonce"
         );
-        let (pending, _) = s.take_pending(NOW, NOW);
+        let (pending, _) = s.take_pending(NOW, NOW, false);
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].nonce, "nonce-0000000001");
     }
@@ -306,7 +336,7 @@ mod tests {
             Verdict::Store
         );
         assert_eq!(
-            s.take_pending(NOW, NOW).0.len(),
+            s.take_pending(NOW, NOW, false).0.len(),
             0,
             "the store path logs nothing here"
         );
@@ -314,7 +344,10 @@ mod tests {
             assert_eq!(s.check(c, n, NOW, exp(NOW), NOW, false), Verdict::Replay);
         }
         // A clock far ahead does not raise the fence.
-        assert_eq!(s.take_pending(NOW + 60, NOW).1.high_s, NOW + FAST_LEAD_S);
+        assert_eq!(
+            s.take_pending(NOW + 60, NOW, false).1.high_s,
+            NOW + FAST_LEAD_S
+        );
     }
 
     #[test]
@@ -365,6 +398,64 @@ mod tests {
             s.check(c, "n-00000000000001", NOW + 1, exp(NOW + 1), NOW, false),
             Verdict::Store
         );
+    }
+
+    /// A request that waited for the fence re-checks with the time it read before waiting
+    /// (or a clock stepped back): the flush it waited for wrote a band starting above its
+    /// timestamp, so accepting it in memory would lose it in a crash before the next flush.
+    #[test]
+    fn nothing_below_a_taken_band_is_accepted_in_memory_whatever_the_clock_says() {
+        let s = NonceSet::new(None, None, NOW - 100);
+        let (_, fence) = s.take_pending(NOW - 3, NOW - 3, false);
+        s.made_durable(fence);
+        let c = Uuid::from_u128(4);
+        // Received at NOW (stale by the time it re-checks), signed at NOW - 2.
+        assert_eq!(
+            s.check(c, "late-00000000001", NOW - 2, exp(NOW - 2), NOW, false),
+            Verdict::RaiseFence(NOW - 2)
+        );
+        // The flush it woke runs a second later: its band is [NOW - 1, NOW + 1].
+        let (_, fence) = s.take_pending(NOW + 1, NOW + 1, false);
+        assert_eq!((fence.low_s, fence.high_s), (NOW - 1, NOW + 1));
+        s.made_durable(fence);
+        assert_eq!(
+            s.check(c, "late-00000000001", NOW - 2, exp(NOW - 2), NOW, false),
+            Verdict::Store,
+            "signed below the durable band: the store must hold it before the answer"
+        );
+        // Crash before the next flush: the restarted process sends it to the store, which
+        // holds it, so its replay is refused there.
+        let after = NonceSet::new(Some(fence), Some(exp(NOW - 2)), NOW + 2);
+        assert_eq!(
+            after.check(c, "late-00000000001", NOW - 2, exp(NOW - 2), NOW + 2, false),
+            Verdict::Store
+        );
+        // A clock stepped back below the band changes nothing either.
+        assert_eq!(
+            s.check(c, "step-00000000001", NOW - 2, exp(NOW - 2), NOW - 2, false),
+            Verdict::Store
+        );
+        assert!(!s.has_pending());
+    }
+
+    #[test]
+    fn the_last_take_closes_the_set_so_the_clean_mark_misses_nothing() {
+        let s = fresh();
+        let c = Uuid::from_u128(5);
+        let (_, fence) = s.take_pending(NOW, NOW, false);
+        s.made_durable(fence);
+        assert_eq!(
+            s.check(c, "read-00000000001", NOW, exp(NOW), NOW, false),
+            Verdict::Accepted
+        );
+        let (pending, _) = s.take_pending(NOW, NOW, true);
+        assert_eq!(pending.len(), 1);
+        // A request still being served after the final take goes to the store.
+        assert_eq!(
+            s.check(c, "read-00000000002", NOW, exp(NOW), NOW, false),
+            Verdict::Store
+        );
+        assert!(!s.has_pending());
     }
 
     #[test]
