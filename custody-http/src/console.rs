@@ -180,6 +180,21 @@ mod tests {
         }
     }
 
+    /// Submitted before the script runs (slow load, script blocked), a GET form would put the
+    /// secret in the URL (history, logs, Referer). The form posts, and its inputs have no
+    /// names, so a browser submits neither field anywhere.
+    #[test]
+    fn the_sign_in_form_cannot_send_the_secret_anywhere() {
+        let index = String::from_utf8_lossy(&serve("GET", "/console/").body).into_owned();
+        let form = &index[index.find("<form id=\"sign-in-form\"").unwrap()..];
+        let form = &form[..form.find("</form>").unwrap()];
+        assert!(form.contains("method=\"post\""), "{form}");
+        for input in form.split("<input").skip(1) {
+            let tag = &input[..input.find('>').unwrap()];
+            assert!(!tag.contains("name="), "a named sign-in input: {tag}");
+        }
+    }
+
     #[test]
     fn no_page_holds_a_key() {
         for a in ASSETS.iter().filter(|a| !a.path.starts_with("/vendor/")) {
