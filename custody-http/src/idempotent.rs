@@ -30,7 +30,9 @@ where
 /// secret): the stored success body is sealed by the vault, bound to (tenant, key), so the
 /// idempotency table holds no secret in clear; a replay opens it and answers the same bytes.
 /// Refusals carry no secret and are stored as they are. The request body's fingerprint is
-/// keyed by the vault, as the body may carry a secret too.
+/// keyed by the vault, as the body may carry a secret too. Both the fingerprint and the sealing
+/// are bound to the calling credential as well: another admin of the same tenant who learns the
+/// key gets `IDEMPOTENCY_CONFLICT`, never the secret made for someone else.
 pub async fn run_sealed<F>(state: &AppState, call: &Call, command: F) -> CoreResult<Reply>
 where
     F: FnMut(&mut dyn WriteTx, Timestamp) -> CoreResult<StoredResponse> + Send + 'static,
@@ -38,8 +40,8 @@ where
     run_with(state, call, 409, true, command).await
 }
 
-fn sealing_aad(tenant: &str, key: &str) -> String {
-    format!("idempotency:{tenant}:{key}")
+fn sealing_aad(tenant: &str, key: &str, credential: uuid::Uuid) -> String {
+    format!("idempotency:{tenant}:{key}:{credential}")
 }
 
 fn is_success(status: u16) -> bool {
@@ -77,7 +79,8 @@ where
     // A body that carries a secret (a new key's PIN) is fingerprinted through a keyed digest:
     // the stored fingerprint must not let a database copy test guesses of it.
     let fp = if seal {
-        let digest = state.vault.keyed_digest("idempotency-body", &call.body);
+        let bound = [call.credential().id.as_bytes().as_slice(), &call.body].concat();
+        let digest = state.vault.keyed_digest("idempotency-body", &bound);
         fingerprint(&call.method, &call.path, &digest)
     } else {
         fingerprint(&call.method, &call.path, &call.body)
@@ -85,7 +88,7 @@ where
     let _claim = state.inflight.enter(&tenant, &key, fp)?;
     let now = state.clock.now();
     let trace_id = call.trace_id;
-    let aad = sealing_aad(&tenant, &key);
+    let aad = sealing_aad(&tenant, &key, call.credential().id);
     let vault = std::sync::Arc::clone(&state.vault);
     let sealer = seal.then(|| (std::sync::Arc::clone(&vault), aad.clone()));
     // The request's nonce, when its route defers it here: written first in the same

@@ -259,6 +259,38 @@ fn an_admin_creates_lists_and_revokes_keys_audited_and_the_secret_is_shown_once(
     assert!(listed.get("hmac_secret").is_none() && listed.get("totp_secret").is_none());
 }
 
+/// The answer that carries a new key's secret is bound to the admin credential that asked for
+/// it: another admin of the same tenant replaying the Idempotency-Key does not get it.
+#[test]
+fn another_admin_replaying_the_key_does_not_get_the_secret() {
+    let mut custody = Custody::init();
+    let ops = custody.credential("ops", &["--admin"]);
+    let ops_other = custody.credential("ops", &["--admin"]);
+    custody.start();
+    let body = json!({ "tenant": "acme", "scopes": ["wallets:read"] });
+    let r = custody
+        .client(&ops)
+        .post("/v1/admin/credentials", &body, Some("create-key-stolen"));
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let secret = r.json()["hmac_secret"].as_str().unwrap().to_owned();
+    let stolen =
+        custody
+            .client(&ops_other)
+            .post("/v1/admin/credentials", &body, Some("create-key-stolen"));
+    assert_eq!(
+        (stolen.status, stolen.code()),
+        (409, "IDEMPOTENCY_CONFLICT".into())
+    );
+    assert!(!String::from_utf8_lossy(&stolen.body).contains(&secret));
+    // Its creator still gets the same answer back.
+    let again =
+        custody
+            .client(&ops)
+            .post("/v1/admin/credentials", &body, Some("create-key-stolen"));
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.body, r.body);
+}
+
 #[test]
 fn bad_bodies_are_422_with_details_and_nothing_is_made() {
     let mut custody = Custody::init();
