@@ -13,6 +13,7 @@
 //! Schema: numbered migrations (`migrations/`) applied at open under an advisory lock. Amounts
 //! are decimal TEXT, as in SQLite, never floats.
 
+pub mod commit_outcome;
 mod exclusive;
 mod migrations;
 mod rate;

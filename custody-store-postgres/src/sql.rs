@@ -490,6 +490,35 @@ impl Conn {
         self.note(r)
     }
 
+    /// Runs `begin` (a `BEGIN ...`) and takes the transaction's id in the same round trip: the
+    /// id is what tells, after a connection lost during `COMMIT`, whether it committed.
+    pub fn begin_with_xid(&self, begin: &str) -> Result<i64> {
+        let r = self
+            .client
+            .borrow_mut()
+            .simple_query(&format!("{begin}; SELECT txid_current()"))
+            .map_err(Error::from);
+        let messages = self.note(r)?;
+        messages
+            .iter()
+            .find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0),
+                _ => None,
+            })
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Error::Conversion("txid_current() answered no number".into()))
+    }
+
+    /// The server process serving this connection (tests terminate it to lose the connection).
+    pub fn backend_pid(&self) -> Result<i32> {
+        let r = self
+            .client
+            .borrow_mut()
+            .query_one("SELECT pg_backend_pid()", &[])
+            .map_err(Error::from);
+        Ok(self.note(r)?.get(0))
+    }
+
     pub fn prepare_cached(&self, sql: &str) -> Result<Stmt<'_>> {
         if let Some(s) = self.cache.borrow().get(sql) {
             return Ok(Stmt {
