@@ -206,6 +206,35 @@ impl PgStore {
         PgExclusive::new(self.config.clone())
     }
 
+    /// Binds the database to the seed with `fingerprint` if it is bound to none yet, and answers
+    /// the fingerprint it is bound to: the caller refuses to go on when it is not its own. The
+    /// primary key makes the first binding the only one, so two `init`s racing on one database
+    /// cannot both win.
+    pub fn bind_seed(&self, fingerprint: &str, now_ms: i64) -> Result<String, PortError> {
+        let config = self.config.clone();
+        let fingerprint = fingerprint.to_owned();
+        std::thread::spawn(move || {
+            let mut client = config.connect(postgres::NoTls).map_err(|e| {
+                PortError::transient("store", format!("cannot connect to PostgreSQL: {e}"))
+            })?;
+            client
+                .execute(
+                    "INSERT INTO deployment (id, seed_fingerprint, bound_at) VALUES (1, $1, $2)
+                     ON CONFLICT (id) DO NOTHING",
+                    &[&fingerprint, &now_ms],
+                )
+                .and_then(|_| {
+                    client.query_one("SELECT seed_fingerprint FROM deployment WHERE id = 1", &[])
+                })
+                .map(|row| row.get::<_, String>(0))
+                .map_err(|e| {
+                    PortError::transient("store", format!("cannot read the deployment: {e}"))
+                })
+        })
+        .join()
+        .map_err(|_| PortError::permanent("store", "binding the seed panicked"))?
+    }
+
     /// Where the store connects (user, hosts, database; never the password).
     pub fn target(&self) -> &str {
         &self.target

@@ -510,6 +510,7 @@ impl Conn {
     }
 
     /// The server process serving this connection (tests terminate it to lose the connection).
+    #[cfg(feature = "test-utils")]
     pub fn backend_pid(&self) -> Result<i32> {
         let r = self
             .client

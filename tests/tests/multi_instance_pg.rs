@@ -74,6 +74,74 @@ fn init_records_the_shared_database_and_creates_no_sqlite_file() {
     );
 }
 
+/// A `custody` command with `url` as its database, run to its end (at most 60 s: a `serve` that
+/// was not refused would run on, and is killed and reported).
+fn run_on(data_dir: &std::path::Path, url: &str, args: &[&str]) -> (bool, String) {
+    let mut child = std::process::Command::new(custody_e2e::custody_bin())
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env("CUSTODY_DATABASE_URL", url)
+        .env_remove("CUSTODY_DATA_DIR")
+        .env_remove("CUSTODY_PASSPHRASE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("custody {args:?} was not refused and still runs after 60 s");
+        }
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_shared_database_belongs_to_the_seed_that_first_opened_it() {
+    let schema = TestSchema::new();
+    // The first init binds the database to its seed, before it holds any credential or wallet.
+    let first = init_on(&schema, &[]);
+
+    // A second init with another (random) mnemonic: its seed would derive other addresses from
+    // the same counters.
+    let other = tempfile::tempdir().unwrap();
+    let (ok, stderr) = run_on(
+        &other.path().join("data"),
+        &schema.url(),
+        &["init", "--insecure-dev-seed"],
+    );
+    assert!(!ok, "a second seed is refused");
+    assert!(stderr.contains("belongs to another seed"), "{stderr}");
+    assert!(
+        !other.path().join("data").exists(),
+        "nothing is left behind"
+    );
+
+    // Another service's data dir (its own seed, its own database) pointed at this database.
+    let elsewhere = TestSchema::new();
+    let foreign = init_on(&elsewhere, &[]);
+    let (ok, stderr) = run_on(
+        &foreign.data_dir(),
+        &schema.url(),
+        &["serve", "--listen", "127.0.0.1:0"],
+    );
+    assert!(!ok, "serve with a foreign data dir is refused");
+    assert!(stderr.contains("belongs to another seed"), "{stderr}");
+
+    // The service's own data dir (and its copies) still open it.
+    first.cli_ok(&["credentials", "list"]);
+    first.sibling().cli_ok(&["credentials", "list"]);
+}
+
 #[test]
 fn two_instances_spend_exactly_the_balance_and_share_nonces_and_keys() {
     let schema = TestSchema::new();
