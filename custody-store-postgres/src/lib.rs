@@ -14,6 +14,7 @@
 //! are decimal TEXT, as in SQLite, never floats.
 
 pub mod commit_outcome;
+mod connection;
 mod exclusive;
 mod migrations;
 mod rate;
@@ -170,6 +171,7 @@ impl PgStore {
         let config: postgres::Config = url
             .parse()
             .map_err(|e| PortError::permanent("store", format!("bad PostgreSQL url: {e}")))?;
+        let config = connection::hardened(&config);
         let target = describe(&config);
         let settings = Settings {
             config: config.clone(),
