@@ -30,9 +30,12 @@ pub(crate) fn hardened(config: &postgres::Config) -> postgres::Config {
 
 /// The work lock's session is tighter still: its holder must learn within seconds that it lost
 /// the lock, and the server must drop the session (releasing the lock for a standby) within
-/// seconds of the holder's host going silent.
+/// seconds of the holder's host going silent. It is named after the process
+/// (`custody work lock pid=N`), so `pg_stat_activity` joined with `pg_locks` tells which
+/// instance scans.
 pub(crate) fn lock_session(config: &postgres::Config) -> postgres::Config {
     let mut c = hardened(config);
+    c.application_name(&format!("custody work lock pid={}", std::process::id()));
     c.tcp_user_timeout(Duration::from_secs(10))
         .keepalives_idle(Duration::from_secs(5))
         .keepalives_interval(Duration::from_secs(2))

@@ -313,9 +313,18 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
     let alice = ca.wallet("alice", "BSC");
     let address = alice["address"].as_str().unwrap().to_owned();
     let funder = anvil.account(0).to_owned();
+    let (pid_a, pid_b) = (a.pid().unwrap(), b.pid().unwrap());
 
-    // Both instances run a BSC scanner: a, started first, holds the network's work lock and
-    // scans; b stands by. Each deposit is detected and credited once.
+    // Both instances run a BSC scanner: one holds the network's work lock and scans, the other
+    // stands by. Each deposit is detected and credited once.
+    let scanning = a.wait_for(30, "one instance holds the BSC scanner lock", || {
+        scanner_lock_holder(&schema, "BSC")
+    });
+    assert!(
+        scanning == pid_a || scanning == pid_b,
+        "the lock is held by one of the two instances, not {scanning}"
+    );
+    let a_scans = scanning == pid_a;
     let amounts: Vec<u128> = (1..=4).map(|i| i * ETH / 10).collect();
     for wei in &amounts {
         anvil.send_value(&funder, &address, *wei);
@@ -325,15 +334,25 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
     });
     anvil.mine(8);
     // The scanning instance dies mid-way through the confirmations: its session ends, its lock
-    // with it, and b takes the scanning over on its next tick.
-    a.kill9();
+    // with it, and the other takes the scanning over on its next tick.
+    let (survivor_pid, cs) = if a_scans {
+        a.kill9();
+        (pid_b, &cb)
+    } else {
+        b.kill9();
+        (pid_a, &ca)
+    };
     anvil.mine(10);
-    b.wait_for(60, "four deposits credited", || {
-        (cb.deposits("?status=credited").len() == 4).then_some(())
+    let watcher = if a_scans { &b } else { &a };
+    watcher.wait_for(60, "the survivor holds the scanner lock", || {
+        (scanner_lock_holder(&schema, "BSC") == Some(survivor_pid)).then_some(())
     });
-    let all = cb.deposits("");
+    watcher.wait_for(60, "four deposits credited", || {
+        (cs.deposits("?status=credited").len() == 4).then_some(())
+    });
+    let all = cs.deposits("");
     assert_eq!(all.len(), 4, "{all:#?}");
-    assert_eq!(cb.available(&alice, "BNB"), amounts.iter().sum::<u128>());
+    assert_eq!(cs.available(&alice, "BNB"), amounts.iter().sum::<u128>());
 
     // Every deposit's credit event reaches the receiver: those the dead instance had claimed
     // are claimed again by the survivor once their lease ran out.
@@ -341,7 +360,7 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
         .iter()
         .map(|d| d["id"].as_str().unwrap().to_owned())
         .collect();
-    b.wait_for(90, "every credit delivered", || {
+    watcher.wait_for(90, "every credit delivered", || {
         let delivered: Vec<serde_json::Value> =
             receiver.requests().iter().map(|r| r.json()).collect();
         ids.iter()
@@ -352,7 +371,40 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
             })
             .then_some(())
     });
-    b.stop();
+    if a_scans {
+        b.stop();
+    } else {
+        a.stop();
+    }
+}
+
+/// The process id of the instance holding `network`'s scanner lock on `schema`, from the
+/// holding session's application name (`custody work lock pid=N`). An advisory lock on a bigint
+/// key shows its high half as `classid` and its low half as `objid`.
+fn scanner_lock_holder(schema: &TestSchema, network: &str) -> Option<u32> {
+    let (base, name, work) = (
+        custody_store_postgres::testing::base_url(),
+        schema.name().to_owned(),
+        format!("scanner:{network}"),
+    );
+    thread::spawn(move || {
+        let mut admin = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+        let row = admin
+            .query_opt(
+                "WITH k AS (SELECT hashtextextended('custody-work:' || $1 || ':' || $2, 0) AS key)
+                 SELECT a.application_name FROM pg_locks l
+                 JOIN pg_stat_activity a ON a.pid = l.pid, k
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                   AND l.classid = ((k.key >> 32) & 4294967295)::oid
+                   AND l.objid = (k.key & 4294967295)::oid",
+                &[&name, &work],
+            )
+            .unwrap()?;
+        let app: String = row.get(0);
+        app.strip_prefix("custody work lock pid=")?.parse().ok()
+    })
+    .join()
+    .unwrap()
 }
 
 #[test]
