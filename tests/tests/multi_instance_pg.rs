@@ -106,6 +106,35 @@ fn run_on(data_dir: &std::path::Path, url: &str, args: &[&str]) -> (bool, String
 }
 
 #[test]
+fn init_records_the_database_url_without_its_password() {
+    let schema = TestSchema::new();
+    // The server trusts local connections, so any password opens it.
+    let plain = schema.url();
+    let at = plain.find('@').expect("the test database url names a user");
+    let url = format!("{}:s3cret-pw{}", &plain[..at], &plain[at..]);
+    let c = Custody::init_with(&["--insecure-dev-seed"], &[("CUSTODY_DATABASE_URL", &url)]);
+    let config = std::fs::read_to_string(c.data_dir().join("custody.toml")).unwrap();
+    assert!(config.contains(&plain[..at]), "{config}");
+    assert!(!config.contains("s3cret-pw"), "{config}");
+
+    // Without CUSTODY_DATABASE_URL, the recorded URL plus CUSTODY_DATABASE_PASSWORD opens it.
+    let out = std::process::Command::new(custody_e2e::custody_bin())
+        .arg("--data-dir")
+        .arg(c.data_dir())
+        .args(["credentials", "list"])
+        .env_remove("CUSTODY_DATABASE_URL")
+        .env_remove("CUSTODY_DATA_DIR")
+        .env("CUSTODY_DATABASE_PASSWORD", "s3cret-pw")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn a_shared_database_belongs_to_the_seed_that_first_opened_it() {
     let schema = TestSchema::new();
     // The first init binds the database to its seed, before it holds any credential or wallet.
