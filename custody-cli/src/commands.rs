@@ -47,6 +47,11 @@ pub(crate) fn open_store(
 ) -> Result<(Arc<Database>, crate::datadir::Unlocked), String> {
     let unlocked = dir.unlock(passphrase_from_env().as_deref())?;
     let store = Database::open(dir, config)?;
+    let bound = crate::seeds::fingerprint(&unlocked.mnemonic).and_then(|f| store.check_seed(&f));
+    if let Err(e) = bound {
+        store.close();
+        return Err(e);
+    }
     Ok((Arc::new(store), unlocked))
 }
 
@@ -127,12 +132,18 @@ fn build_data_dir(
 ) -> Result<(Option<String>, usize), String> {
     dir.create()?;
     let mut config = Config::default_for_init();
-    config.store.url = config.store.database_url()?;
+    // Without its password: the data dir is copied to every instance's machine. At run time the
+    // password comes from CUSTODY_DATABASE_URL or CUSTODY_DATABASE_PASSWORD.
+    config.store.url = config
+        .store
+        .database_url()?
+        .map(|u| crate::config::without_password(&u));
     dir.write_config(&config)?;
     dir.write_seed(mnemonic, passphrase, &OsEntropy)?;
     let store = Database::open(dir, &config)?;
     if store.is_shared() {
-        let in_use = refuse_a_database_in_use(&store);
+        let in_use = refuse_a_database_in_use(&store)
+            .and_then(|()| crate::seeds::fingerprint(mnemonic).and_then(|f| store.check_seed(&f)));
         if in_use.is_err() {
             store.close();
         }

@@ -85,6 +85,28 @@ impl Database {
         }
     }
 
+    /// Refuses a shared database bound to another seed than `fingerprint` (binding it to this
+    /// one if it is bound to none). The embedded store needs no binding: its file lives in the
+    /// data dir next to the seed that made it.
+    pub fn check_seed(&self, fingerprint: &str) -> Result<(), String> {
+        let Database::Postgres(p) = self else {
+            return Ok(());
+        };
+        let now = custody_core::ports::Clock::now(&custody_cli::runtime::system::SystemClock);
+        let bound = p
+            .bind_seed(fingerprint, now.unix_millis())
+            .map_err(|e| format!("cannot check the database's seed: {}", e.message))?;
+        if bound != fingerprint {
+            return Err(format!(
+                "the database {} belongs to another seed (fingerprint {bound}) than this data \
+                 dir's (fingerprint {fingerprint}): it is another service's database, or this \
+                 is another service's data dir; refusing to derive addresses from its counters",
+                p.target()
+            ));
+        }
+        Ok(())
+    }
+
     pub fn close(&self) {
         match self {
             Database::Sqlite(s) => s.close(),

@@ -2,6 +2,11 @@
 //! own. When the holding process dies its connection closes and the server releases the lock
 //! at once, so a standby instance takes the work on its next ask (no lease to wait out). The
 //! lock is keyed by the schema too, so deployments sharing a server do not block each other.
+//!
+//! A holder whose host goes silent (power lost, network cut) closes nothing: the session is
+//! ended by the server's TCP keepalives set on it ([`crate::connection`], about 11 s), and the
+//! holder's own next ask fails within the session's timeouts, so it stops scanning instead of
+//! scanning on a lock it no longer holds.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -47,7 +52,13 @@ fn hold(config: &postgres::Config, session: &mut Session, work: &str) -> Result<
     {
         // A new session holds nothing: whatever the old one held is released by the server.
         session.held.clear();
-        session.client = Some(config.connect(postgres::NoTls).map_err(|e| e.to_string())?);
+        let mut client = crate::connection::lock_session(config)
+            .connect(postgres::NoTls)
+            .map_err(|e| e.to_string())?;
+        client
+            .batch_execute(crate::connection::LOCK_SESSION_SETTINGS)
+            .map_err(|e| e.to_string())?;
+        session.client = Some(client);
     }
     let Some(client) = session.client.as_mut() else {
         return Ok(false);

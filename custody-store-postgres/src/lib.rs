@@ -13,6 +13,8 @@
 //! Schema: numbered migrations (`migrations/`) applied at open under an advisory lock. Amounts
 //! are decimal TEXT, as in SQLite, never floats.
 
+pub mod commit_outcome;
+mod connection;
 mod exclusive;
 mod migrations;
 mod rate;
@@ -169,6 +171,7 @@ impl PgStore {
         let config: postgres::Config = url
             .parse()
             .map_err(|e| PortError::permanent("store", format!("bad PostgreSQL url: {e}")))?;
+        let config = connection::hardened(&config);
         let target = describe(&config);
         let settings = Settings {
             config: config.clone(),
@@ -203,6 +206,35 @@ impl PgStore {
     /// Work locks on this database (see [`PgExclusive`]), on a connection of their own.
     pub fn exclusive(&self) -> PgExclusive {
         PgExclusive::new(self.config.clone())
+    }
+
+    /// Binds the database to the seed with `fingerprint` if it is bound to none yet, and answers
+    /// the fingerprint it is bound to: the caller refuses to go on when it is not its own. The
+    /// primary key makes the first binding the only one, so two `init`s racing on one database
+    /// cannot both win.
+    pub fn bind_seed(&self, fingerprint: &str, now_ms: i64) -> Result<String, PortError> {
+        let config = self.config.clone();
+        let fingerprint = fingerprint.to_owned();
+        std::thread::spawn(move || {
+            let mut client = config.connect(postgres::NoTls).map_err(|e| {
+                PortError::transient("store", format!("cannot connect to PostgreSQL: {e}"))
+            })?;
+            client
+                .execute(
+                    "INSERT INTO deployment (id, seed_fingerprint, bound_at) VALUES (1, $1, $2)
+                     ON CONFLICT (id) DO NOTHING",
+                    &[&fingerprint, &now_ms],
+                )
+                .and_then(|_| {
+                    client.query_one("SELECT seed_fingerprint FROM deployment WHERE id = 1", &[])
+                })
+                .map(|row| row.get::<_, String>(0))
+                .map_err(|e| {
+                    PortError::transient("store", format!("cannot read the deployment: {e}"))
+                })
+        })
+        .join()
+        .map_err(|_| PortError::permanent("store", "binding the seed panicked"))?
     }
 
     /// Where the store connects (user, hosts, database; never the password).

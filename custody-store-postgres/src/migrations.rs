@@ -20,6 +20,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004_nonce_fence",
         include_str!("../migrations/0004_nonce_fence.sql"),
     ),
+    (
+        "0005_deployment",
+        include_str!("../migrations/0005_deployment.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

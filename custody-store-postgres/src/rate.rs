@@ -107,6 +107,15 @@ impl RateLimit for PgRateLimiter {
 
     async fn check(&self, credential: Uuid, limit: u32, now: Timestamp) -> RateDecision {
         let (window, reset_after_s) = window_of(now);
+        if limit == 0 {
+            // Nothing is allowed, so nothing is counted (the upsert would count the first one).
+            return RateDecision {
+                allowed: false,
+                limit,
+                remaining: 0,
+                reset_after_s,
+            };
+        }
         let prune = self.pruned.swap(window, Ordering::Relaxed) != window;
         let counted = self
             .direct(move |c| {
@@ -132,7 +141,7 @@ impl RateLimit for PgRateLimiter {
             })
             .await;
         match counted {
-            Ok(Some(used)) if limit > 0 => RateDecision {
+            Ok(Some(used)) => RateDecision {
                 allowed: true,
                 limit,
                 remaining: limit.saturating_sub(u32_of(used)),

@@ -96,6 +96,9 @@ pub enum Value {
     Int(i64),
     Text(String),
     Blob(Vec<u8>),
+    /// An unsigned integer above `i64::MAX`, which no BIGINT column holds: passing it fails the
+    /// statement with a conversion error instead of storing another number.
+    OutOfRange(u128),
 }
 
 /// What may be passed as a parameter.
@@ -107,7 +110,11 @@ macro_rules! int_to_value {
     ($($t:ty),*) => {$(
         impl ToValue for $t {
             fn to_value(&self) -> Value {
-                Value::Int(i64::try_from(*self).unwrap_or(i64::MAX))
+                match i64::try_from(*self) {
+                    Ok(i) => Value::Int(i),
+                    // Only unsigned types get here, and none is wider than u128.
+                    Err(_) => Value::OutOfRange(u128::try_from(*self).unwrap_or(u128::MAX)),
+                }
             }
         }
     )*};
@@ -194,6 +201,9 @@ impl ToSql for Value {
                 }
                 _ => Err(type_error(self, ty)),
             },
+            Value::OutOfRange(n) => {
+                Err(format!("{n} does not fit a BIGINT (at most {})", i64::MAX).into())
+            }
             Value::Blob(b) => match *ty {
                 Type::BYTEA => b.to_sql(ty, out),
                 _ => Err(type_error(self, ty)),
@@ -490,6 +500,36 @@ impl Conn {
         self.note(r)
     }
 
+    /// Runs `begin` (a `BEGIN ...`) and takes the transaction's id in the same round trip: the
+    /// id is what tells, after a connection lost during `COMMIT`, whether it committed.
+    pub fn begin_with_xid(&self, begin: &str) -> Result<i64> {
+        let r = self
+            .client
+            .borrow_mut()
+            .simple_query(&format!("{begin}; SELECT txid_current()"))
+            .map_err(Error::from);
+        let messages = self.note(r)?;
+        messages
+            .iter()
+            .find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0),
+                _ => None,
+            })
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Error::Conversion("txid_current() answered no number".into()))
+    }
+
+    /// The server process serving this connection (tests terminate it to lose the connection).
+    #[cfg(feature = "test-utils")]
+    pub fn backend_pid(&self) -> Result<i32> {
+        let r = self
+            .client
+            .borrow_mut()
+            .query_one("SELECT pg_backend_pid()", &[])
+            .map_err(Error::from);
+        Ok(self.note(r)?.get(0))
+    }
+
     pub fn prepare_cached(&self, sql: &str) -> Result<Stmt<'_>> {
         if let Some(s) = self.cache.borrow().get(sql) {
             return Ok(Stmt {
@@ -592,7 +632,19 @@ impl Stmt<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::translate;
+    use super::{translate, ToValue, Value};
+    use postgres::types::{ToSql, Type};
+
+    #[test]
+    fn integers_above_i64_max_are_refused_not_clamped() {
+        assert_eq!(u64::MAX.to_value(), Value::OutOfRange(u128::from(u64::MAX)));
+        assert_eq!((i64::MAX as u64).to_value(), Value::Int(i64::MAX));
+        assert_eq!(usize::MAX.to_value(), Value::OutOfRange(usize::MAX as u128));
+        let mut out = bytes::BytesMut::new();
+        let refused = u64::MAX.to_value().to_sql(&Type::INT8, &mut out);
+        assert!(refused.is_err());
+        assert!(out.is_empty());
+    }
 
     #[test]
     fn placeholders_become_dollars_outside_quotes() {

@@ -77,3 +77,62 @@ impl Drop for TestSchema {
         let _ = std::thread::spawn(move || admin(&base).batch_execute(&sql)).join();
     }
 }
+
+/// A connection lost during `COMMIT`, on purpose: the next write job's `COMMIT` (of any store in
+/// the process) meets the armed fault. Tests that arm it run alone in their test binary.
+pub mod commit_fault {
+    use std::sync::Mutex;
+
+    use crate::sql::{Conn, Error, Result};
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum CommitFault {
+        /// The server process is terminated before the `COMMIT` is sent: it never commits.
+        KillBeforeCommit,
+        /// The `COMMIT` succeeds, then the connection dies before the client may read the
+        /// answer: the client sees a connection error although the server committed.
+        LoseReplyAfterCommit,
+    }
+
+    static ARMED: Mutex<Option<CommitFault>> = Mutex::new(None);
+
+    pub fn arm(fault: CommitFault) {
+        *ARMED.lock().unwrap_or_else(|p| p.into_inner()) = Some(fault);
+    }
+
+    fn terminate(conn: &Conn, config: &postgres::Config) {
+        let pid = conn.backend_pid().expect("the backend pid is read");
+        let mut admin = config
+            .connect(postgres::NoTls)
+            .expect("a second connection");
+        // Waits (up to 5 s) until the process is gone.
+        admin
+            .execute("SELECT pg_terminate_backend($1, 5000)", &[&pid])
+            .expect("the backend is terminated");
+    }
+
+    /// Runs the worker's `COMMIT` with the armed fault, if any, and answers what the worker
+    /// would see.
+    pub(crate) fn commit(
+        conn: &Conn,
+        config: &postgres::Config,
+        run: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let fault = ARMED.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match fault {
+            None => run(),
+            Some(CommitFault::KillBeforeCommit) => {
+                terminate(conn, config);
+                run()
+            }
+            Some(CommitFault::LoseReplyAfterCommit) => {
+                run()?;
+                terminate(conn, config);
+                conn.execute_batch("SELECT 1")?;
+                Err(Error::Conversion(
+                    "the connection survived its backend".into(),
+                ))
+            }
+        }
+    }
+}

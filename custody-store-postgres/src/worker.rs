@@ -7,6 +7,10 @@
 //! or at the commit, the transaction is rolled back and the job runs again from the start, on a
 //! fresh snapshot (jobs are `FnMut` and have no effect but their writes). The answer is sent
 //! after the commit, so `Ok` means durable.
+//!
+//! A connection lost during `COMMIT` leaves the client not knowing whether the server committed;
+//! the worker then asks the server ([`crate::commit_outcome`]) by the transaction id it took at
+//! `BEGIN`, so that `Ok` still means durable and `Err` still means it did not happen.
 
 use std::any::Any;
 use std::hash::{BuildHasher, Hasher};
@@ -18,6 +22,7 @@ use custody_core::error::{CoreError, CoreResult, PortError};
 use custody_core::ports::store::{ReadJob, WriteJob};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::commit_outcome::{self, Outcome};
 use crate::sql::Conn;
 use crate::tx::{db_err, PgTx};
 
@@ -69,7 +74,7 @@ pub(crate) fn run(mut conn: Option<Conn>, queue: Queue, settings: Settings) {
         let Some(c) = conn.as_ref() else { continue };
         match task {
             Task::Write(mut job, reply) => {
-                let _ = reply.send(write(c, &mut job, settings.conflict_retries_max));
+                let _ = reply.send(write(c, &mut job, &settings));
             }
             Task::Read(mut job, reply) => {
                 let _ = reply.send(read(c, &mut job));
@@ -95,10 +100,11 @@ fn port(e: crate::sql::Error) -> CoreError {
     CoreError::Port(db_err(e))
 }
 
-fn write(conn: &Conn, job: &mut WriteJob, retries_max: u32) -> CoreResult<Box<dyn Any + Send>> {
+fn write(conn: &Conn, job: &mut WriteJob, settings: &Settings) -> CoreResult<Box<dyn Any + Send>> {
+    let retries_max = settings.conflict_retries_max;
     let mut attempt = 0u32;
     loop {
-        match write_once(conn, job) {
+        match write_once(conn, job, &settings.config) {
             Attempt::Done(result) => return result,
             Attempt::Conflict if attempt < retries_max => {
                 attempt += 1;
@@ -125,11 +131,12 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_micros(noise % (ceiling * 1000))
 }
 
-fn write_once(conn: &Conn, job: &mut WriteJob) -> Attempt {
+fn write_once(conn: &Conn, job: &mut WriteJob, config: &postgres::Config) -> Attempt {
     conn.take_conflict();
-    if let Err(e) = conn.execute_batch("BEGIN ISOLATION LEVEL SERIALIZABLE") {
-        return Attempt::Done(Err(port(e)));
-    }
+    let xid = match conn.begin_with_xid("BEGIN ISOLATION LEVEL SERIALIZABLE") {
+        Ok(xid) => xid,
+        Err(e) => return Attempt::Done(Err(port(e))),
+    };
     let (result, left_open) = {
         let mut tx = PgTx::new(conn);
         let result = catch_unwind(AssertUnwindSafe(|| job(&mut tx)))
@@ -151,12 +158,18 @@ fn write_once(conn: &Conn, job: &mut WriteJob) -> Attempt {
         let _ = conn.execute_batch("ROLLBACK");
         return Attempt::Done(result);
     }
-    match conn.execute_batch("COMMIT") {
+    #[cfg(not(feature = "test-utils"))]
+    let committed = conn.execute_batch("COMMIT");
+    #[cfg(feature = "test-utils")]
+    let committed =
+        crate::testing::commit_fault::commit(conn, config, || conn.execute_batch("COMMIT"));
+    match committed {
         Ok(()) => Attempt::Done(result),
         Err(e) if e.is_conflict() => {
             conn.take_conflict();
             Attempt::Conflict
         }
+        Err(e) if e.is_connection() => Attempt::Done(after_lost_commit(config, xid, &e, result)),
         Err(e) => {
             tracing::error!(error = %e, "store commit failed; the job is rolled back");
             let _ = conn.execute_batch("ROLLBACK");
@@ -164,6 +177,39 @@ fn write_once(conn: &Conn, job: &mut WriteJob) -> Attempt {
                 "store",
                 format!("commit failed: {e}"),
             ))))
+        }
+    }
+}
+
+/// The connection broke during `COMMIT`: the server alone knows whether it committed.
+fn after_lost_commit(
+    config: &postgres::Config,
+    xid: i64,
+    error: &crate::sql::Error,
+    result: CoreResult<Box<dyn Any + Send>>,
+) -> CoreResult<Box<dyn Any + Send>> {
+    tracing::warn!(xid, error = %error, "connection lost during COMMIT; asking the server whether it committed");
+    match commit_outcome::resolve(config, xid, commit_outcome::RESOLVE_FOR) {
+        Outcome::Committed => {
+            tracing::info!(
+                xid,
+                "the transaction committed before the connection was lost"
+            );
+            result
+        }
+        Outcome::Aborted => Err(CoreError::Port(PortError::transient(
+            "store",
+            format!("commit failed ({error}); the server rolled the transaction back"),
+        ))),
+        Outcome::Unknown(why) => {
+            tracing::error!(xid, why = %why, "the outcome of a COMMIT is unknown");
+            Err(CoreError::Port(PortError::permanent(
+                "store",
+                format!(
+                    "the outcome of the commit is unknown ({why}); PostgreSQL transaction {xid} \
+                     may have committed: check txid_status({xid}) before doing it again"
+                ),
+            )))
         }
     }
 }

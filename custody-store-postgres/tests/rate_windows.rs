@@ -43,3 +43,17 @@ async fn one_window_is_shared_refused_requests_do_not_count_and_refunds_give_bac
     let next = Timestamp::from_unix_millis(1_000_000_100_000);
     assert_eq!(b.check(credential, 5, next).await.remaining, 4);
 }
+
+#[tokio::test]
+async fn a_limit_of_zero_refuses_and_counts_nothing() {
+    let schema = TestSchema::new();
+    let l = limiter(&schema);
+    let credential = Uuid::from_u128(2);
+    let now = Timestamp::from_unix_millis(1_000_000_040_000);
+    for _ in 0..3 {
+        let d = l.check(credential, 0, now).await;
+        assert_eq!((d.allowed, d.remaining), (false, 0));
+    }
+    // Raised to 5 within the window: the refused requests used none of it.
+    assert_eq!(l.peek(credential, 5, now).await.remaining, 5);
+}

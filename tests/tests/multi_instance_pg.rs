@@ -74,6 +74,103 @@ fn init_records_the_shared_database_and_creates_no_sqlite_file() {
     );
 }
 
+/// A `custody` command with `url` as its database, run to its end (at most 60 s: a `serve` that
+/// was not refused would run on, and is killed and reported).
+fn run_on(data_dir: &std::path::Path, url: &str, args: &[&str]) -> (bool, String) {
+    let mut child = std::process::Command::new(custody_e2e::custody_bin())
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env("CUSTODY_DATABASE_URL", url)
+        .env_remove("CUSTODY_DATA_DIR")
+        .env_remove("CUSTODY_PASSPHRASE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("custody {args:?} was not refused and still runs after 60 s");
+        }
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn init_records_the_database_url_without_its_password() {
+    let schema = TestSchema::new();
+    // The server trusts local connections, so any password opens it.
+    let plain = schema.url();
+    let at = plain.find('@').expect("the test database url names a user");
+    let url = format!("{}:s3cret-pw{}", &plain[..at], &plain[at..]);
+    let c = Custody::init_with(&["--insecure-dev-seed"], &[("CUSTODY_DATABASE_URL", &url)]);
+    let config = std::fs::read_to_string(c.data_dir().join("custody.toml")).unwrap();
+    assert!(config.contains(&plain[..at]), "{config}");
+    assert!(!config.contains("s3cret-pw"), "{config}");
+
+    // Without CUSTODY_DATABASE_URL, the recorded URL plus CUSTODY_DATABASE_PASSWORD opens it.
+    let out = std::process::Command::new(custody_e2e::custody_bin())
+        .arg("--data-dir")
+        .arg(c.data_dir())
+        .args(["credentials", "list"])
+        .env_remove("CUSTODY_DATABASE_URL")
+        .env_remove("CUSTODY_DATA_DIR")
+        .env("CUSTODY_DATABASE_PASSWORD", "s3cret-pw")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_shared_database_belongs_to_the_seed_that_first_opened_it() {
+    let schema = TestSchema::new();
+    // The first init binds the database to its seed, before it holds any credential or wallet.
+    let first = init_on(&schema, &[]);
+
+    // A second init with another (random) mnemonic: its seed would derive other addresses from
+    // the same counters.
+    let other = tempfile::tempdir().unwrap();
+    let (ok, stderr) = run_on(
+        &other.path().join("data"),
+        &schema.url(),
+        &["init", "--insecure-dev-seed"],
+    );
+    assert!(!ok, "a second seed is refused");
+    assert!(stderr.contains("belongs to another seed"), "{stderr}");
+    assert!(
+        !other.path().join("data").exists(),
+        "nothing is left behind"
+    );
+
+    // Another service's data dir (its own seed, its own database) pointed at this database.
+    let elsewhere = TestSchema::new();
+    let foreign = init_on(&elsewhere, &[]);
+    let (ok, stderr) = run_on(
+        &foreign.data_dir(),
+        &schema.url(),
+        &["serve", "--listen", "127.0.0.1:0"],
+    );
+    assert!(!ok, "serve with a foreign data dir is refused");
+    assert!(stderr.contains("belongs to another seed"), "{stderr}");
+
+    // The service's own data dir (and its copies) still open it.
+    first.cli_ok(&["credentials", "list"]);
+    first.sibling().cli_ok(&["credentials", "list"]);
+}
+
 #[test]
 fn two_instances_spend_exactly_the_balance_and_share_nonces_and_keys() {
     let schema = TestSchema::new();
@@ -245,9 +342,18 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
     let alice = ca.wallet("alice", "BSC");
     let address = alice["address"].as_str().unwrap().to_owned();
     let funder = anvil.account(0).to_owned();
+    let (pid_a, pid_b) = (a.pid().unwrap(), b.pid().unwrap());
 
-    // Both instances run a BSC scanner: a, started first, holds the network's work lock and
-    // scans; b stands by. Each deposit is detected and credited once.
+    // Both instances run a BSC scanner: one holds the network's work lock and scans, the other
+    // stands by. Each deposit is detected and credited once.
+    let scanning = a.wait_for(30, "one instance holds the BSC scanner lock", || {
+        scanner_lock_holder(&schema, "BSC")
+    });
+    assert!(
+        scanning == pid_a || scanning == pid_b,
+        "the lock is held by one of the two instances, not {scanning}"
+    );
+    let a_scans = scanning == pid_a;
     let amounts: Vec<u128> = (1..=4).map(|i| i * ETH / 10).collect();
     for wei in &amounts {
         anvil.send_value(&funder, &address, *wei);
@@ -257,15 +363,25 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
     });
     anvil.mine(8);
     // The scanning instance dies mid-way through the confirmations: its session ends, its lock
-    // with it, and b takes the scanning over on its next tick.
-    a.kill9();
+    // with it, and the other takes the scanning over on its next tick.
+    let (survivor_pid, cs) = if a_scans {
+        a.kill9();
+        (pid_b, &cb)
+    } else {
+        b.kill9();
+        (pid_a, &ca)
+    };
     anvil.mine(10);
-    b.wait_for(60, "four deposits credited", || {
-        (cb.deposits("?status=credited").len() == 4).then_some(())
+    let watcher = if a_scans { &b } else { &a };
+    watcher.wait_for(60, "the survivor holds the scanner lock", || {
+        (scanner_lock_holder(&schema, "BSC") == Some(survivor_pid)).then_some(())
     });
-    let all = cb.deposits("");
+    watcher.wait_for(60, "four deposits credited", || {
+        (cs.deposits("?status=credited").len() == 4).then_some(())
+    });
+    let all = cs.deposits("");
     assert_eq!(all.len(), 4, "{all:#?}");
-    assert_eq!(cb.available(&alice, "BNB"), amounts.iter().sum::<u128>());
+    assert_eq!(cs.available(&alice, "BNB"), amounts.iter().sum::<u128>());
 
     // Every deposit's credit event reaches the receiver: those the dead instance had claimed
     // are claimed again by the survivor once their lease ran out.
@@ -273,7 +389,7 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
         .iter()
         .map(|d| d["id"].as_str().unwrap().to_owned())
         .collect();
-    b.wait_for(90, "every credit delivered", || {
+    watcher.wait_for(90, "every credit delivered", || {
         let delivered: Vec<serde_json::Value> =
             receiver.requests().iter().map(|r| r.json()).collect();
         ids.iter()
@@ -284,7 +400,40 @@ fn deposits_are_credited_once_with_both_scanners_and_a_dead_instances_work_is_ta
             })
             .then_some(())
     });
-    b.stop();
+    if a_scans {
+        b.stop();
+    } else {
+        a.stop();
+    }
+}
+
+/// The process id of the instance holding `network`'s scanner lock on `schema`, from the
+/// holding session's application name (`custody work lock pid=N`). An advisory lock on a bigint
+/// key shows its high half as `classid` and its low half as `objid`.
+fn scanner_lock_holder(schema: &TestSchema, network: &str) -> Option<u32> {
+    let (base, name, work) = (
+        custody_store_postgres::testing::base_url(),
+        schema.name().to_owned(),
+        format!("scanner:{network}"),
+    );
+    thread::spawn(move || {
+        let mut admin = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+        let row = admin
+            .query_opt(
+                "WITH k AS (SELECT hashtextextended('custody-work:' || $1 || ':' || $2, 0) AS key)
+                 SELECT a.application_name FROM pg_locks l
+                 JOIN pg_stat_activity a ON a.pid = l.pid, k
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                   AND l.classid = ((k.key >> 32) & 4294967295)::oid
+                   AND l.objid = (k.key & 4294967295)::oid",
+                &[&name, &work],
+            )
+            .unwrap()?;
+        let app: String = row.get(0);
+        app.strip_prefix("custody work lock pid=")?.parse().ok()
+    })
+    .join()
+    .unwrap()
 }
 
 #[test]

@@ -166,7 +166,12 @@ pub type ReadJob = Box<dyn FnMut(&mut dyn ReadTx) -> CoreResult<Box<dyn Any + Se
 /// - MUST enforce uniqueness with constraints (nonces, idempotency keys, deposit identities,
 ///   wallet per user and network, outgoing nonces), never with a prior read alone.
 /// - MUST answer `Err(CoreError::Port)` to every job of a transaction whose commit failed; the
-///   jobs then did not happen, and the caller may retry.
+///   jobs then did not happen, and the caller may retry. A commit whose answer was lost (the
+///   connection broke during `COMMIT`) is not a failure until the store knows it did not take
+///   effect: it MUST find out (the PostgreSQL store asks the server about the transaction id it
+///   took at `BEGIN`) and answer `Ok` if it committed. If it cannot find out, it answers a
+///   permanent `Err(CoreError::Port)` whose message says the outcome is unknown, never a
+///   transient one that invites a retry.
 /// - MUST NOT hold a transaction open across an `.await`.
 ///
 /// Work shared between processes. Claims on background work (webhook events, outgoing
