@@ -4,7 +4,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::error::CoreResult;
-use crate::ledger::{self, ReferenceType, UserAccount};
+use crate::ledger::{self, ReferenceType, UserAccount, UserBalance};
 use crate::outbox::{EventType, NewEvent};
 use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
@@ -21,8 +21,30 @@ pub fn emit(
     let balance = ledger::user_balance(tx, account)?;
     let tenant = crate::tenant::TenantId::from_stored(account.tenant.clone())?;
     let wallet = tx.wallet_by_user(&tenant, &account.user, account.asset.network)?;
+    emit_known(
+        tx,
+        event_id,
+        account,
+        balance,
+        wallet.map(|w| w.id),
+        cause,
+        now,
+    )
+}
+
+/// [`emit`] for a caller that already holds the account's balance after its ledger write and
+/// its wallet id (an internal transfer): the same event, without reading them again.
+pub fn emit_known(
+    tx: &mut dyn WriteTx,
+    event_id: Uuid,
+    account: &UserAccount,
+    balance: UserBalance,
+    wallet_id: Option<Uuid>,
+    cause: (ReferenceType, Uuid),
+    now: Timestamp,
+) -> CoreResult<()> {
     let data = json!({
-        "wallet_id": wallet.map(|w| w.id),
+        "wallet_id": wallet_id,
         "external_user_id": account.user,
         "network": account.asset.network,
         "asset": account.asset.code,

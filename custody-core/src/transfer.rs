@@ -61,16 +61,14 @@ pub fn execute(
         .into());
     }
     crate::deposit::refuse_if_owing(tx, &req.tenant, &req.sender, req.network, &req.asset)?;
-    if tx
-        .wallet_by_user(&req.tenant, &req.recipient, req.network)?
-        .is_none()
-    {
+    let Some(recipient_wallet) = tx.wallet_by_user(&req.tenant, &req.recipient, req.network)?
+    else {
         return Err(Refusal::new(
             ErrorCode::RecipientNotFound,
             format!("the recipient has no {} wallet", req.network),
         )
         .into());
-    }
+    };
     let sender = UserAccount::new(
         req.tenant.clone(),
         req.sender.clone(),
@@ -82,13 +80,26 @@ pub fn execute(
         reference_id: ids.transfer,
         created_at: now,
     };
-    ledger::transfer(tx, &meta, &sender, &req.recipient, req.amount)?;
+    // The balances after the posting come from the posting itself, and the recipient's wallet
+    // from the check above: the events carry the same figures as a read-back would.
+    let posted = ledger::transfer_with_balances(tx, &meta, &sender, &req.recipient, req.amount)?;
+    let sender_wallet = tx.wallet_by_user(&req.tenant, &req.sender, req.network)?;
     let cause = (ReferenceType::InternalTransfer, ids.transfer);
-    balance_event::emit(tx, ids.sender_event, &sender, cause, now)?;
-    balance_event::emit(
+    balance_event::emit_known(
+        tx,
+        ids.sender_event,
+        &sender,
+        posted.sender,
+        sender_wallet.map(|w| w.id),
+        cause,
+        now,
+    )?;
+    balance_event::emit_known(
         tx,
         ids.recipient_event,
         &sender.with_user(req.recipient.clone()),
+        posted.recipient,
+        Some(recipient_wallet.id),
         cause,
         now,
     )?;

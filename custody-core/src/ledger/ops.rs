@@ -61,6 +61,62 @@ pub fn transfer<R: LedgerRepo + ?Sized>(
     post(repo, meta, TxKind::InternalTransfer, &legs)
 }
 
+/// A transfer as posted, with both users' balances after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferPosted {
+    pub tx: LedgerTx,
+    pub sender: UserBalance,
+    pub recipient: UserBalance,
+}
+
+/// [`transfer`], also answering both users' balances after it from the totals the posting
+/// computed anyway: the `balance.updated` events need them, and reading them back would cost
+/// two statements per transfer for figures already in hand.
+pub fn transfer_with_balances<R: LedgerRepo + ?Sized>(
+    repo: &mut R,
+    meta: &TxMeta,
+    sender: &UserAccount,
+    recipient_user: &str,
+    amount: Amount,
+) -> Result<TransferPosted, LedgerError> {
+    require_positive(amount)?;
+    if recipient_user == sender.user {
+        return Err(Refusal::validation(
+            "recipient_external_user_id",
+            "must differ from the sender",
+        )
+        .into());
+    }
+    let sender_key = sender.key();
+    let recipient_key = sender.with_user(recipient_user).key();
+    let lines = vec![
+        posted(&Leg::debit(sender_key.clone(), amount)),
+        posted(&Leg::credit(recipient_key.clone(), amount)),
+    ];
+    let prepared = prepare(repo, TxKind::InternalTransfer, meta, None, lines)?;
+    let balance_of = |key: &AccountKey| -> Result<UserBalance, LedgerError> {
+        let totals = prepared
+            .totals
+            .get(key)
+            .ok_or_else(|| LedgerError::Invariant(format!("{key} has no computed totals")))?;
+        let available = totals
+            .available()
+            .ok_or_else(|| LedgerError::Invariant(format!("{key} is overdrawn")))?;
+        Ok(UserBalance {
+            available,
+            reserved: totals.reserved(),
+        })
+    };
+    let sender_balance = balance_of(&sender_key)?;
+    let recipient_balance = balance_of(&recipient_key)?;
+    commit(repo, &prepared)?;
+    Ok(TransferPosted {
+        tx: prepared.tx,
+        sender: sender_balance,
+        recipient: recipient_balance,
+    })
+}
+
 /// An operator correction against the `adjustments` account. A debit cannot take the user's
 /// available balance below zero: a correction never overdraws.
 pub fn adjust<R: LedgerRepo + ?Sized>(

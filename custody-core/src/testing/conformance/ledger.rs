@@ -776,6 +776,42 @@ fn script() -> Vec<(&'static str, bool, Op)> {
             }),
         ),
         (
+            "transfer answering balances",
+            true,
+            op(|r| {
+                let posted = ledger::transfer_with_balances(
+                    r,
+                    &meta(42, InternalTransfer),
+                    &alice(),
+                    "bob",
+                    units(5),
+                )?;
+                let sender = ledger::user_balance(r, &alice())?;
+                let recipient = ledger::user_balance(r, &alice().with_user("bob"))?;
+                if (posted.sender, posted.recipient) != (sender, recipient) {
+                    return Err(LedgerError::Invariant(format!(
+                        "answered {:?}/{:?}, stored {sender:?}/{recipient:?}",
+                        posted.sender, posted.recipient
+                    )));
+                }
+                Ok(())
+            }),
+        ),
+        (
+            "overdraw answering balances",
+            false,
+            op(|r| {
+                ledger::transfer_with_balances(
+                    r,
+                    &meta(43, InternalTransfer),
+                    &alice(),
+                    "bob",
+                    units(1_000),
+                )
+                .map(drop)
+            }),
+        ),
+        (
             "overdraw",
             false,
             op(|r| {
@@ -843,7 +879,7 @@ async fn operations_give_the_reference_ledger(t: &dyn LedgerTarget) {
     assert!(got.1.balanced, "{:?}", got.1.discrepancies);
     assert_eq!(
         (got.2.available, got.2.reserved),
-        (units(100 - 35 - 20 - 5), units(5))
+        (units(100 - 35 - 20 - 5 - 5), units(5))
     );
     assert_eq!(
         got.0,
