@@ -16,6 +16,12 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+/// mimalloc instead of glibc's malloc: a signed request allocates a few hundred small blocks
+/// (headers, JSON, statements' values) across the runtime's threads, and the profile of a
+/// transfer put about a tenth of its CPU in malloc/free (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "custody",
