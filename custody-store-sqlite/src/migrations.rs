@@ -73,6 +73,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0019_nonce_fence_credentials_version",
         include_str!("../migrations/0019_nonce_fence_credentials_version.sql"),
     ),
+    (
+        "0020_outbox_unused_indexes",
+        include_str!("../migrations/0020_outbox_unused_indexes.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -371,3 +371,52 @@ async fn the_database_files_are_private_to_their_owner() {
         assert_eq!(mode, 0o600, "{name}");
     }
 }
+
+/// Every index of the outbox is written by each event (two per internal transfer), so the
+/// outbox keeps only those its queries read: the deliverer's per-tenant claim and the
+/// newest-first listing, each of which SQLite must still plan through its index.
+#[tokio::test]
+async fn the_outbox_keeps_only_the_indexes_its_queries_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 1, StoreOptions::default());
+    store.close();
+    let conn = Connection::open(dir.path().join("custody.db")).unwrap();
+    let indexes: BTreeSet<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'outbox'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let expected: BTreeSet<String> = [
+        "outbox_claimed",
+        "outbox_due_by_tenant",
+        "outbox_newest_first",
+        "sqlite_autoindex_outbox_1",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(indexes, expected);
+    let plan = |sql: &str, args: &[&dyn rusqlite::ToSql]| -> String {
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map(args, |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
+            .join("; ")
+    };
+    let claim = plan(
+        "SELECT rowid, next_attempt_at FROM outbox \
+         WHERE tenant = 'acme' AND status = 'pending' AND next_attempt_at <= 5 \
+           AND (leased_until IS NULL OR leased_until <= 5) \
+         ORDER BY next_attempt_at, rowid LIMIT 10",
+        &[],
+    );
+    assert!(claim.contains("outbox_due_by_tenant"), "{claim}");
+    let page = plan(
+        &format!("SELECT id FROM outbox WHERE {}", crate::repo::PAGE_CLAUSE),
+        &[&10_i64, &None::<i64>, &None::<String>],
+    );
+    assert!(page.contains("outbox_newest_first"), "{page}");
+}
