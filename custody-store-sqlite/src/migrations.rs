@@ -77,6 +77,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0020_outbox_unused_indexes",
         include_str!("../migrations/0020_outbox_unused_indexes.sql"),
     ),
+    (
+        "0021_idempotency_rowid",
+        include_str!("../migrations/0021_idempotency_rowid.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {
@@ -85,6 +89,12 @@ pub fn latest_version() -> usize {
 
 /// Applies every migration not yet applied. Refuses a database newer than this binary.
 pub fn migrate(conn: &mut Connection) -> Result<usize, String> {
+    migrate_to(conn, MIGRATIONS.len())
+}
+
+/// Applies the migrations not yet applied up to version `target` (tests stop early to put rows
+/// in an older schema).
+fn migrate_to(conn: &mut Connection, target: usize) -> Result<usize, String> {
     let current: usize = conn
         .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
         .map_err(|e| e.to_string())
@@ -95,7 +105,7 @@ pub fn migrate(conn: &mut Connection) -> Result<usize, String> {
             MIGRATIONS.len()
         ));
     }
-    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().skip(current) {
+    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
         let tx = conn.transaction().map_err(|e| e.to_string())?;
         tx.execute_batch(sql)
             .map_err(|e| format!("migration {name}: {e}"))?;
@@ -107,5 +117,64 @@ pub fn migrate(conn: &mut Connection) -> Result<usize, String> {
         .map_err(|e| e.to_string())?;
         tx.commit().map_err(|e| e.to_string())?;
     }
-    Ok(MIGRATIONS.len() - current)
+    Ok(target.saturating_sub(current))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// 0021 moves idempotency records into a rowid table: records stored before it are still
+    /// found by (tenant, key), and the key stays unique.
+    #[test]
+    fn idempotency_records_survive_the_move_to_a_rowid_table() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 20).unwrap();
+        assert_eq!(version(&conn), 20);
+        for (key, body) in [("key-0001", "first"), ("key-0002", "second")] {
+            conn.execute(
+                "INSERT INTO idempotency (tenant, key, fingerprint, status, body, created_at, \
+                 expires_at) VALUES ('acme', ?1, x'01', 201, ?2, 5, 10)",
+                rusqlite::params![key, body.as_bytes()],
+            )
+            .unwrap();
+        }
+        assert_eq!(migrate(&mut conn).unwrap(), MIGRATIONS.len() - 20);
+        let body: Vec<u8> = conn
+            .query_row(
+                "SELECT body FROM idempotency WHERE tenant = 'acme' AND key = 'key-0002'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(body, b"second");
+        let again = conn.execute(
+            "INSERT INTO idempotency (tenant, key, fingerprint, status, body, created_at, \
+             expires_at) VALUES ('acme', 'key-0001', x'02', 201, x'00', 6, 11)",
+            [],
+        );
+        assert!(again.is_err(), "(tenant, key) must stay unique");
+        let without_rowid: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'idempotency' \
+                 AND sql LIKE '%WITHOUT ROWID%'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(without_rowid, 0);
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT body FROM idempotency WHERE tenant = 'a' AND key = 'b'",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("sqlite_autoindex_idempotency"), "{plan}");
+    }
 }
