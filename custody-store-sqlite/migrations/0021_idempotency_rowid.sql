@@ -15,7 +15,7 @@ CREATE TABLE idempotency_records (
 ) STRICT;
 INSERT INTO idempotency_records (tenant, key, fingerprint, status, body, created_at, expires_at)
     SELECT tenant, key, fingerprint, status, body, created_at, expires_at
-    FROM idempotency ORDER BY created_at;
+    FROM idempotency;
 DROP TABLE idempotency;
 ALTER TABLE idempotency_records RENAME TO idempotency;
 CREATE INDEX idempotency_by_expiry ON idempotency (expires_at);

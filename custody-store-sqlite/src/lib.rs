@@ -49,11 +49,12 @@ impl Default for StoreOptions {
 
 /// Page cache of the writer connection (negative: KiB, as SQLite's `cache_size` takes it).
 ///
-/// Not larger: when a b-tree page splits, SQLite parks a page under a temporary number past the
-/// 1 GiB mark while it sorts the new pages, and while the file is smaller than that, the commit
-/// that follows walks every page of the cache to drop pages past the end of the file. Random
-/// inserts (nonces, idempotency keys) split a page in almost every batch, so that walk cost a
-/// fixed share of each commit in proportion to the cache: with 64 MiB, 5% of a transfer's CPU.
+/// Not larger: when a b-tree page splits into pages whose numbers are out of order, SQLite
+/// parks a page under the number of the 1 GiB pending-byte page while it sorts them, and that
+/// number stays the cache's highest key; while the file is smaller than 1 GiB, the commit that
+/// follows walks every page in the cache to drop pages past the end of the file. Random inserts
+/// (nonces, idempotency keys) do that in almost every batch, so the walk cost each commit a share
+/// in proportion to the pages cached: with 64 MiB, 5% of a transfer's CPU.
 const WRITER_CACHE_KIB: i64 = -8_192;
 /// WAL pages between automatic checkpoints (SQLite's default is 1,000: about 4 MiB).
 const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;

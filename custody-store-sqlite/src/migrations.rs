@@ -133,9 +133,23 @@ mod tests {
     /// found by (tenant, key), and the key stays unique.
     #[test]
     fn idempotency_records_survive_the_move_to_a_rowid_table() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        migrate_to(&mut conn, 20).unwrap();
-        assert_eq!(version(&conn), 20);
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("custody.db")).unwrap();
+        crate::configure(&conn, 1_000).unwrap();
+        // Every migration but the last, 0021: the records go into the WITHOUT ROWID table.
+        let (last, _) = MIGRATIONS[MIGRATIONS.len() - 1];
+        assert_eq!(last, "0021_idempotency_rowid");
+        let before = MIGRATIONS.len() - 1;
+        migrate_to(&mut conn, before).unwrap();
+        assert_eq!(version(&conn), i64::try_from(before).unwrap());
+        let old_schema: String = conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = 'idempotency'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(old_schema.contains("WITHOUT ROWID"), "{old_schema}");
         for (key, body) in [("key-0001", "first"), ("key-0002", "second")] {
             conn.execute(
                 "INSERT INTO idempotency (tenant, key, fingerprint, status, body, created_at, \
@@ -144,7 +158,7 @@ mod tests {
             )
             .unwrap();
         }
-        assert_eq!(migrate(&mut conn).unwrap(), MIGRATIONS.len() - 20);
+        assert_eq!(migrate(&mut conn).unwrap(), 1);
         let body: Vec<u8> = conn
             .query_row(
                 "SELECT body FROM idempotency WHERE tenant = 'acme' AND key = 'key-0002'",

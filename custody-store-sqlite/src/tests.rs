@@ -419,4 +419,12 @@ async fn the_outbox_keeps_only_the_indexes_its_queries_read() {
         &[&10_i64, &None::<i64>, &None::<String>],
     );
     assert!(page.contains("outbox_newest_first"), "{page}");
+    // The metrics' and the dashboard's count by status: a covering scan in index order, no sort
+    // of every row (the outbox is never pruned).
+    let counts = plan(
+        "SELECT status, COUNT(*) FROM outbox GROUP BY tenant, status",
+        &[],
+    );
+    assert!(counts.contains("COVERING INDEX"), "{counts}");
+    assert!(!counts.contains("TEMP B-TREE"), "{counts}");
 }

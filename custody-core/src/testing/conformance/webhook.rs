@@ -20,6 +20,7 @@ suite!(
     webhook_suite {
         endpoints_are_registered_and_replaced,
         an_enqueued_event_is_pending_and_due_at_once,
+        counts_add_up_across_tenants,
         events_are_listed_newest_first,
         claims_skip_tenants_without_endpoint_and_bound_each_tenant,
         a_lease_holds_until_it_runs_out,
@@ -152,6 +153,28 @@ async fn endpoints_are_registered_and_replaced(store: Arc<dyn Store>) {
         "a replacement keeps the creation time"
     );
     assert!(other.is_none());
+}
+
+async fn counts_add_up_across_tenants(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    setup(
+        s,
+        &["acme", "globex"],
+        vec![
+            event(1, "acme", 100),
+            event(2, "globex", 100),
+            event(3, "acme", 100),
+        ],
+    )
+    .await;
+    assert_eq!(
+        r(s, |tx| tx.count_webhook_events()).await,
+        EventCounts {
+            pending: 3,
+            delivered: 0,
+            dead_lettered: 0
+        }
+    );
 }
 
 async fn an_enqueued_event_is_pending_and_due_at_once(store: Arc<dyn Store>) {
