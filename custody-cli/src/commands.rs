@@ -279,18 +279,16 @@ pub fn revoke_credential(dir: &DataDir, api_key: &str) -> Result<(), String> {
     }
 }
 
-/// The set of reads' nonces of this process, from the store's fence and nonces. After an
+/// The nonce set of this process, from the store's fence, used nonces and nonce log. After an
 /// unclean stop whose fence reaches into the current second, waits (a second or two) until it
 /// has passed, so requests signed from now on are not in the band the fence refuses.
 async fn start_nonce_set(
     store: &dyn Store,
     clock: &dyn Clock,
 ) -> Result<custody_core::auth::nonce_set::NonceSet, String> {
-    let (fence, latest) = read(store, |tx| {
-        Ok((tx.nonce_fence()?, tx.latest_nonce_expiry()?))
-    })
-    .await
-    .map_err(|e| format!("cannot read the nonce fence: {e}"))?;
+    let fence = read(store, |tx| Ok(tx.nonce_fence()?))
+        .await
+        .map_err(|e| format!("cannot read the nonce fence: {e}"))?;
     if let Some(f) = fence.filter(|f| !f.clean) {
         let now_s = clock.now().unix_seconds();
         if f.high_s >= now_s {
@@ -305,11 +303,11 @@ async fn start_nonce_set(
             tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
         }
     }
-    Ok(custody_core::auth::nonce_set::NonceSet::new(
-        fence,
-        latest,
-        clock.now().unix_seconds(),
-    ))
+    let set = custody_http::nonces::restore_set(store, clock.now().unix_seconds())
+        .await
+        .map_err(|e| format!("cannot read the nonce log: {e}"))?;
+    tracing::info!(remembered = set.len(), "nonce set restored from the store");
+    Ok(set)
 }
 
 async fn shutdown_signal() {

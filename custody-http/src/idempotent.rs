@@ -103,7 +103,7 @@ where
     };
     let outcome = write(state.store.as_ref(), move |tx| {
         if let Some(n) = &nonce {
-            if !tx.use_nonce(n.credential, &n.nonce, n.expires_at)? {
+            if !n.record(tx)? {
                 return Ok(None);
             }
         }

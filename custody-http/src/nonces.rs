@@ -3,7 +3,9 @@
 //! Every nonce is first claimed in this process's [`NonceSet`], so no two requests of one
 //! process can pass with one nonce whichever path each takes. Then:
 //! - a mutation that writes under an idempotency key (wallet creation, internal transfers)
-//!   writes its nonce in its command's own transaction: one store job per request;
+//!   writes its nonce in its command's own transaction: one store job per request (with a
+//!   store only this process writes, the command appends it to the nonce log:
+//!   [`DeferredNonce::record`]);
 //! - with a store only this process writes (the embedded SQLite file, which `serve` locks), a
 //!   read's (GET) nonce signed around now is accepted in memory and logged in batches under a durable
 //!   fence (`custody_core::auth::nonce_set` says why a crash loses no refusal); the loop that
@@ -18,7 +20,7 @@ use std::time::Duration;
 
 use custody_core::auth::nonce_set::{NonceFence, NonceSet, PendingNonce, Verdict};
 use custody_core::error::{CoreError, CoreResult, PortError};
-use custody_core::ports::store::{write, Store};
+use custody_core::ports::store::{read, write, Store, WriteTx};
 use custody_core::ports::Clock;
 use custody_core::time::Timestamp;
 use tokio::sync::{watch, Notify};
@@ -33,6 +35,34 @@ pub struct DeferredNonce {
     pub credential: Uuid,
     pub nonce: String,
     pub expires_at: Timestamp,
+    /// Claimed in this process's nonce set, which holds every nonce the store keeps (restored
+    /// at start) and every one this process claimed since: the set decided, and the nonce is
+    /// only appended to the log. Otherwise (a shared store) the store's unique key decides.
+    pub logged: bool,
+}
+
+impl DeferredNonce {
+    /// Writes the nonce in the caller's transaction; `false` when it was used already.
+    pub fn record(&self, tx: &mut dyn WriteTx) -> Result<bool, PortError> {
+        if self.logged {
+            tx.log_nonce(self.credential, &self.nonce, self.expires_at)?;
+            return Ok(true);
+        }
+        tx.use_nonce(self.credential, &self.nonce, self.expires_at)
+    }
+}
+
+/// The nonce set of a process that alone writes `store`, as the store left it: the fence, the
+/// latest used nonce, and every nonce kept (used or logged) not expired at `now_s`, read in one
+/// job before the process answers anything.
+pub async fn restore_set(store: &dyn Store, now_s: i64) -> CoreResult<NonceSet> {
+    read(store, move |tx| {
+        let set = NonceSet::new(tx.nonce_fence()?, tx.latest_nonce_expiry()?, now_s);
+        let now = Timestamp::from_unix_millis(0).plus_seconds(now_s);
+        tx.visit_nonces(now, &mut |c, n, e| set.remember(c, n, e))?;
+        Ok(set)
+    })
+    .await
 }
 
 /// A request's nonce as signed.
@@ -119,6 +149,7 @@ impl NonceGate {
                     credential,
                     nonce: nonce.to_owned(),
                     expires_at,
+                    logged: false,
                 }))
             } else {
                 Self::write_now(store, credential, nonce, expires_at).await
@@ -144,6 +175,7 @@ impl NonceGate {
                     credential,
                     nonce: nonce.to_owned(),
                     expires_at,
+                    logged: true,
                 })),
                 Verdict::Store => Self::write_now(store, credential, nonce, expires_at).await,
                 Verdict::RaiseFence(_) if waited => Err(CoreError::Port(PortError::transient(
@@ -180,10 +212,7 @@ impl NonceGate {
     /// Records, in a store job of its own, a deferred nonce its command did not write (the
     /// request stopped before its command ran).
     pub async fn record_deferred(&self, store: &dyn Store, d: DeferredNonce) -> CoreResult<bool> {
-        write(store, move |tx| {
-            Ok(tx.use_nonce(d.credential, &d.nonce, d.expires_at)?)
-        })
-        .await
+        write(store, move |tx| Ok(d.record(tx)?)).await
     }
 
     async fn raise_to(&self, high: i64) -> CoreResult<()> {
@@ -404,6 +433,95 @@ mod tests {
         assert!(matches!(
             after.check(s, get, &later, true, false).await.unwrap(),
             NonceCheck::Replay
+        ));
+    }
+
+    /// The nonce log's round trip: what one process accepted in memory (a read), appended with
+    /// its command (a mutation) or wrote through the store's unique key (a lagging read) is
+    /// refused by the next process on every path after a stop that was not clean, even when
+    /// sent again with a new timestamp (a reused nonce, not only a replayed request).
+    #[tokio::test]
+    async fn a_new_process_refuses_every_nonce_the_last_one_kept() {
+        let (_dir, store) = sqlite();
+        let s = store.as_ref();
+        let clock = At(NOW_S);
+        let first = NonceGate::fenced(restore_set(s, NOW_S - 10).await.unwrap());
+        let (_, fence) = first.take(NOW_S, false);
+        first.committed(fence);
+
+        let get = signed("logged-read-000001");
+        assert!(matches!(
+            first.check(s, get, &clock, true, false).await.unwrap(),
+            NonceCheck::Fresh
+        ));
+        let (pending, fence) = first.take(NOW_S, false);
+        assert_eq!(pending.len(), 1);
+        write(s, move |tx| {
+            for n in &pending {
+                tx.log_nonce(n.credential, &n.nonce, n.expires_at)?;
+            }
+            Ok(tx.put_nonce_fence(&fence)?)
+        })
+        .await
+        .unwrap();
+        first.committed(fence);
+
+        let command = signed("logged-command-001");
+        let NonceCheck::Deferred(d) = first.check(s, command, &clock, false, true).await.unwrap()
+        else {
+            panic!("deferred to the command");
+        };
+        assert!(d.logged, "a fenced gate logs its commands' nonces");
+        assert!(first.record_deferred(s, d).await.unwrap());
+
+        let lagging = SignedNonce {
+            ts: NOW_S - 60,
+            ..signed("lagging-read-00001")
+        };
+        assert!(matches!(
+            first.check(s, lagging, &clock, true, false).await.unwrap(),
+            NonceCheck::Fresh
+        ));
+        assert_eq!(
+            read(s, |tx| Ok(tx.latest_nonce_expiry()?)).await.unwrap(),
+            Some(lagging.expires_at),
+            "a lagging read goes through the unique key; the logged ones do not"
+        );
+
+        // kill -9: no clean flush. Two seconds on, past the fence's band.
+        let later = At(NOW_S + 2);
+        let restored = restore_set(s, NOW_S + 2).await.unwrap();
+        assert_eq!(restored.len(), 3, "logged and used nonces alike");
+        let second = NonceGate::fenced(restored);
+        let (_, fence) = second.take(NOW_S + 2, false);
+        second.committed(fence);
+        for n in [get, command, lagging] {
+            for (read_path, in_command) in [(true, false), (false, true), (false, false)] {
+                let reused = SignedNonce { ts: NOW_S + 2, ..n };
+                assert!(
+                    matches!(
+                        second
+                            .check(s, reused, &later, read_path, in_command)
+                            .await
+                            .unwrap(),
+                        NonceCheck::Replay
+                    ),
+                    "{} reused (read {read_path}, command {in_command})",
+                    n.nonce
+                );
+            }
+        }
+        let other_credential = SignedNonce {
+            credential: Uuid::from_u128(8),
+            ts: NOW_S + 2,
+            ..get
+        };
+        assert!(matches!(
+            second
+                .check(s, other_credential, &later, true, false)
+                .await
+                .unwrap(),
+            NonceCheck::Fresh
         ));
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use custody_e2e::{Client, Custody, Signed};
+use custody_e2e::{now_s, Client, Custody, Signed};
 use serde_json::json;
 
 fn transfer_body() -> Vec<u8> {
@@ -133,6 +133,18 @@ fn kill_9_mid_load_keeps_every_acknowledged_transfer_and_refuses_every_acknowled
             s.nonce
         );
     }
+    // A transfer's nonce is kept with its transfer: reused with a later timestamp it is
+    // refused too (a read's nonce accepted just before the crash is refused with its own
+    // timestamp, by the fence's band).
+    for (s, _) in &transfers {
+        let r = after.send(&reused(s));
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (401, "REPLAY_DETECTED"),
+            "transfer nonce {} reused",
+            s.nonce
+        );
+    }
     // Every acknowledged transfer is there: its key answers the stored response.
     for (s, body) in &transfers {
         let again = after.signed(
@@ -167,6 +179,16 @@ fn a_second_server_on_the_same_data_dir_is_refused() {
     c.start();
 }
 
+/// A reused nonce, not only a replayed request: the same nonce signed again with a later
+/// timestamp.
+fn reused(s: &Signed) -> Signed {
+    let ts: i64 = s.timestamp.parse().unwrap();
+    Signed {
+        timestamp: now_s().max(ts + 1).to_string(),
+        ..s.clone()
+    }
+}
+
 #[test]
 fn a_clean_restart_keeps_reads_nonces_and_refuses_no_fresh_request() {
     let mut c = Custody::init();
@@ -174,11 +196,26 @@ fn a_clean_restart_keeps_reads_nonces_and_refuses_no_fresh_request() {
     c.start();
     let client = c.client(&cred);
     let wallet = client.wallet("alice", "BSC");
+    client.wallet("bob", "BSC");
+    c.adjust("acme", "alice", "BSC", "BNB", true, "1000");
     let path = format!("/v1/wallets/{}", wallet["id"].as_str().unwrap());
     let reads: Vec<Signed> = (0..50)
         .map(|_| {
             let s = client.signed("GET", &path, b"", None);
             assert_eq!(client.send(&s).status, 200);
+            s
+        })
+        .collect();
+    let transfers: Vec<Signed> = (0..10)
+        .map(|i| {
+            let key = format!("clean-{i:04}");
+            let s = client.signed(
+                "POST",
+                "/v1/internal-transfers",
+                &transfer_body(),
+                Some(&key),
+            );
+            assert_eq!(client.send(&s).status, 201);
             s
         })
         .collect();
@@ -195,4 +232,36 @@ fn a_clean_restart_keeps_reads_nonces_and_refuses_no_fresh_request() {
         let r = after.send(s);
         assert_eq!((r.status, r.code().as_str()), (401, "REPLAY_DETECTED"));
     }
+    // The nonces are kept for their window whatever the timestamp: a read's or a transfer's
+    // nonce used again, on a read or on a transfer, is refused after the restart.
+    for s in reads.iter().chain(transfers.iter()) {
+        for method in ["GET", "POST"] {
+            let again = if method == "GET" {
+                Signed {
+                    method: "GET".into(),
+                    target: path.clone(),
+                    body: Vec::new(),
+                    idempotency_key: None,
+                    ..reused(s)
+                }
+            } else {
+                Signed {
+                    method: "POST".into(),
+                    target: "/v1/internal-transfers".into(),
+                    body: transfer_body(),
+                    idempotency_key: Some(format!("reuse-{}", s.nonce)),
+                    ..reused(s)
+                }
+            };
+            let r = after.send(&again);
+            assert_eq!(
+                (r.status, r.code().as_str()),
+                (401, "REPLAY_DETECTED"),
+                "{} nonce {} reused on a {method}",
+                s.method,
+                s.nonce
+            );
+        }
+    }
+    assert_eq!(after.available(&after.wallet("bob", "BSC"), "BNB"), 10);
 }

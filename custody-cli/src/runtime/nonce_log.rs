@@ -58,9 +58,9 @@ impl NonceLog {
         let batch = pending.clone();
         let written = write(self.store.as_ref(), move |tx| {
             for n in &batch {
-                // A nonce already in the store (written by a command, or by a log that failed
-                // after its commit) stays used: nothing to do.
-                tx.use_nonce(n.credential, &n.nonce, n.expires_at)?;
+                // Appended unchecked: the set claimed it (a log that failed after its commit
+                // appends it twice, which the next start reads as one).
+                tx.log_nonce(n.credential, &n.nonce, n.expires_at)?;
             }
             tx.put_nonce_fence(&fence)?;
             Ok(())

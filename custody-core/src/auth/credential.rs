@@ -195,7 +195,18 @@ pub trait CredentialRepo: CredentialReads {
         nonce: &str,
         expires_at: Timestamp,
     ) -> Result<bool, PortError>;
-    /// Forgets nonces whose expiry has passed; returns how many.
+    /// Appends `nonce` to the nonce log of a store that one process alone writes
+    /// (`super::nonce_set`): that process's nonce set has claimed it already, so the store checks
+    /// nothing and only keeps it, cheaply (an append, not an insert on a random page of a key's
+    /// b-tree), until its expiry; [`CredentialReads::visit_nonces`] gives it back at the next
+    /// start. Never refused: a store may as well record it as [`Self::use_nonce`] does.
+    fn log_nonce(
+        &mut self,
+        credential: Uuid,
+        nonce: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), PortError>;
+    /// Forgets nonces, used and logged, whose expiry has passed; returns how many.
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError>;
     /// Replaces the nonce fence (`super::nonce_set`): written with each batch of logged nonces,
     /// in the same transaction.
@@ -226,6 +237,15 @@ pub trait CredentialReads {
     fn list_credentials(&mut self) -> Result<Vec<StoredCredential>, PortError>;
     /// The nonce fence last written; `None` on a store that never had one.
     fn nonce_fence(&mut self) -> Result<Option<super::nonce_set::NonceFence>, PortError>;
-    /// The latest expiry among the used nonces kept; `None` when none is kept.
+    /// The latest expiry among the nonces [`CredentialRepo::use_nonce`] recorded; `None` when none is
+    /// kept.
     fn latest_nonce_expiry(&mut self) -> Result<Option<Timestamp>, PortError>;
+    /// Hands every nonce kept, used or logged, whose expiry is at or after `now` to `visit`,
+    /// earliest expiry first (a nonce kept twice may come twice); returns how many. Read once
+    /// at start-up by a process that alone writes the store, to fill its nonce set.
+    fn visit_nonces(
+        &mut self,
+        now: Timestamp,
+        visit: &mut dyn FnMut(Uuid, &str, Timestamp),
+    ) -> Result<u64, PortError>;
 }

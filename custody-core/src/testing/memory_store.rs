@@ -131,6 +131,8 @@ struct State {
     credentials: Vec<StoredCredential>,
     second_factors: BTreeMap<Uuid, crate::auth::second_factor::Attempts>,
     nonces: BTreeMap<(Uuid, String), Timestamp>,
+    /// Appended in order, as the SQLite store's log.
+    nonce_log: Vec<(Uuid, String, Timestamp)>,
     nonce_fence: Option<crate::auth::nonce_set::NonceFence>,
     idempotency: BTreeMap<(TenantId, String), IdempotencyRecord>,
     endpoints: BTreeMap<TenantId, Endpoint>,
@@ -348,10 +350,27 @@ impl CredentialRepo for Tx {
         }
     }
 
+    fn log_nonce(
+        &mut self,
+        credential: Uuid,
+        nonce: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), PortError> {
+        self.state
+            .nonce_log
+            .push((credential, nonce.to_owned(), expires_at));
+        Ok(())
+    }
+
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
-        let before = self.state.nonces.len();
+        let before = self.state.nonces.len() + self.state.nonce_log.len();
         self.state.nonces.retain(|_, expires_at| *expires_at >= now);
-        Ok(count(before - self.state.nonces.len()))
+        self.state
+            .nonce_log
+            .retain(|(_, _, expires_at)| *expires_at >= now);
+        Ok(count(
+            before - self.state.nonces.len() - self.state.nonce_log.len(),
+        ))
     }
 
     fn put_nonce_fence(
@@ -397,6 +416,21 @@ impl CredentialReads for Tx {
 
     fn latest_nonce_expiry(&mut self) -> Result<Option<Timestamp>, PortError> {
         Ok(self.state.nonces.values().max().copied())
+    }
+
+    fn visit_nonces(
+        &mut self,
+        now: Timestamp,
+        visit: &mut dyn FnMut(Uuid, &str, Timestamp),
+    ) -> Result<u64, PortError> {
+        let used = self.state.nonces.iter().map(|((c, n), e)| (c, n, e));
+        let logged = self.state.nonce_log.iter().map(|(c, n, e)| (c, n, e));
+        let mut live: Vec<_> = used.chain(logged).filter(|(_, _, e)| **e >= now).collect();
+        live.sort_by_key(|(_, _, e)| **e);
+        for (c, n, e) in &live {
+            visit(**c, n, **e);
+        }
+        Ok(count(live.len()))
     }
 }
 

@@ -156,6 +156,17 @@ impl CredentialRepo for PgTx<'_> {
         Ok(n == 1)
     }
 
+    /// Several instances share this store, so no process's set holds what the others accepted:
+    /// a logged nonce is recorded as used, under the primary key, like any other.
+    fn log_nonce(
+        &mut self,
+        credential: Uuid,
+        nonce: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), PortError> {
+        self.use_nonce(credential, nonce, expires_at).map(|_| ())
+    }
+
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
         let n = self
             .conn
@@ -267,6 +278,34 @@ impl CredentialReads for PgTx<'_> {
             })
             .map_err(db_err)?;
         Ok(latest.map(ts))
+    }
+
+    fn visit_nonces(
+        &mut self,
+        now: Timestamp,
+        visit: &mut dyn FnMut(Uuid, &str, Timestamp),
+    ) -> Result<u64, PortError> {
+        let mut rows = self
+            .conn
+            .prepare(
+                "SELECT credential_id, nonce, expires_at FROM nonces WHERE expires_at >= ?1 \
+                 ORDER BY expires_at",
+            )
+            .map_err(db_err)?
+            .query(params![now.unix_millis()])
+            .map_err(db_err)?;
+        let mut n = 0;
+        while let Some(row) = rows.next().map_err(db_err)? {
+            let credential: String = row.get(0).map_err(db_err)?;
+            let nonce: String = row.get(1).map_err(db_err)?;
+            visit(
+                parse_uuid(&credential)?,
+                &nonce,
+                ts(row.get(2).map_err(db_err)?),
+            );
+            n += 1;
+        }
+        Ok(n)
     }
 
     fn credential_by_api_key(

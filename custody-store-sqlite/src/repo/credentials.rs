@@ -156,14 +156,37 @@ impl CredentialRepo for SqliteTx<'_> {
         Ok(())
     }
 
-    fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
-        let n = self
-            .conn
-            .execute(
-                "DELETE FROM nonces WHERE expires_at < ?1",
-                [now.unix_millis()],
+    fn log_nonce(
+        &mut self,
+        credential: Uuid,
+        nonce: &str,
+        expires_at: Timestamp,
+    ) -> Result<(), PortError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO nonce_log (credential_id, nonce, expires_at) VALUES (?1, ?2, ?3)",
             )
+            .map_err(db_err)?
+            .execute(params![
+                credential.to_string(),
+                nonce,
+                expires_at.unix_millis()
+            ])
             .map_err(db_err)?;
+        Ok(())
+    }
+
+    fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
+        let mut n = 0;
+        for sql in [
+            "DELETE FROM nonces WHERE expires_at < ?1",
+            "DELETE FROM nonce_log WHERE expires_at < ?1",
+        ] {
+            n += self
+                .conn
+                .execute(sql, [now.unix_millis()])
+                .map_err(db_err)?;
+        }
         Ok(n as u64)
     }
 
@@ -297,5 +320,39 @@ impl CredentialReads for SqliteTx<'_> {
             .query_row("SELECT MAX(expires_at) FROM nonces", [], |r| r.get(0))
             .map_err(db_err)?;
         Ok(latest.map(ts))
+    }
+
+    fn visit_nonces(
+        &mut self,
+        now: Timestamp,
+        visit: &mut dyn FnMut(Uuid, &str, Timestamp),
+    ) -> Result<u64, PortError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT credential_id, nonce, expires_at FROM nonce_log WHERE expires_at >= ?1 \
+                 UNION ALL \
+                 SELECT credential_id, nonce, expires_at FROM nonces WHERE expires_at >= ?1 \
+                 ORDER BY expires_at",
+            )
+            .map_err(db_err)?;
+        let mut rows = stmt.query([now.unix_millis()]).map_err(db_err)?;
+        let mut n = 0;
+        while let Some(row) = rows.next().map_err(db_err)? {
+            let credential = parse_uuid(
+                row.get_ref(0)
+                    .map_err(db_err)?
+                    .as_str()
+                    .map_err(|e| PortError::permanent("store", format!("a kept nonce: {e}")))?,
+            )?;
+            let nonce = row
+                .get_ref(1)
+                .map_err(db_err)?
+                .as_str()
+                .map_err(|e| PortError::permanent("store", format!("a kept nonce: {e}")))?;
+            visit(credential, nonce, ts(row.get(2).map_err(db_err)?));
+            n += 1;
+        }
+        Ok(n)
     }
 }

@@ -18,6 +18,7 @@ suite!(
         credentials_are_listed_oldest_first,
         a_credential_is_revoked_once,
         a_nonce_is_used_once_until_pruned,
+        logged_nonces_come_back_until_pruned,
         the_nonce_fence_and_the_latest_expiry_are_kept,
         totp_steps_only_move_forward,
     }
@@ -224,6 +225,73 @@ async fn a_nonce_is_used_once_until_pruned(store: Arc<dyn Store>) {
     assert_eq!(w(s, |tx| tx.prune_nonces(at(201))).await.unwrap(), 1);
     assert_eq!(w(s, |tx| tx.prune_nonces(at(201))).await.unwrap(), 0);
     assert!(!use_nonce(1, "n-0001", 300).await.unwrap());
+}
+
+async fn logged_nonces_come_back_until_pruned(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let visit = |now: i64| {
+        r(s, move |tx| {
+            let mut seen = Vec::new();
+            let n = tx.visit_nonces(at(now), &mut |c, nonce, e| {
+                seen.push((c, nonce.to_owned(), e));
+            })?;
+            assert_eq!(
+                usize::try_from(n).unwrap(),
+                seen.len(),
+                "the count returned"
+            );
+            Ok(seen)
+        })
+    };
+    let entry = |c: u128, nonce: &str, e: i64| (uid(c), nonce.to_owned(), at(e));
+    assert_eq!(visit(0).await, vec![], "a new store keeps nothing");
+    w(s, |tx| {
+        tx.log_nonce(uid(2), "l-0001", at(300))?;
+        tx.log_nonce(uid(1), "l-0001", at(100))?;
+        tx.use_nonce(uid(1), "u-0001", at(250))?;
+        tx.log_nonce(uid(1), "l-0002", at(200))
+    })
+    .await
+    .unwrap();
+    // A job that fails logs nothing: a mutation's nonce is kept with its command or not at all.
+    let failed = w::<()>(s, |tx| {
+        tx.log_nonce(uid(3), "l-of-a-failed-job", at(500))?;
+        Err(crate::error::PortError::permanent(
+            "test",
+            "the command failed",
+        ))
+    })
+    .await;
+    assert!(failed.is_err());
+    assert_eq!(
+        visit(100).await,
+        vec![
+            entry(1, "l-0001", 100),
+            entry(1, "l-0002", 200),
+            entry(1, "u-0001", 250),
+            entry(2, "l-0001", 300)
+        ],
+        "every nonce kept and not expired, logged or used, earliest expiry first"
+    );
+    assert_eq!(
+        visit(201).await,
+        vec![entry(1, "u-0001", 250), entry(2, "l-0001", 300)]
+    );
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(100))).await.unwrap(), 0);
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(201))).await.unwrap(), 2);
+    assert_eq!(
+        visit(0).await,
+        vec![entry(1, "u-0001", 250), entry(2, "l-0001", 300)],
+        "pruned"
+    );
+
+    // The log refuses nothing: the process's nonce set decided.
+    w(s, |tx| tx.log_nonce(uid(2), "l-0001", at(300)))
+        .await
+        .unwrap();
+    assert!(visit(0).await.contains(&entry(2, "l-0001", 300)));
+    w(s, |tx| tx.prune_nonces(at(301))).await.unwrap();
+    assert_eq!(visit(0).await, vec![], "everything expired is pruned");
 }
 
 async fn the_nonce_fence_and_the_latest_expiry_are_kept(store: Arc<dyn Store>) {
