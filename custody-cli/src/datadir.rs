@@ -84,7 +84,7 @@ impl DataDir {
     /// Takes the data dir for one `custody serve`: an exclusive lock on `serve.lock`, held
     /// until the returned file is dropped (or the process dies: the kernel releases it). A
     /// second `serve` on the same dir is refused: the server keeps state in memory that only
-    /// holds with one writer process (reads' nonces, `custody_http::nonces`). Other commands
+    /// holds with one writer process (the nonce set, `custody_http::nonces`). Other commands
     /// (credentials, ledger, treasury) do not take it and may run beside the server.
     pub fn lock_for_serve(&self) -> Result<fs::File, String> {
         let path = self.root.join(SERVE_LOCK_FILE);

@@ -45,8 +45,7 @@ impl DeferredNonce {
     /// Writes the nonce in the caller's transaction; `false` when it was used already.
     pub fn record(&self, tx: &mut dyn WriteTx) -> Result<bool, PortError> {
         if self.logged {
-            tx.log_nonce(self.credential, &self.nonce, self.expires_at)?;
-            return Ok(true);
+            return tx.log_nonce(self.credential, &self.nonce, self.expires_at);
         }
         tx.use_nonce(self.credential, &self.nonce, self.expires_at)
     }
@@ -80,7 +79,8 @@ pub struct SignedNonce<'a> {
 pub enum NonceCheck {
     Fresh,
     Replay,
-    /// Claimed; the command's transaction writes it (and may still find it used).
+    /// Claimed; the command's transaction writes it (with a shared store, it may still find it
+    /// used there).
     Deferred(DeferredNonce),
 }
 
@@ -476,6 +476,7 @@ mod tests {
 
         let lagging = SignedNonce {
             ts: NOW_S - 60,
+            expires_at: Timestamp::from_unix_millis(0).plus_seconds(NOW_S - 60 + 301),
             ..signed("lagging-read-00001")
         };
         assert!(matches!(
@@ -485,7 +486,8 @@ mod tests {
         assert_eq!(
             read(s, |tx| Ok(tx.latest_nonce_expiry()?)).await.unwrap(),
             Some(lagging.expires_at),
-            "a lagging read goes through the unique key; the logged ones do not"
+            "a lagging read goes through the unique key; the logged ones (a minute later to \
+             expire) do not"
         );
 
         // kill -9: no clean flush. Two seconds on, past the fence's band.

@@ -124,3 +124,25 @@ async fn sweeps() {
 async fn reconciliations() {
     conformance::reconciliation_suite(make).await;
 }
+
+/// Instances share this store, so no process's nonce set decides: a nonce logged by mistake is
+/// still refused by the unique key the second time, on any instance.
+#[tokio::test]
+async fn a_logged_nonce_is_refused_once_used() {
+    use custody_core::ports::store::write;
+    use custody_core::time::Timestamp;
+    use uuid::Uuid;
+    let store = make();
+    let at = Timestamp::from_unix_millis(900_000);
+    let log = |nonce: &'static str| {
+        write(store.as_ref(), move |tx| {
+            Ok(tx.log_nonce(Uuid::from_u128(1), nonce, at)?)
+        })
+    };
+    assert!(log("pg-nonce-0001").await.unwrap());
+    assert!(!log("pg-nonce-0001").await.unwrap(), "used already");
+    let used = write(store.as_ref(), move |tx| {
+        Ok(tx.use_nonce(Uuid::from_u128(1), "pg-nonce-0001", at)?)
+    });
+    assert!(!used.await.unwrap(), "the same key as use_nonce");
+}

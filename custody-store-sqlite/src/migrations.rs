@@ -196,4 +196,55 @@ mod tests {
             .unwrap();
         assert!(plan.contains("sqlite_autoindex_idempotency"), "{plan}");
     }
+
+    /// Nonces written before 0022, into the nonces table, come back at the next start with
+    /// those logged after it: an upgrade reopens no replay.
+    #[tokio::test]
+    async fn nonces_used_before_the_log_existed_come_back_at_start() {
+        use custody_core::ports::store::{read, write};
+        use custody_core::time::Timestamp;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("custody.db");
+        let before = MIGRATIONS
+            .iter()
+            .position(|(name, _)| *name == "0022_nonce_log")
+            .unwrap();
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            crate::configure(&conn, 1_000).unwrap();
+            migrate_to(&mut conn, before).unwrap();
+            conn.execute(
+                "INSERT INTO nonces (credential_id, nonce, expires_at) VALUES (?1, 'old-nonce-0001', 900000)",
+                [uuid::Uuid::from_u128(1).to_string()],
+            )
+            .unwrap();
+        }
+        let store = crate::SqliteStore::open(&path, crate::StoreOptions::default()).unwrap();
+        let s: &dyn custody_core::ports::store::Store = &store;
+        write(s, |tx| {
+            Ok(tx.log_nonce(
+                uuid::Uuid::from_u128(1),
+                "new-nonce-0001",
+                Timestamp::from_unix_millis(950_000),
+            )?)
+        })
+        .await
+        .unwrap();
+        let kept = read(s, |tx| {
+            let mut kept = Vec::new();
+            tx.visit_nonces(Timestamp::from_unix_millis(0), &mut |_, n, e| {
+                kept.push((n.to_owned(), e.unix_millis()));
+            })?;
+            Ok(kept)
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            kept,
+            vec![
+                ("old-nonce-0001".to_owned(), 900_000),
+                ("new-nonce-0001".to_owned(), 950_000)
+            ]
+        );
+    }
 }

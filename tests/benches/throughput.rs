@@ -15,7 +15,9 @@
 //! driven by an in-process signing client (hyper, HTTP/1.1 keep-alive, one connection per
 //! client, each request with its own timestamp, nonce and signature). Server CPU is the
 //! utime+stime of the server process (`/proc/<pid>/stat`) over the load, divided by the
-//! requests it answered. The client runs on one thread of the same 2 cores.
+//! requests it answered; storage bytes are the `write_bytes` of `/proc/<pid>/io` over the load,
+//! divided likewise (steadier than CPU on a shared machine). The client runs on one thread of
+//! the same 2 cores.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -84,6 +86,17 @@ fn cpu_ticks(pid: u32) -> u64 {
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
+/// Bytes `pid` caused to be written to storage (`write_bytes` of `/proc/<pid>/io`): the WAL
+/// frames, checkpoints and journals of the store. Unlike CPU time it barely moves with the
+/// machine's load, so it compares builds across noisy runs.
+fn storage_write_bytes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .map(|v| v.trim().parse().unwrap())
+        .unwrap()
+}
+
 /// One kind of request the load sends.
 #[derive(Clone)]
 struct RouteLoad {
@@ -116,6 +129,7 @@ struct Stats {
     latencies_us: Vec<u32>,
     seconds: f64,
     cpu_us_per_request: Option<f64>,
+    write_bytes_per_request: Option<f64>,
 }
 
 impl Stats {
@@ -201,6 +215,7 @@ fn drive(
         }
         let answered = Arc::new(AtomicU64::new(0));
         let ticks_before = cpu_ticks(pid);
+        let written_before = storage_write_bytes(pid);
         let started = Instant::now();
         let deadline = started + Duration::from_secs_f64(seconds);
         let tasks: Vec<_> = senders
@@ -251,6 +266,8 @@ fn drive(
         stats.answered = answered.load(Ordering::Relaxed);
         stats.cpu_us_per_request =
             Some(ticks as f64 / clock_ticks() * 1e6 / stats.answered.max(1) as f64);
+        stats.write_bytes_per_request =
+            Some((storage_write_bytes(pid) - written_before) as f64 / stats.answered.max(1) as f64);
         if let Some(mut r) = recorder {
             let _ = Command::new("kill")
                 .args(["-INT", &r.id().to_string()])
@@ -466,12 +483,14 @@ impl Drop for Pg {
 
 fn row(what: &str, clients: usize, s: &Stats) {
     println!(
-        "| {what} | {clients} | {:.0} | {:.2} | {:.2} | {} | {} |",
+        "| {what} | {clients} | {:.0} | {:.2} | {:.2} | {} | {} | {} |",
         s.rate(),
         s.percentile_ms(500),
         s.percentile_ms(990),
         s.cpu_us_per_request
             .map_or("—".to_owned(), |c| format!("{c:.1}")),
+        s.write_bytes_per_request
+            .map_or("—".to_owned(), |b| format!("{b:.0}")),
         s.unexpected
     );
 }
@@ -496,8 +515,8 @@ fn main() {
     let bare = reference.then(Bare::start);
     let pg = if reference { Pg::create() } else { None };
 
-    println!("| what | clients | requests/s | p50 ms | p99 ms | server CPU µs/request | unexpected answers |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| what | clients | requests/s | p50 ms | p99 ms | server CPU µs/request | storage bytes written/request | unexpected answers |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut ratios = Vec::new();
     for &n in &clients {
         let served = serve_fresh();
@@ -571,7 +590,7 @@ fn main() {
         if let Some(pg) = &pg {
             let (tps, latency_ms) = pg.run(n, seconds);
             println!(
-                "| pgbench naive row-locking transfer | {n} | {tps:.0} | {latency_ms:.2} (mean) | — | — | — |"
+                "| pgbench naive row-locking transfer | {n} | {tps:.0} | {latency_ms:.2} (mean) | — | — | — | — |"
             );
             ratios.push((n, "transfers ÷ pgbench transfers", custody_rates[0] / tps));
         }

@@ -199,13 +199,15 @@ pub trait CredentialRepo: CredentialReads {
     /// (`super::nonce_set`): that process's nonce set has claimed it already, so the store checks
     /// nothing and only keeps it, cheaply (an append, not an insert on a random page of a key's
     /// b-tree), until its expiry; [`CredentialReads::visit_nonces`] gives it back at the next
-    /// start. Never refused: a store may as well record it as [`Self::use_nonce`] does.
+    /// start. `Ok(true)` once kept. A store several processes share records it as
+    /// [`Self::use_nonce`] does and answers `Ok(false)` when it was used already, so a caller
+    /// wired to the log by mistake still refuses the replay.
     fn log_nonce(
         &mut self,
         credential: Uuid,
         nonce: &str,
         expires_at: Timestamp,
-    ) -> Result<(), PortError>;
+    ) -> Result<bool, PortError>;
     /// Forgets nonces, used and logged, whose expiry has passed; returns how many.
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError>;
     /// Replaces the nonce fence (`super::nonce_set`): written with each batch of logged nonces,

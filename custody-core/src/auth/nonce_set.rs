@@ -10,7 +10,8 @@
 //! with every nonce accepted before that start). So when the process dies, every nonce it
 //! accepted that the log does not hold has `ts` in the durable `[fence_low, fence_high]`; the
 //! next process refuses every request signed in that band (`REPLAY_DETECTED`: it cannot be told
-//! apart from a replay) and checks every other nonce against the store. A signature covers the
+//! apart from a replay) and checks every other nonce against the nonces it read back from the
+//! store at start (below). A signature covers the
 //! timestamp, so a replay carries its original `ts` and meets the same rule. The band is a few
 //! seconds wide and ends about a second after the crash: only requests signed around the crash
 //! are refused, and a clean stop (every nonce logged) leaves no band.
@@ -36,7 +37,8 @@
 //! the set holds every nonce used within its expiry, whatever timestamp a request that reuses
 //! it carries. The one exception is the band of a crash: a nonce accepted in memory and not
 //! logged yet is refused after the crash only with its own timestamp (the replayed request),
-//! which the band covers.
+//! which the band covers; its owner, who holds the secret, could sign it again with a later
+//! timestamp.
 //!
 //! The set keeps a keyed 128-bit hash per nonce (two SipHash keys drawn per process), not the
 //! nonce, until the nonce's expiry: about 55 bytes per request of the last five minutes (1,000
@@ -81,8 +83,10 @@ pub enum Verdict {
     Accepted,
     /// Used before (or signed inside the band of a crash): `REPLAY_DETECTED`.
     Replay,
-    /// Claimed here; the store decides (its answer is final). A mutation writes it in its own
-    /// transaction, anything else in a write of its own.
+    /// Claimed here, and not used before (the set holds every nonce kept); it must be durable
+    /// before the request goes on. A mutation appends it to the log in its own transaction;
+    /// anything else writes it through the store's unique key in a write of its own (whose
+    /// answer is final).
     Store,
     /// Not claimed: the fence must first be raised to `ts` (durably); then ask again.
     RaiseFence(i64),
@@ -94,7 +98,8 @@ struct Inner {
     expiries: VecDeque<(i64, u128)>,
     pending: Vec<PendingNonce>,
     durable_high: i64,
-    /// Fast path only for `ts` above this: what the store holds from earlier processes.
+    /// Fast path only for `ts` above this: what the store's unique key holds from earlier
+    /// processes.
     fast_after: i64,
     /// The band of the previous process's crash, refused outright.
     refused: Option<(i64, i64)>,
@@ -121,8 +126,9 @@ impl std::fmt::Debug for NonceSet {
 
 impl NonceSet {
     /// `previous` is the fence the store holds (none on a new store); `latest_expiry` the latest
-    /// expiry among the store's nonces (a nonce's timestamp is at most its expiry minus the
-    /// window). Nothing signed at or before either takes the fast path.
+    /// expiry among the nonces the store decided through its unique key (a nonce's timestamp is
+    /// at most its expiry minus the window). Nothing signed at or before either takes the fast
+    /// path (a margin: the nonces the store keeps are also read back with [`Self::remember`]).
     pub fn new(previous: Option<NonceFence>, latest_expiry: Option<Timestamp>, now_s: i64) -> Self {
         let from_store = latest_expiry.map_or(i64::MIN, |e| {
             e.unix_seconds() - super::TIMESTAMP_WINDOW_S - 1

@@ -164,7 +164,9 @@ pub type ReadJob = Box<dyn FnMut(&mut dyn ReadTx) -> CoreResult<Box<dyn Any + Se
 ///   at the commit, is rolled back and run again on a fresh snapshot, so jobs need no locks of
 ///   their own and keep one code path for both stores.
 /// - MUST enforce uniqueness with constraints (nonces, idempotency keys, deposit identities,
-///   wallet per user and network, outgoing nonces), never with a prior read alone.
+///   wallet per user and network, outgoing nonces), never with a prior read alone. The one
+///   exception is the nonce log (`CredentialRepo::log_nonce`) of a store one process alone
+///   writes: that process's nonce set decides, and the log only keeps what it decided.
 /// - MUST answer `Err(CoreError::Port)` to every job of a transaction whose commit failed; the
 ///   jobs then did not happen, and the caller may retry. A commit whose answer was lost (the
 ///   connection broke during `COMMIT`) is not a failure until the store knows it did not take

@@ -355,11 +355,11 @@ impl CredentialRepo for Tx {
         credential: Uuid,
         nonce: &str,
         expires_at: Timestamp,
-    ) -> Result<(), PortError> {
+    ) -> Result<bool, PortError> {
         self.state
             .nonce_log
             .push((credential, nonce.to_owned(), expires_at));
-        Ok(())
+        Ok(true)
     }
 
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {

@@ -163,8 +163,8 @@ impl CredentialRepo for PgTx<'_> {
         credential: Uuid,
         nonce: &str,
         expires_at: Timestamp,
-    ) -> Result<(), PortError> {
-        self.use_nonce(credential, nonce, expires_at).map(|_| ())
+    ) -> Result<bool, PortError> {
+        self.use_nonce(credential, nonce, expires_at)
     }
 
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {

@@ -161,7 +161,7 @@ impl CredentialRepo for SqliteTx<'_> {
         credential: Uuid,
         nonce: &str,
         expires_at: Timestamp,
-    ) -> Result<(), PortError> {
+    ) -> Result<bool, PortError> {
         self.conn
             .prepare_cached(
                 "INSERT INTO nonce_log (credential_id, nonce, expires_at) VALUES (?1, ?2, ?3)",
@@ -173,7 +173,7 @@ impl CredentialRepo for SqliteTx<'_> {
                 expires_at.unix_millis()
             ])
             .map_err(db_err)?;
-        Ok(())
+        Ok(true)
     }
 
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
