@@ -290,6 +290,13 @@ fn balances_keep_ledger_and_chain_apart_and_history_shows_credits() {
     let b = client.get(&format!("/v1/wallets/{id}/balances")).json();
     assert_eq!(b["wallet_id"], w["id"]);
     assert_eq!(b["address"], w["address"]);
+    assert_eq!(b["network"], "TRON");
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&b), ["address", "balances", "network", "wallet_id"]);
+    assert_eq!(
+        keys(&b["balances"][0]),
+        ["asset", "decimals", "ledger", "onchain", "onchain_error"]
+    );
     let assets: Vec<_> = b["balances"]
         .as_array()
         .unwrap()

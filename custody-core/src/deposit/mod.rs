@@ -262,6 +262,20 @@ pub trait DepositReads {
         network: Network,
         asset: &str,
     ) -> Result<Amount, PortError>;
+    /// [`Self::pending_deposit_units`] of each of `assets` of one user in `network`, in their
+    /// order: one statement where the store can.
+    fn pending_deposit_units_of(
+        &mut self,
+        tenant: &crate::tenant::TenantId,
+        external_user_id: &str,
+        network: Network,
+        assets: &[String],
+    ) -> Result<Vec<Amount>, PortError> {
+        assets
+            .iter()
+            .map(|a| self.pending_deposit_units(tenant, external_user_id, network, a))
+            .collect()
+    }
     /// Per (address, asset) of `network`: the sum of deposits now credited (the funds the
     /// ledger says sit on the address, since nothing is swept yet).
     fn credited_by_address(

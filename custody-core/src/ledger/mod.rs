@@ -40,8 +40,8 @@ pub use hold::{Hold, HoldPurpose, HoldState, NewHold};
 pub use memory::MemoryLedger;
 pub use ops::{
     adjust, credit_deposit, post, recredit_deposit, release, reserve, reverse_deposit, settle,
-    transfer, transfer_with_balances, user_balance, HoldOutcome, Settle, TransferPosted,
-    UserBalance,
+    transfer, transfer_with_balances, user_balance, user_balances, HoldOutcome, Settle,
+    TransferPosted, UserBalance,
 };
 pub use reconcile::{reconcile, LedgerReport, DISCREPANCIES_MAX};
 pub use repo::{LedgerReads, LedgerRepo};

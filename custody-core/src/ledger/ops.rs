@@ -7,7 +7,7 @@ use crate::amount::Amount;
 use crate::error::{ErrorCode, Refusal};
 use crate::time::Timestamp;
 
-use super::account::{AccountKey, SystemAccount, UserAccount};
+use super::account::{AccountBalances, AccountKey, SystemAccount, UserAccount};
 use super::entry::{Direction, LedgerTx, Leg, Phase, TxKind, TxMeta};
 use super::error::LedgerError;
 use super::hold::{Hold, HoldState, NewHold};
@@ -323,6 +323,31 @@ pub fn user_balance<R: LedgerReads + ?Sized>(
     account: &UserAccount,
 ) -> Result<UserBalance, LedgerError> {
     let totals = repo.ledger_account(&account.key())?.unwrap_or_default();
+    balance_of(account, totals)
+}
+
+/// [`user_balance`] of each of `accounts`, in their order, read at once.
+pub fn user_balances<R: LedgerReads + ?Sized>(
+    repo: &mut R,
+    accounts: &[UserAccount],
+) -> Result<Vec<UserBalance>, LedgerError> {
+    let keys: Vec<AccountKey> = accounts.iter().map(UserAccount::key).collect();
+    let totals = repo.ledger_accounts(&keys)?;
+    if totals.len() != accounts.len() {
+        return Err(LedgerError::Invariant(format!(
+            "asked the totals of {} accounts, got {}",
+            accounts.len(),
+            totals.len()
+        )));
+    }
+    accounts
+        .iter()
+        .zip(totals)
+        .map(|(account, t)| balance_of(account, t.unwrap_or_default()))
+        .collect()
+}
+
+fn balance_of(account: &UserAccount, totals: AccountBalances) -> Result<UserBalance, LedgerError> {
     let available = totals
         .available()
         .ok_or_else(|| LedgerError::Invariant(format!("{} is overdrawn", account.key())))?;

@@ -52,6 +52,15 @@ pub trait LedgerReads {
     /// The cached totals of `key`; `Ok(None)` when nothing was ever posted to it.
     fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError>;
 
+    /// [`Self::ledger_account`] of each of `keys`, in their order: one statement where the store
+    /// can (a balances read asks for every asset of a user at once).
+    fn ledger_accounts(
+        &mut self,
+        keys: &[AccountKey],
+    ) -> Result<Vec<Option<AccountBalances>>, PortError> {
+        keys.iter().map(|k| self.ledger_account(k)).collect()
+    }
+
     /// A transaction with its entries in order, by id.
     fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError>;
 

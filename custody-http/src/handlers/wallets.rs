@@ -8,8 +8,9 @@ use custody_core::ledger::{self, UserAccount};
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, read_quick};
 use custody_core::wallet::{self, Wallet};
-use custody_core::{AssetId, Network};
-use serde_json::{json, Value};
+use custody_core::{Amount, AssetId, Network};
+use serde::Serialize;
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::dispatch::Call;
@@ -85,25 +86,56 @@ pub async fn get(state: &AppState, call: &Call) -> CoreResult<Reply> {
 }
 
 pub async fn balances(state: &AppState, call: &Call) -> CoreResult<Reply> {
-    let w = load(state, call).await?;
-    let assets: Vec<_> = state.catalog.of_network(w.network).cloned().collect();
-    let (tenant, user, network) = (w.tenant.clone(), w.external_user_id.clone(), w.network);
-    let codes: Vec<String> = assets.iter().map(|a| a.code.clone()).collect();
-    let ledger_figures = read_quick(state.store.as_ref(), move |tx| {
-        let mut out = Vec::with_capacity(codes.len());
-        for code in &codes {
-            let account = UserAccount::new(
-                tenant.clone(),
-                user.clone(),
-                AssetId::new(network, code.clone()),
-            );
-            let balance = ledger::user_balance(tx, &account)?;
-            let pending = tx.pending_deposit_units(&tenant, &user, network, code)?;
-            out.push((balance, pending));
+    let not_found = || Refusal::not_found("wallet");
+    let id = Uuid::parse_str(&call.params[0]).map_err(|_| not_found())?;
+    let tenant = call.credential().tenant.clone();
+    // Every network's asset codes, so that one read finds the wallet and its figures.
+    let catalog: Vec<(Network, String)> = Network::ALL
+        .iter()
+        .flat_map(|&n| {
+            state
+                .catalog
+                .of_network(n)
+                .map(move |a| (n, a.code.clone()))
+        })
+        .collect();
+    let found = read_quick(state.store.as_ref(), move |tx| {
+        let Some(w) = tx.wallet_by_id(&tenant, id)? else {
+            return Ok(None);
+        };
+        let codes: Vec<String> = catalog
+            .iter()
+            .filter(|(n, _)| *n == w.network)
+            .map(|(_, code)| code.clone())
+            .collect();
+        let accounts: Vec<UserAccount> = codes
+            .iter()
+            .map(|code| {
+                UserAccount::new(
+                    w.tenant.clone(),
+                    w.external_user_id.clone(),
+                    AssetId::new(w.network, code.clone()),
+                )
+            })
+            .collect();
+        let balances = ledger::user_balances(tx, &accounts)?;
+        let pending =
+            tx.pending_deposit_units_of(&w.tenant, &w.external_user_id, w.network, &codes)?;
+        if pending.len() != codes.len() {
+            return Err(custody_core::error::PortError::permanent(
+                "store",
+                "pending deposits: one figure per asset expected",
+            )
+            .into());
         }
-        Ok(out)
+        Ok(Some((
+            w,
+            balances.into_iter().zip(pending).collect::<Vec<_>>(),
+        )))
     })
     .await?;
+    let (w, ledger_figures) = found.ok_or_else(not_found)?;
+    let assets: Vec<_> = state.catalog.of_network(w.network).cloned().collect();
 
     let chain = state.chains.get(&w.network).cloned();
     // One deadline for all assets: a hanging node costs the caller 3 s, not 3 s per asset.
@@ -112,46 +144,86 @@ pub async fn balances(state: &AppState, call: &Call) -> CoreResult<Reply> {
     for (asset, (ledger_balance, pending)) in assets.iter().zip(ledger_figures) {
         let (onchain, onchain_error) = match &chain {
             None => (
-                Value::Null,
-                json!(format!("no {} endpoint is configured", w.network)),
+                None,
+                Some(format!("no {} endpoint is configured", w.network)),
             ),
             Some(chain) => {
                 let call = chain.balance(&w.address, asset);
                 match tokio::time::timeout_at(deadline, call).await {
                     Ok(Ok(b)) => (
-                        json!({ "units": b.units, "block_number": b.block_number }),
-                        Value::Null,
+                        Some(OnchainView {
+                            block_number: b.block_number,
+                            units: b.units,
+                        }),
+                        None,
                     ),
                     Ok(Err(e)) => {
                         tracing::warn!(wallet_id = %w.id, error = %e, "on-chain balance failed");
                         (
-                            Value::Null,
-                            json!(format!("the {} node could not be reached", w.network)),
+                            None,
+                            Some(format!("the {} node could not be reached", w.network)),
                         )
                     }
                     Err(_) => (
-                        Value::Null,
-                        json!(format!("the {} node did not answer in time", w.network)),
+                        None,
+                        Some(format!("the {} node did not answer in time", w.network)),
                     ),
                 }
             }
         };
-        balances.push(json!({
-            "asset": asset.code,
-            "decimals": asset.decimals,
-            "ledger": {
-                "available_units": ledger_balance.available,
-                "reserved_units": ledger_balance.reserved,
-                "pending_units": pending,
+        balances.push(AssetBalanceView {
+            asset: &asset.code,
+            decimals: asset.decimals,
+            ledger: LedgerView {
+                available_units: ledger_balance.available,
+                pending_units: pending,
+                reserved_units: ledger_balance.reserved,
             },
-            "onchain": onchain,
-            "onchain_error": onchain_error,
-        }));
+            onchain,
+            onchain_error,
+        });
     }
     Ok(Reply::json(
         200,
-        &json!({ "wallet_id": w.id, "network": w.network, "address": w.address, "balances": balances }),
+        &BalancesView {
+            address: &w.address,
+            balances,
+            network: w.network,
+            wallet_id: w.id,
+        },
     ))
+}
+
+// The balances answer, rendered straight from these (no intermediate JSON tree); fields in
+// alphabetical order, the order the answer has always had.
+#[derive(Serialize)]
+struct BalancesView<'a> {
+    address: &'a str,
+    balances: Vec<AssetBalanceView<'a>>,
+    network: Network,
+    wallet_id: Uuid,
+}
+
+#[derive(Serialize)]
+struct AssetBalanceView<'a> {
+    asset: &'a str,
+    decimals: u8,
+    ledger: LedgerView,
+    onchain: Option<OnchainView>,
+    onchain_error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct LedgerView {
+    available_units: Amount,
+    pending_units: Amount,
+    reserved_units: Amount,
+}
+
+#[derive(Serialize)]
+struct OnchainView {
+    block_number: u64,
+    units: Amount,
 }
 
 pub async fn transactions(state: &AppState, call: &Call) -> CoreResult<Reply> {

@@ -366,6 +366,43 @@ impl DepositReads for SqliteTx<'_> {
         })
     }
 
+    fn pending_deposit_units_of(
+        &mut self,
+        tenant: &custody_core::TenantId,
+        external_user_id: &str,
+        network: Network,
+        assets: &[String],
+    ) -> Result<Vec<Amount>, PortError> {
+        // Every pending deposit of the user in the network at once (deposits_by_user), summed
+        // per asset here.
+        let rows: Vec<(String, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT asset, amount FROM deposits WHERE tenant = ?1 AND external_user_id = ?2 \
+                 AND network = ?3 AND status IN ('detected', 'confirming', 'confirmed')",
+            )
+            .map_err(db_err)?
+            .query_map(
+                params![tenant.as_str(), external_user_id, network.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(db_err)?
+            .collect::<Result<_, _>>()
+            .map_err(db_err)?;
+        assets
+            .iter()
+            .map(|asset| {
+                rows.iter()
+                    .filter(|(a, _)| a == asset)
+                    .try_fold(Amount::ZERO, |sum, (_, units)| {
+                        sum.checked_add(amount(units)?).ok_or_else(|| {
+                            PortError::permanent("store", "pending deposits overflow u128")
+                        })
+                    })
+            })
+            .collect()
+    }
+
     fn credited_by_address(
         &mut self,
         network: Network,

@@ -14,6 +14,9 @@ fn account_key(s: &str) -> Result<AccountKey, PortError> {
     AccountKey::from_storage_id(s).ok_or_else(|| bad("account id", s))
 }
 
+/// Above this many keys, `ledger_accounts` asks key by key (one statement text per count).
+const MAX_KEYS_AT_ONCE: usize = 16;
+
 fn balances(row: &Row<'_>, from: usize) -> rusqlite::Result<[String; 4]> {
     Ok([
         row.get(from)?,
@@ -334,6 +337,35 @@ impl LedgerReads for SqliteTx<'_> {
             .optional()
             .map_err(db_err)?;
         raw.as_ref().map(decode_balances).transpose()
+    }
+
+    fn ledger_accounts(
+        &mut self,
+        keys: &[AccountKey],
+    ) -> Result<Vec<Option<AccountBalances>>, PortError> {
+        // One statement per count of keys (a catalog's assets of a network: a handful), each
+        // prepared once per connection.
+        if keys.is_empty() || keys.len() > MAX_KEYS_AT_ONCE {
+            return keys.iter().map(|k| self.ledger_account(k)).collect();
+        }
+        let ids: Vec<String> = keys.iter().map(AccountKey::storage_id).collect();
+        let marks = vec!["?"; ids.len()].join(", ");
+        let found: std::collections::HashMap<String, [String; 4]> = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT id, debits_posted, credits_posted, debits_pending, credits_pending \
+                 FROM ledger_accounts WHERE id IN ({marks})"
+            ))
+            .map_err(db_err)?
+            .query_map(rusqlite::params_from_iter(&ids), |r| {
+                Ok((r.get(0)?, balances(r, 1)?))
+            })
+            .map_err(db_err)?
+            .collect::<Result<_, _>>()
+            .map_err(db_err)?;
+        ids.iter()
+            .map(|id| found.get(id).map(decode_balances).transpose())
+            .collect()
     }
 
     fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {

@@ -366,6 +366,26 @@ async fn pending_figures_count_and_sum_pending_deposits(store: Arc<dyn Store>) {
             Amount::ZERO,
         )
     );
+    let codes = |c: &[&str]| c.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let (bsc, none) = (codes(&["USDT", "USDC", "BNB", "USDT"]), codes(&[]));
+    let at_once = r(s, move |tx| {
+        Ok((
+            tx.pending_deposit_units_of(&tid("acme"), "alice", Network::Bsc, &bsc)?,
+            tx.pending_deposit_units_of(&tid("acme"), "alice", Network::Bsc, &none)?,
+            tx.pending_deposit_units_of(&tid("acme"), "carol", Network::Bsc, &bsc)?,
+        ))
+    })
+    .await;
+    let u = Amount::from_units;
+    assert_eq!(
+        at_once,
+        (
+            vec![u(23), Amount::ZERO, u(1_000), u(23)],
+            vec![],
+            vec![Amount::ZERO; 4]
+        ),
+        "several assets at once, in the order asked"
+    );
 }
 
 async fn shortfalls_and_credited_sums_are_summed_per_user_and_address(store: Arc<dyn Store>) {

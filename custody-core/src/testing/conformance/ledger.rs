@@ -92,6 +92,12 @@ impl<T: LedgerReads + ?Sized> LedgerReads for LedgerOf<'_, T> {
     fn ledger_account(&mut self, key: &AccountKey) -> Result<Option<AccountBalances>, PortError> {
         self.0.ledger_account(key)
     }
+    fn ledger_accounts(
+        &mut self,
+        keys: &[AccountKey],
+    ) -> Result<Vec<Option<AccountBalances>>, PortError> {
+        self.0.ledger_accounts(keys)
+    }
     fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
         self.0.ledger_transaction(id)
     }
@@ -351,6 +357,18 @@ async fn accounts_are_put_and_replaced(t: &dyn LedgerTarget) {
         (Some(huge), Some(small)),
         "amounts are kept losslessly"
     );
+    let keys = vec![
+        a.clone(),
+        system(SystemAccount::Treasury, AssetId::new(Network::Bsc, "BNB")),
+        kb.clone(),
+        a.clone(),
+    ];
+    assert_eq!(
+        lr(t, move |r| r.ledger_accounts(&keys)).await,
+        vec![Some(huge), None, Some(small), Some(huge)],
+        "several at once, in the order asked, a missing one as None"
+    );
+    assert_eq!(lr(t, |r| r.ledger_accounts(&[])).await, vec![]);
     let ka = a.clone();
     lw(t, move |r| r.put_ledger_account(&ka, &small))
         .await
