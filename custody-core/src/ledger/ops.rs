@@ -334,10 +334,14 @@ pub fn user_balances<R: LedgerReads + ?Sized>(
     let keys: Vec<AccountKey> = accounts.iter().map(UserAccount::key).collect();
     let totals = repo.ledger_accounts(&keys)?;
     if totals.len() != accounts.len() {
-        return Err(LedgerError::Invariant(format!(
-            "asked the totals of {} accounts, got {}",
-            accounts.len(),
-            totals.len()
+        // A store's defect, not broken books: no invariant latch for it.
+        return Err(LedgerError::Port(crate::error::PortError::permanent(
+            "store",
+            format!(
+                "asked the totals of {} accounts, got {}",
+                accounts.len(),
+                totals.len()
+            ),
         )));
     }
     accounts

@@ -268,6 +268,10 @@ impl ChainRepo for SqliteTx<'_> {
     }
 }
 
+/// Above this many assets, `pending_deposit_units_of` asks asset by asset (one statement text
+/// per count).
+const MAX_ASSETS_AT_ONCE: usize = 16;
+
 impl DepositReads for SqliteTx<'_> {
     fn deposit_by_identity(
         &mut self,
@@ -373,19 +377,30 @@ impl DepositReads for SqliteTx<'_> {
         network: Network,
         assets: &[String],
     ) -> Result<Vec<Amount>, PortError> {
-        // Every pending deposit of the user in the network at once (deposits_by_user), summed
-        // per asset here.
+        if assets.is_empty() || assets.len() > MAX_ASSETS_AT_ONCE {
+            return assets
+                .iter()
+                .map(|a| self.pending_deposit_units(tenant, external_user_id, network, a))
+                .collect();
+        }
+        // The pending deposits of every asset asked, through deposits_by_user (tenant, user,
+        // network, asset, status: a seek per asset and status, not the user's whole history),
+        // summed per asset here. One statement text per count of assets.
+        let marks: Vec<String> = (0..assets.len()).map(|i| format!("?{}", i + 4)).collect();
+        let mut values: Vec<&str> = vec![tenant.as_str(), external_user_id, network.as_str()];
+        values.extend(assets.iter().map(String::as_str));
         let rows: Vec<(String, String)> = self
             .conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT asset, amount FROM deposits WHERE tenant = ?1 AND external_user_id = ?2 \
-                 AND network = ?3 AND status IN ('detected', 'confirming', 'confirmed')",
-            )
+                 AND network = ?3 AND asset IN ({}) \
+                 AND status IN ('detected', 'confirming', 'confirmed')",
+                marks.join(", ")
+            ))
             .map_err(db_err)?
-            .query_map(
-                params![tenant.as_str(), external_user_id, network.as_str()],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            .query_map(rusqlite::params_from_iter(values), |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .map_err(db_err)?
             .collect::<Result<_, _>>()
             .map_err(db_err)?;
