@@ -128,6 +128,17 @@ fn migrate_to(conn: &mut Connection, target: usize) -> Result<usize, String> {
 mod tests {
     use super::*;
 
+    /// A new database file in `dir`, migrated up to (not including) the migration `name`;
+    /// returns it with that migration's position.
+    fn before_migration(dir: &tempfile::TempDir, name: &str) -> (Connection, usize) {
+        let mut conn = Connection::open(dir.path().join("custody.db")).unwrap();
+        crate::configure(&conn, 1_000).unwrap();
+        let before = MIGRATIONS.iter().position(|(n, _)| *n == name).unwrap();
+        migrate_to(&mut conn, before).unwrap();
+        assert_eq!(version(&conn), i64::try_from(before).unwrap());
+        (conn, before)
+    }
+
     fn version(conn: &Connection) -> i64 {
         conn.query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap()
@@ -138,15 +149,8 @@ mod tests {
     #[test]
     fn idempotency_records_survive_the_move_to_a_rowid_table() {
         let dir = tempfile::tempdir().unwrap();
-        let mut conn = Connection::open(dir.path().join("custody.db")).unwrap();
-        crate::configure(&conn, 1_000).unwrap();
         // Every migration before 0021: the records go into the WITHOUT ROWID table.
-        let before = MIGRATIONS
-            .iter()
-            .position(|(name, _)| *name == "0021_idempotency_rowid")
-            .unwrap();
-        migrate_to(&mut conn, before).unwrap();
-        assert_eq!(version(&conn), i64::try_from(before).unwrap());
+        let (mut conn, before) = before_migration(&dir, "0021_idempotency_rowid");
         let old_schema: String = conn
             .query_row(
                 "SELECT sql FROM sqlite_master WHERE name = 'idempotency'",
@@ -205,14 +209,8 @@ mod tests {
         use custody_core::time::Timestamp;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("custody.db");
-        let before = MIGRATIONS
-            .iter()
-            .position(|(name, _)| *name == "0022_nonce_log")
-            .unwrap();
         {
-            let mut conn = Connection::open(&path).unwrap();
-            crate::configure(&conn, 1_000).unwrap();
-            migrate_to(&mut conn, before).unwrap();
+            let (conn, _) = before_migration(&dir, "0022_nonce_log");
             conn.execute(
                 "INSERT INTO nonces (credential_id, nonce, expires_at) VALUES (?1, 'old-nonce-0001', 900000)",
                 [uuid::Uuid::from_u128(1).to_string()],
