@@ -12,6 +12,7 @@ use custody_core::error::{CoreError, CoreResult, ErrorCode, Refusal};
 use custody_core::ports::store::read_quick;
 use hyper::HeaderMap;
 
+use crate::fence::CredentialFence;
 use crate::nonces::{DeferredNonce, NonceCheck, SignedNonce};
 use crate::state::AppState;
 
@@ -34,6 +35,13 @@ impl CredentialCache {
             .get(api_key)
             .filter(|(v, _)| *v == version)
             .map(|(_, c)| Arc::clone(c))
+    }
+
+    /// The entry of `api_key` whatever the store's version is now, with the version it was
+    /// read at (for a route that checks it in its own transaction, `crate::fence`).
+    fn get_unchecked(&self, api_key: &str) -> Option<(u64, Arc<Credential>)> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.get(api_key).map(|(v, c)| (*v, Arc::clone(c)))
     }
 
     fn put(&self, api_key: String, version: u64, credential: Arc<Credential>) {
@@ -77,6 +85,8 @@ pub struct Authenticated {
     pub rate: RateDecision,
     /// The nonce, claimed, for the route's command to write in its own transaction.
     pub deferred: Option<DeferredNonce>,
+    /// Whether the credential is still to be checked in the route's transaction.
+    pub fence: CredentialFence,
 }
 
 /// Why authentication stopped, with the rate decision when the caller was identified.
@@ -139,13 +149,29 @@ fn check_format(headers: &HeaderMap) -> Result<auth::CheckedHeaders<'_>, Refusal
     })
 }
 
+/// The credential of a request, checked against the store's credentials version, or refused.
+async fn current_credential(state: &AppState, api_key: &str) -> CoreResult<Arc<Credential>> {
+    // Cached only while the store's credentials version stands: a revoked or re-keyed
+    // credential takes effect on the next request.
+    credential(state, api_key).await?.ok_or_else(|| {
+        Refusal::new(
+            ErrorCode::AuthenticationFailed,
+            "the credentials are not valid",
+        )
+        .into()
+    })
+}
+
 /// Authenticates a request. `nonce_in_command`: the route's command writes the nonce in its own
-/// transaction (it comes back claimed in [`Authenticated::deferred`]).
+/// transaction (it comes back claimed in [`Authenticated::deferred`]). `fence_in_route`: the
+/// route checks the credentials version in its own first transaction (`crate::fence`), so a
+/// cached credential is taken without reading the version here.
 pub async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
     parts: SignedParts<'_>,
     nonce_in_command: bool,
+    fence_in_route: bool,
 ) -> Result<Authenticated, AuthFailure> {
     let checked = match check_format(headers) {
         Ok(c) => c,
@@ -156,16 +182,26 @@ pub async fn authenticate(
             })
         }
     };
-    // Cached only while the store's credentials version stands: a revoked or re-keyed
-    // credential takes effect on the next request.
-    let credential = credential(state, checked.api_key).await?.ok_or_else(|| {
-        Refusal::new(
-            ErrorCode::AuthenticationFailed,
-            "the credentials are not valid",
-        )
-    })?;
     let now = state.clock.now();
-    if let Err(r) = auth::check_signature_and_window(&credential, &checked, &parts, now) {
+    // A cached entry that does not pass is never the reason for a refusal: the credential may
+    // have been re-keyed since, so it is read again first.
+    let cached = fence_in_route
+        .then(|| state.credentials.get_unchecked(checked.api_key))
+        .flatten()
+        .filter(|(_, c)| auth::check_signature_and_window(c, &checked, &parts, now).is_ok());
+    let (credential, fence) = match cached {
+        Some((version, c)) => (c, CredentialFence::pending(version, now)),
+        None => (
+            current_credential(state, checked.api_key).await?,
+            CredentialFence::held(),
+        ),
+    };
+    // A cached entry taken passed already; a credential read from the store is checked now.
+    let verdict = match fence.expected() {
+        Some(_) => Ok(()),
+        None => auth::check_signature_and_window(&credential, &checked, &parts, now),
+    };
+    if let Err(r) = verdict {
         // The credential is known: its window's figures go out, but this request is not counted.
         let rate = state
             .limiter
@@ -188,10 +224,11 @@ pub async fn authenticate(
             "the rate limit of these credentials is reached",
         )
         .retry_after(rate.reset_after_s);
-        return Err(AuthFailure {
+        let failure = AuthFailure {
             error: refusal.into(),
             rate: Some(rate),
-        });
+        };
+        return Err(confirmed(state, headers, parts, &credential, &fence, failure).await);
     }
 
     let expires = auth::nonce_expiry(&checked, now);
@@ -212,21 +249,82 @@ pub async fn authenticate(
             read,
             nonce_in_command,
         )
-        .await
-        .map_err(|e| AuthFailure {
-            error: e,
-            rate: Some(rate),
-        })?;
+        .await;
+    let checked_nonce = match checked_nonce {
+        Ok(c) => c,
+        Err(error) => {
+            let failure = AuthFailure {
+                error,
+                rate: Some(rate),
+            };
+            return Err(confirmed(state, headers, parts, &credential, &fence, failure).await);
+        }
+    };
     let deferred = match checked_nonce {
         NonceCheck::Fresh => None,
         NonceCheck::Deferred(d) => Some(d),
-        NonceCheck::Replay => return Err(replay(state, &credential, now).await),
+        NonceCheck::Replay => {
+            let failure = replay(state, &credential, now).await;
+            return Err(confirmed(state, headers, parts, &credential, &fence, failure).await);
+        }
     };
     Ok(Authenticated {
         credential,
         rate,
         deferred,
+        fence,
     })
+}
+
+/// A refusal of a request whose credential came from the cache unchecked (`crate::fence`): the
+/// credential is read from the store first, and one that no longer stands is refused as such,
+/// never with the refusal its stale copy earned.
+async fn confirmed(
+    state: &AppState,
+    headers: &HeaderMap,
+    parts: SignedParts<'_>,
+    credential: &Credential,
+    fence: &CredentialFence,
+    failure: AuthFailure,
+) -> AuthFailure {
+    if fence.expected().is_none() {
+        return failure;
+    }
+    match reauthenticate(state, headers, parts, credential, fence).await {
+        Ok(_) => failure,
+        Err(error) => AuthFailure {
+            error,
+            rate: failure.rate,
+        },
+    }
+}
+
+/// Authenticates a request again, from the store, after its route found that credentials
+/// changed since its cached credential was read (`crate::fence`): the credential as it stands
+/// now, if the request's signature and window (judged when it was first authenticated) still
+/// pass with it. Neither counted in the rate window nor checked for a replay again: the request
+/// did both once already.
+pub async fn reauthenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+    parts: SignedParts<'_>,
+    before: &Credential,
+    fence: &CredentialFence,
+) -> CoreResult<Arc<Credential>> {
+    let now = fence
+        .authenticated_at()
+        .unwrap_or_else(|| state.clock.now());
+    let checked = check_format(headers)?;
+    let current = current_credential(state, checked.api_key).await?;
+    if current.id != before.id {
+        return Err(Refusal::new(
+            ErrorCode::AuthenticationFailed,
+            "the credentials are not valid",
+        )
+        .into());
+    }
+    auth::check_signature_and_window(&current, &checked, &parts, now)?;
+    Ok(current)
 }
 
 /// `REPLAY_DETECTED`, with the request taken back out of its credential's window: whoever

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::authn::{self, authenticate, AuthFailure};
 use crate::errors::sanitize;
+use crate::fence::{CredentialFence, FenceState};
 use crate::handlers;
 use crate::input;
 use crate::nonces::DeferredNonce;
@@ -37,6 +38,8 @@ pub struct Call {
     /// The request's nonce, claimed, when the route's command writes it in its own transaction
     /// (`crate::idempotent` takes it); one not taken is written after the handler.
     pub nonce: Arc<std::sync::Mutex<Option<DeferredNonce>>>,
+    /// The credential's check still due in the route's own transaction (`crate::fence`).
+    pub fence: CredentialFence,
 }
 
 impl Call {
@@ -221,6 +224,7 @@ async fn process(
 
     let mut credential = None;
     let mut rate = None;
+    let mut fence = CredentialFence::held();
     let nonce = Arc::new(std::sync::Mutex::new(None));
     if access != Access::Public {
         let parts = SignedParts {
@@ -229,10 +233,12 @@ async fn process(
             body: &body,
         };
         let in_command = route.is_some_and(|r| r.id.nonce_in_command());
-        match authenticate(state, &headers, parts, in_command).await {
+        let in_route = route.is_some_and(|r| r.id.fences_in_route());
+        match authenticate(state, &headers, parts, in_command, in_route).await {
             Ok(a) => {
                 credential = Some(a.credential);
                 rate = Some(a.rate);
+                fence = a.fence;
                 *nonce.lock().unwrap_or_else(|p| p.into_inner()) = a.deferred;
             }
             Err(AuthFailure { error, rate }) => {
@@ -265,6 +271,7 @@ async fn process(
             body,
             credential,
             nonce: Arc::clone(&nonce),
+            fence,
         },
     )
     .await;
@@ -296,6 +303,21 @@ async fn process(
     outcome
 }
 
+/// Why `credential` may not call a route of `access`, if it may not.
+fn forbidden(credential: &Credential, access: Access) -> Option<Refusal> {
+    let allowed = match access {
+        Access::Public => true,
+        Access::Admin => credential.admin,
+        Access::Scope(scope) => credential.has_scope(scope),
+    };
+    (!allowed).then(|| {
+        Refusal::new(
+            ErrorCode::Forbidden,
+            "these credentials may not call this route",
+        )
+    })
+}
+
 /// What the rest of a request's path needs once its caller is authenticated.
 struct Authorized<'a> {
     route: Option<&'static Route>,
@@ -311,6 +333,7 @@ struct Authorized<'a> {
     body: Bytes,
     credential: Option<Arc<Credential>>,
     nonce: Arc<std::sync::Mutex<Option<DeferredNonce>>>,
+    fence: CredentialFence,
 }
 
 /// Authorization, query rules and the handler.
@@ -327,8 +350,9 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
         path,
         headers,
         body,
-        credential,
+        mut credential,
         nonce,
+        fence,
     } = a;
     let outcome = |reply: Reply| Outcome {
         reply,
@@ -337,20 +361,38 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
         credential: None,
         replayed: false,
     };
-
-    if let Some(c) = &credential {
-        let allowed = match access {
-            Access::Public => true,
-            Access::Admin => c.admin,
-            Access::Scope(scope) => c.has_scope(scope),
+    // A refusal on the way to the route (scope, path, query) is answered on a credential read
+    // from the store, not on a cached one still unchecked (`crate::fence`).
+    let refused_early = fence.expected().is_some()
+        && (credential
+            .as_deref()
+            .is_some_and(|c| forbidden(c, access).is_some())
+            || route.is_none()
+            || route.is_some_and(|r| input::query(raw_query.as_deref(), r.query).is_err()));
+    if refused_early {
+        let before = Arc::clone(credential.as_ref().expect("a fence has a credential"));
+        let parts = SignedParts {
+            method,
+            path: &path,
+            body: &body,
         };
-        if !allowed {
-            let r = Refusal::new(
-                ErrorCode::Forbidden,
-                "these credentials may not call this route",
-            );
-            return outcome(refusal_reply(&r, trace_id));
+        match authn::reauthenticate(state, &headers, parts, &before, &fence).await {
+            Ok(current) => {
+                fence.hold();
+                credential = Some(current);
+            }
+            Err(err) => {
+                let at = fence
+                    .authenticated_at()
+                    .unwrap_or_else(|| state.clock.now());
+                state.limiter.refund(before.id, at).await;
+                return outcome(core_error_reply(&err, trace_id, route_name));
+            }
         }
+    }
+
+    if let Some(refusal) = credential.as_deref().and_then(|c| forbidden(c, access)) {
+        return outcome(refusal_reply(&refusal, trace_id));
     }
     let Some(route) = route else {
         if let Some(allow) = admin_allow {
@@ -367,7 +409,7 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
         Err(r) => return outcome(refusal_reply(&r, trace_id)),
     };
 
-    let call = Call {
+    let mut call = Call {
         trace_id,
         method: method.to_owned(),
         path,
@@ -377,8 +419,43 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
         body,
         credential,
         nonce,
+        fence,
     };
-    match handlers::dispatch(state, route, &call).await {
+    let mut result = handlers::dispatch(state, route, &call).await;
+    // The route's credential came from the cache unchecked and its transaction did not hold
+    // (`crate::fence`): it is read from the store before anything is answered. A route that
+    // found it changed had no effect, and runs again on the credential as it stands now.
+    let fence_state = call.fence.state();
+    if fence_state != FenceState::Held {
+        let before = Arc::clone(call.credential.as_ref().expect("a fence has a credential"));
+        let parts = SignedParts {
+            method,
+            path: &call.path,
+            body: &call.body,
+        };
+        match authn::reauthenticate(state, &call.headers, parts, &before, &call.fence).await {
+            Err(err) => {
+                // Refused as at authentication: the request is not counted in the window.
+                let at = call
+                    .fence
+                    .authenticated_at()
+                    .unwrap_or_else(|| state.clock.now());
+                state.limiter.refund(before.id, at).await;
+                return outcome(core_error_reply(&err, trace_id, route_name));
+            }
+            Ok(current) => {
+                call.fence.hold();
+                if let Some(refusal) = forbidden(&current, access) {
+                    return outcome(refusal_reply(&refusal, trace_id));
+                }
+                call.credential = Some(current);
+                if fence_state == FenceState::Stale {
+                    result = handlers::dispatch(state, route, &call).await;
+                }
+            }
+        }
+    }
+    match result {
         Ok(reply) => outcome(reply),
         Err(CoreError::Refused(r)) if r.code == ErrorCode::ReplayDetected => Outcome {
             replayed: true,

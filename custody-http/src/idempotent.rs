@@ -48,6 +48,15 @@ fn is_success(status: u16) -> bool {
     (200..300).contains(&status)
 }
 
+/// How the command's transaction ended, when it did not fail.
+enum Ran {
+    Done(Outcome),
+    /// The request's nonce was used already: nothing ran.
+    Replay,
+    /// The credentials changed since the request's cached credential was read: nothing ran.
+    Stale,
+}
+
 async fn run_with<F>(
     state: &AppState,
     call: &Call,
@@ -101,10 +110,16 @@ where
             "this nonce was already used",
         )
     };
+    // A fenced route's credential is checked first, before the nonce and the command: a failed
+    // check leaves nothing written (`crate::fence`).
+    let fence = call.fence.expected();
     let outcome = write(state.store.as_ref(), move |tx| {
+        if !crate::fence::holds(tx, fence)? {
+            return Ok(Ran::Stale);
+        }
         if let Some(n) = &nonce {
             if !n.record(tx)? {
-                return Ok(None);
+                return Ok(Ran::Replay);
             }
         }
         idempotency::run_in_tx(
@@ -127,12 +142,20 @@ where
                 body: error_body(r, trace_id),
             },
         )
-        .map(Some)
+        .map(Ran::Done)
     })
     .await;
     let outcome = match outcome {
-        Ok(Some(outcome)) => outcome,
-        Ok(None) => return Err(replay().into()),
+        Ok(Ran::Done(outcome)) => call.fence.settle(Some(outcome))?,
+        Ok(Ran::Replay) => {
+            call.fence.settle(Some(()))?;
+            return Err(replay().into());
+        }
+        Ok(Ran::Stale) => {
+            // Nothing ran: the nonce goes back to the request, for the route's second run.
+            *call.nonce.lock().unwrap_or_else(|p| p.into_inner()) = kept;
+            return call.fence.settle(None);
+        }
         Err(e) => {
             // The command's transaction rolled back, its nonce with it: the nonce is still
             // used (it was accepted), so it is written on its own.

@@ -8,6 +8,7 @@ mod authn;
 pub mod console;
 pub mod dispatch;
 pub mod errors;
+mod fence;
 mod handlers;
 mod idempotent;
 pub mod input;

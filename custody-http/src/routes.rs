@@ -48,6 +48,21 @@ impl RouteId {
     }
 }
 
+impl RouteId {
+    /// The route checks the credentials version in its own first transaction, before it reads
+    /// or writes anything else (`crate::fence`), instead of in a read of its own at
+    /// authentication: the hottest routes, whose handlers were written for it.
+    pub fn fences_in_route(self) -> bool {
+        matches!(
+            self,
+            RouteId::GetWallet
+                | RouteId::GetWalletBalances
+                | RouteId::CreateWallet
+                | RouteId::CreateInternalTransfer
+        )
+    }
+}
+
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {

@@ -268,7 +268,7 @@ impl Store for SqliteStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let n: i64 = conn
-            .prepare_cached("SELECT n FROM credentials_version WHERE id = 1")
+            .prepare_cached(repo::credentials::CREDENTIALS_VERSION_SQL)
             .and_then(|mut s| s.query_row([], |r| r.get(0)))
             .map_err(db_err)?;
         Ok(Some(n.unsigned_abs()))

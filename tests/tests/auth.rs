@@ -247,6 +247,156 @@ fn revoked_credentials_stop_working_at_once() {
     );
 }
 
+/// The four routes that check a cached credential in their own transaction (custody-http's
+/// `fence`), each as a fresh signed request of `client`.
+fn fenced_requests(
+    client: &custody_e2e::Client,
+    wallet: &str,
+    round: &str,
+) -> Vec<(&'static str, custody_e2e::Signed)> {
+    let transfer = serde_json::json!({
+        "sender_external_user_id": "alice",
+        "recipient_external_user_id": "bob",
+        "asset": "USDT",
+        "network": "BSC",
+        "amount_units": "1000",
+    });
+    let new_wallet =
+        serde_json::json!({ "external_user_id": format!("carol-{round}"), "network": "BSC" });
+    vec![
+        (
+            "GET wallet",
+            client.signed("GET", &format!("/v1/wallets/{wallet}"), b"", None),
+        ),
+        (
+            "GET balances",
+            client.signed("GET", &format!("/v1/wallets/{wallet}/balances"), b"", None),
+        ),
+        (
+            "POST transfer",
+            client.signed(
+                "POST",
+                "/v1/internal-transfers",
+                transfer.to_string().as_bytes(),
+                Some(&format!("fenced-transfer-{round}")),
+            ),
+        ),
+        (
+            "POST wallet",
+            client.signed(
+                "POST",
+                "/v1/wallets",
+                new_wallet.to_string().as_bytes(),
+                Some(&format!("fenced-wallet-{round}")),
+            ),
+        ),
+    ]
+}
+
+/// A server with alice (funded) and bob, and the id of alice's wallet; each of `keys` keys has
+/// answered every fenced route once, so its credential is in the server's cache.
+fn fenced_server(keys: usize) -> (Custody, Vec<custody_e2e::Cred>, custody_e2e::Cred, String) {
+    let mut c = Custody::init();
+    let creds: Vec<_> = (0..keys).map(|_| c.credential("acme", &[])).collect();
+    let other = c.credential("acme", &[]);
+    c.start();
+    let alice = c.client(&other).wallet("alice", "BSC");
+    c.client(&other).wallet("bob", "BSC");
+    c.adjust("acme", "alice", "BSC", "USDT", true, "1000000");
+    let wallet = alice["id"].as_str().unwrap().to_owned();
+    for (k, cred) in creds.iter().enumerate() {
+        let client = c.client(cred);
+        for (what, s) in fenced_requests(&client, &wallet, &format!("warm-{k}")) {
+            let r = client.send(&s);
+            assert!(
+                r.status < 300,
+                "{what}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+        }
+    }
+    (c, creds, other, wallet)
+}
+
+#[test]
+fn a_key_revoked_by_another_process_is_refused_at_once_on_the_routes_that_check_it_in_their_transaction(
+) {
+    // One key per route, each revoked while cached: each route is its key's first request
+    // after the revocation, so each route's own check is what refuses it.
+    let (c, creds, other, wallet) = fenced_server(5);
+    let before = c
+        .client(&other)
+        .available(&serde_json::json!({ "id": wallet }), "USDT");
+    for cred in &creds {
+        c.cli_ok(&["credentials", "revoke", "--api-key", &cred.api_key]);
+    }
+    for (k, cred) in creds.iter().take(4).enumerate() {
+        let client = c.client(cred);
+        let (what, s) = fenced_requests(&client, &wallet, "revoked").swap_remove(k);
+        let r = client.send(&s);
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (401, "AUTHENTICATION_FAILED"),
+            "{what}"
+        );
+    }
+    // A refusal on the way to the route is answered on the credential as it stands too.
+    let r = c
+        .client(&creds[4])
+        .get(&format!("/v1/wallets/{wallet}?bogus=1"));
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (401, "AUTHENTICATION_FAILED"),
+        "a query refusal"
+    );
+    // Nothing of the refused commands happened.
+    let other = c.client(&other);
+    assert_eq!(
+        other.available(&serde_json::json!({ "id": wallet }), "USDT"),
+        before
+    );
+    let r = other.post(
+        "/v1/wallets",
+        &serde_json::json!({ "external_user_id": "carol-revoked", "network": "BSC" }),
+        Some("carol-after-revoke"),
+    );
+    assert_eq!(r.status, 201, "the refused creation made no wallet");
+}
+
+#[test]
+fn a_change_to_another_key_reruns_the_routes_that_check_in_their_transaction_once() {
+    let (c, creds, _, wallet) = fenced_server(1);
+    let client = c.client(&creds[0]);
+    let start = client.available(&serde_json::json!({ "id": wallet }), "USDT");
+    let sent = fenced_requests(&client, &wallet, "changed");
+    for (what, s) in &sent {
+        // Another key is made by another process before each request: the cached credential's
+        // version is stale, while the credential itself stands.
+        c.credential("acme", &[]);
+        let r = client.send(s);
+        assert!(
+            r.status < 300,
+            "{what}: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    assert_eq!(
+        client.available(&serde_json::json!({ "id": wallet }), "USDT"),
+        start - 1000,
+        "the transfer ran once"
+    );
+    // Each request's nonce was used once, by the run that answered.
+    for (what, s) in &sent {
+        let r = client.send(s);
+        assert_eq!(
+            (r.status, r.code().as_str()),
+            (401, "REPLAY_DETECTED"),
+            "{what}"
+        );
+    }
+}
+
 #[test]
 fn refusals_before_the_signature_show_a_known_key_its_window() {
     let (c, cred) = server();

@@ -250,4 +250,11 @@ pub trait CredentialReads {
         now: Timestamp,
         visit: &mut dyn FnMut(Uuid, &str, Timestamp),
     ) -> Result<u64, PortError>;
+    /// [`crate::ports::store::Store::credentials_version`] as this transaction sees it, so that a
+    /// request authenticated from a cached credential can check, in its own transaction, that
+    /// no credential changed since (one read transaction per request instead of two). `None`
+    /// (the default): this store keeps no such number.
+    fn credentials_version(&mut self) -> Result<Option<u64>, PortError> {
+        Ok(None)
+    }
 }

@@ -6,7 +6,7 @@ use custody_core::error::{CoreResult, Refusal};
 use custody_core::idempotency::StoredResponse;
 use custody_core::ledger::{self, UserAccount};
 use custody_core::ports::clock::new_uuid;
-use custody_core::ports::store::{read, read_quick};
+use custody_core::ports::store::read;
 use custody_core::wallet::{self, Wallet};
 use custody_core::{Amount, AssetId, Network};
 use serde::Serialize;
@@ -14,6 +14,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::dispatch::Call;
+use crate::fence::read_quick_fenced;
 use crate::idempotent;
 use crate::input::{self, Fields};
 use crate::reply::Reply;
@@ -73,7 +74,7 @@ pub async fn load(state: &AppState, call: &Call) -> CoreResult<Wallet> {
     let not_found = || Refusal::not_found("wallet");
     let id = Uuid::parse_str(&call.params[0]).map_err(|_| not_found())?;
     let tenant = call.credential().tenant.clone();
-    read_quick(state.store.as_ref(), move |tx| {
+    read_quick_fenced(state.store.as_ref(), &call.fence, move |tx| {
         Ok(tx.wallet_by_id(&tenant, id)?)
     })
     .await?
@@ -99,7 +100,7 @@ pub async fn balances(state: &AppState, call: &Call) -> CoreResult<Reply> {
                 .map(move |a| (n, a.code.clone()))
         })
         .collect();
-    let found = read_quick(state.store.as_ref(), move |tx| {
+    let found = read_quick_fenced(state.store.as_ref(), &call.fence, move |tx| {
         let Some(w) = tx.wallet_by_id(&tenant, id)? else {
             return Ok(None);
         };

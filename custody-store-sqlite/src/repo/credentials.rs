@@ -262,7 +262,19 @@ impl CredentialRepo for SqliteTx<'_> {
     }
 }
 
+/// The credentials version (migration 0019: triggers on `credentials` raise it).
+pub(crate) const CREDENTIALS_VERSION_SQL: &str = "SELECT n FROM credentials_version WHERE id = 1";
+
 impl CredentialReads for SqliteTx<'_> {
+    fn credentials_version(&mut self) -> Result<Option<u64>, PortError> {
+        let n: i64 = self
+            .conn
+            .prepare_cached(CREDENTIALS_VERSION_SQL)
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(db_err)?;
+        Ok(Some(n.unsigned_abs()))
+    }
+
     fn credential_by_api_key(
         &mut self,
         api_key: &str,

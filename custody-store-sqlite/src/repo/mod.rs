@@ -2,7 +2,7 @@
 
 mod alerts_controls;
 mod audit;
-mod credentials;
+pub(crate) mod credentials;
 mod deposits;
 mod idempotency;
 mod ledger;
