@@ -303,6 +303,31 @@ async fn process(
     outcome
 }
 
+/// The credential of a request whose fence did not hold, read from the store again
+/// (`crate::fence`); the fence holds from then on. Refused as at authentication, the request is
+/// taken back out of its window.
+async fn recheck(
+    state: &AppState,
+    headers: &HeaderMap,
+    parts: SignedParts<'_>,
+    before: &Credential,
+    fence: &CredentialFence,
+) -> Result<Arc<Credential>, CoreError> {
+    match authn::reauthenticate(state, headers, parts, before, fence).await {
+        Ok(current) => {
+            fence.hold();
+            Ok(current)
+        }
+        Err(err) => {
+            let at = fence
+                .authenticated_at()
+                .unwrap_or_else(|| state.clock.now());
+            state.limiter.refund(before.id, at).await;
+            Err(err)
+        }
+    }
+}
+
 /// Why `credential` may not call a route of `access`, if it may not.
 fn forbidden(credential: &Credential, access: Access) -> Option<Refusal> {
     let allowed = match access {
@@ -376,18 +401,9 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
             path: &path,
             body: &body,
         };
-        match authn::reauthenticate(state, &headers, parts, &before, &fence).await {
-            Ok(current) => {
-                fence.hold();
-                credential = Some(current);
-            }
-            Err(err) => {
-                let at = fence
-                    .authenticated_at()
-                    .unwrap_or_else(|| state.clock.now());
-                state.limiter.refund(before.id, at).await;
-                return outcome(core_error_reply(&err, trace_id, route_name));
-            }
+        match recheck(state, &headers, parts, &before, &fence).await {
+            Ok(current) => credential = Some(current),
+            Err(err) => return outcome(core_error_reply(&err, trace_id, route_name)),
         }
     }
 
@@ -433,18 +449,9 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
             path: &call.path,
             body: &call.body,
         };
-        match authn::reauthenticate(state, &call.headers, parts, &before, &call.fence).await {
-            Err(err) => {
-                // Refused as at authentication: the request is not counted in the window.
-                let at = call
-                    .fence
-                    .authenticated_at()
-                    .unwrap_or_else(|| state.clock.now());
-                state.limiter.refund(before.id, at).await;
-                return outcome(core_error_reply(&err, trace_id, route_name));
-            }
+        match recheck(state, &call.headers, parts, &before, &call.fence).await {
+            Err(err) => return outcome(core_error_reply(&err, trace_id, route_name)),
             Ok(current) => {
-                call.fence.hold();
                 if let Some(refusal) = forbidden(&current, access) {
                     return outcome(refusal_reply(&refusal, trace_id));
                 }
