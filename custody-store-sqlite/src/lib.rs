@@ -134,12 +134,34 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
     conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
     // Each job of a batch runs under a savepoint, whose sub-journal keeps the original of every
-    // page the job changes. It stays in memory up to SQLITE_STMTJRNL_SPILL (1 MiB, set in
-    // .cargo/config.toml; SQLite's default of 64 KiB made every transfer job spill to a
-    // temporary file), in chunks of that size. `temp_store = MEMORY` is not used for it: it
-    // keeps the sub-journal in 1 KiB chunks, four malloc/free pairs per page journaled, which
-    // cost a transfer about 5% of its CPU.
+    // page the job changes. Built as this workspace builds it (SQLITE_STMTJRNL_SPILL = 1 MiB,
+    // .cargo/config.toml), SQLite keeps it in memory, in chunks of that size, up to 1 MiB.
+    // Built otherwise (a service embedding this crate with its own SQLite flags), the journal
+    // would spill to a temporary file past 64 KiB, which every transfer job did: there it is
+    // kept in memory by `temp_store = MEMORY`, in 1 KiB chunks (four malloc/free pairs per page
+    // journaled, about 5% of a transfer's CPU, but no file).
+    if sub_journal_spill_bytes(conn)? < SUB_JOURNAL_SPILL_MIN {
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
+    }
     Ok(())
+}
+
+/// The sub-journal size from which a build of SQLite is left to keep it itself (see
+/// `configure`).
+const SUB_JOURNAL_SPILL_MIN: u64 = 1024 * 1024;
+
+/// SQLITE_STMTJRNL_SPILL as the linked SQLite was built with it; SQLite's default (64 KiB)
+/// when it was not set.
+fn sub_journal_spill_bytes(conn: &Connection) -> rusqlite::Result<u64> {
+    let mut options = conn.prepare("PRAGMA compile_options")?;
+    let mut rows = options.query([])?;
+    while let Some(row) = rows.next()? {
+        let option: String = row.get(0)?;
+        if let Some(n) = option.strip_prefix("STMTJRNL_SPILL=") {
+            return Ok(n.trim().parse().unwrap_or(0));
+        }
+    }
+    Ok(64 * 1024)
 }
 
 impl SqliteStore {

@@ -428,3 +428,17 @@ async fn the_outbox_keeps_only_the_indexes_its_queries_read() {
     assert!(counts.contains("COVERING INDEX"), "{counts}");
     assert!(!counts.contains("TEMP B-TREE"), "{counts}");
 }
+
+#[test]
+fn this_build_keeps_savepoint_journals_in_memory_without_temp_store_memory() {
+    // .cargo/config.toml builds SQLite with SQLITE_STMTJRNL_SPILL = 1 MiB; without it the
+    // writer falls back to temp_store = MEMORY (1 KiB chunks, slower).
+    let dir = tempfile::tempdir().unwrap();
+    let conn = Connection::open(dir.path().join("t.db")).unwrap();
+    assert_eq!(sub_journal_spill_bytes(&conn).unwrap(), 1024 * 1024);
+    configure(&conn, 1_000).unwrap();
+    let temp_store: i64 = conn
+        .query_row("PRAGMA temp_store", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(temp_store, 0, "the default: SQLite's own choice");
+}
