@@ -228,7 +228,7 @@ pub async fn authenticate(
             error: refusal.into(),
             rate: Some(rate),
         };
-        return Err(confirmed(state, headers, parts, &credential, &fence, failure).await);
+        return Err(confirmed(state, headers, parts, &credential, &fence, failure, false).await);
     }
 
     let expires = auth::nonce_expiry(&checked, now);
@@ -257,7 +257,7 @@ pub async fn authenticate(
                 error,
                 rate: Some(rate),
             };
-            return Err(confirmed(state, headers, parts, &credential, &fence, failure).await);
+            return Err(confirmed(state, headers, parts, &credential, &fence, failure, true).await);
         }
     };
     let deferred = match checked_nonce {
@@ -265,7 +265,9 @@ pub async fn authenticate(
         NonceCheck::Deferred(d) => Some(d),
         NonceCheck::Replay => {
             let failure = replay(state, &credential, now).await;
-            return Err(confirmed(state, headers, parts, &credential, &fence, failure).await);
+            return Err(
+                confirmed(state, headers, parts, &credential, &fence, failure, false).await,
+            );
         }
     };
     Ok(Authenticated {
@@ -278,7 +280,8 @@ pub async fn authenticate(
 
 /// A refusal of a request whose credential came from the cache unchecked (`crate::fence`): the
 /// credential is read from the store first, and one that no longer stands is refused as such,
-/// never with the refusal its stale copy earned.
+/// never with the refusal its stale copy earned. `counted`: the request was counted in its
+/// window (and is given back if refused so).
 async fn confirmed(
     state: &AppState,
     headers: &HeaderMap,
@@ -286,12 +289,28 @@ async fn confirmed(
     credential: &Credential,
     fence: &CredentialFence,
     failure: AuthFailure,
+    counted: bool,
 ) -> AuthFailure {
     if fence.expected().is_none() {
         return failure;
     }
     match reauthenticate(state, headers, parts, credential, fence).await {
         Ok(_) => failure,
+        Err(error) if counted => {
+            // Refused as at authentication: taken back out of the window it was counted in.
+            let at = fence
+                .authenticated_at()
+                .unwrap_or_else(|| state.clock.now());
+            state.limiter.refund(credential.id, at).await;
+            let rate = state
+                .limiter
+                .peek(credential.id, credential.rate_limit, at)
+                .await;
+            AuthFailure {
+                error,
+                rate: Some(rate),
+            }
+        }
         Err(error) => AuthFailure {
             error,
             rate: failure.rate,

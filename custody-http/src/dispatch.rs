@@ -63,6 +63,9 @@ struct Outcome {
     credential: Option<Uuid>,
     /// The command found its nonce used (`REPLAY_DETECTED` from its transaction).
     replayed: bool,
+    /// The credential, read again from the store (`crate::fence`), no longer stands: the
+    /// answer is its refusal, whatever the request's nonce turns out to be.
+    credential_refused: bool,
 }
 
 pub async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -96,6 +99,7 @@ fn refused(r: Refusal, trace_id: Uuid, route: &'static str) -> Outcome {
         route,
         credential: None,
         replayed: false,
+        credential_refused: false,
     }
 }
 
@@ -158,6 +162,7 @@ async fn process(
             route: "/console",
             credential: None,
             replayed: false,
+            credential_refused: false,
         };
     }
     let Some(sub) = path.strip_prefix(PREFIX).filter(|s| s.starts_with('/')) else {
@@ -249,6 +254,7 @@ async fn process(
                     route: route_name,
                     credential: None,
                     replayed: false,
+                    credential_refused: false,
                 };
             }
         }
@@ -275,7 +281,10 @@ async fn process(
         },
     )
     .await;
-    outcome.rate = rate;
+    // A credential read again and refused on the way (`recheck`) answers its own figures.
+    if outcome.rate.is_none() {
+        outcome.rate = rate;
+    }
     outcome.credential = credential_id;
     let Some(credential) = replay_of else {
         return outcome;
@@ -292,6 +301,7 @@ async fn process(
     if let Some(d) = left {
         match state.nonces.record_deferred(state.store.as_ref(), d).await {
             Ok(true) => {}
+            Ok(false) if outcome.credential_refused => {}
             Ok(false) => {
                 let failure = authn::replay(state, &credential, state.clock.now()).await;
                 outcome.reply = core_error_reply(&failure.error, trace_id, route_name);
@@ -305,25 +315,29 @@ async fn process(
 
 /// The credential of a request whose fence did not hold, read from the store again
 /// (`crate::fence`); the fence holds from then on. Refused as at authentication, the request is
-/// taken back out of its window.
+/// taken back out of its window, and the refusal carries the window's figures uncounted.
 async fn recheck(
     state: &AppState,
     headers: &HeaderMap,
     parts: SignedParts<'_>,
     before: &Credential,
     fence: &CredentialFence,
-) -> Result<Arc<Credential>, CoreError> {
+) -> Result<Arc<Credential>, AuthFailure> {
     match authn::reauthenticate(state, headers, parts, before, fence).await {
         Ok(current) => {
             fence.hold();
             Ok(current)
         }
-        Err(err) => {
+        Err(error) => {
             let at = fence
                 .authenticated_at()
                 .unwrap_or_else(|| state.clock.now());
             state.limiter.refund(before.id, at).await;
-            Err(err)
+            let rate = state.limiter.peek(before.id, before.rate_limit, at).await;
+            Err(AuthFailure {
+                error,
+                rate: Some(rate),
+            })
         }
     }
 }
@@ -385,6 +399,7 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
         route: route_name,
         credential: None,
         replayed: false,
+        credential_refused: false,
     };
     // A refusal on the way to the route (scope, path, query) is answered on a credential read
     // from the store, not on a cached one still unchecked (`crate::fence`).
@@ -403,7 +418,13 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
         };
         match recheck(state, &headers, parts, &before, &fence).await {
             Ok(current) => credential = Some(current),
-            Err(err) => return outcome(core_error_reply(&err, trace_id, route_name)),
+            Err(AuthFailure { error, rate }) => {
+                return Outcome {
+                    rate,
+                    credential_refused: true,
+                    ..outcome(core_error_reply(&error, trace_id, route_name))
+                }
+            }
         }
     }
 
@@ -450,7 +471,13 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
             body: &call.body,
         };
         match recheck(state, &call.headers, parts, &before, &call.fence).await {
-            Err(err) => return outcome(core_error_reply(&err, trace_id, route_name)),
+            Err(AuthFailure { error, rate }) => {
+                return Outcome {
+                    rate,
+                    credential_refused: true,
+                    ..outcome(core_error_reply(&error, trace_id, route_name))
+                }
+            }
             Ok(current) => {
                 if let Some(refusal) = forbidden(&current, access) {
                     return outcome(refusal_reply(&refusal, trace_id));

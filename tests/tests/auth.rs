@@ -323,10 +323,22 @@ fn a_key_revoked_by_another_process_is_refused_at_once_on_the_routes_that_check_
 ) {
     // One key per route, each revoked while cached: each route is its key's first request
     // after the revocation, so each route's own check is what refuses it.
-    let (c, creds, other, wallet) = fenced_server(5);
+    let (c, creds, other, wallet) = fenced_server(6);
     let before = c
         .client(&other)
         .available(&serde_json::json!({ "id": wallet }), "USDT");
+    // Each key's window as its last answer before the revocation showed it; and one request
+    // of the last key, to be replayed once its key is revoked.
+    let remaining = |r: &custody_e2e::Resp| -> u32 {
+        r.header("x-ratelimit-remaining").unwrap().parse().unwrap()
+    };
+    let last_seen: Vec<u32> = creds
+        .iter()
+        .map(|cred| remaining(&c.client(cred).get(&format!("/v1/wallets/{wallet}"))))
+        .collect();
+    let replayed_client = c.client(&creds[5]);
+    let replayed = replayed_client.signed("GET", &format!("/v1/wallets/{wallet}"), b"", None);
+    assert_eq!(replayed_client.send(&replayed).status, 200);
     for cred in &creds {
         c.cli_ok(&["credentials", "revoke", "--api-key", &cred.api_key]);
     }
@@ -339,7 +351,21 @@ fn a_key_revoked_by_another_process_is_refused_at_once_on_the_routes_that_check_
             (401, "AUTHENTICATION_FAILED"),
             "{what}"
         );
+        // Refused, it is not counted: the window is as it was (or a new one began).
+        let shown = remaining(&r);
+        assert!(
+            shown == last_seen[k] || shown == 600,
+            "{what}: {shown} left, {} before",
+            last_seen[k]
+        );
     }
+    // A replay by a revoked key is refused as a revoked key, not as a replay.
+    let r = replayed_client.send(&replayed);
+    assert_eq!(
+        (r.status, r.code().as_str()),
+        (401, "AUTHENTICATION_FAILED"),
+        "a replay"
+    );
     // A refusal on the way to the route is answered on the credential as it stands too.
     let r = c
         .client(&creds[4])
