@@ -294,27 +294,43 @@ async fn confirmed(
     if fence.expected().is_none() {
         return failure;
     }
+    if counted {
+        return match reauthenticate_counted(state, headers, parts, credential, fence).await {
+            Ok(_) => failure,
+            Err(refused) => refused,
+        };
+    }
     match reauthenticate(state, headers, parts, credential, fence).await {
         Ok(_) => failure,
-        Err(error) if counted => {
-            // Refused as at authentication: taken back out of the window it was counted in.
-            let at = fence
-                .authenticated_at()
-                .unwrap_or_else(|| state.clock.now());
-            state.limiter.refund(credential.id, at).await;
-            let rate = state
-                .limiter
-                .peek(credential.id, credential.rate_limit, at)
-                .await;
-            AuthFailure {
-                error,
-                rate: Some(rate),
-            }
-        }
         Err(error) => AuthFailure {
             error,
             rate: failure.rate,
         },
+    }
+}
+
+/// [`reauthenticate`] for a request counted in its window: refused, it is given back to the
+/// window, and the refusal carries the window's figures uncounted.
+pub async fn reauthenticate_counted(
+    state: &AppState,
+    headers: &HeaderMap,
+    parts: SignedParts<'_>,
+    before: &Credential,
+    fence: &CredentialFence,
+) -> Result<Arc<Credential>, AuthFailure> {
+    match reauthenticate(state, headers, parts, before, fence).await {
+        Ok(current) => Ok(current),
+        Err(error) => {
+            let at = fence
+                .authenticated_at()
+                .unwrap_or_else(|| state.clock.now());
+            state.limiter.refund(before.id, at).await;
+            let rate = state.limiter.peek(before.id, before.rate_limit, at).await;
+            Err(AuthFailure {
+                error,
+                rate: Some(rate),
+            })
+        }
     }
 }
 
@@ -323,7 +339,7 @@ async fn confirmed(
 /// now, if the request's signature and window (judged when it was first authenticated) still
 /// pass with it. Neither counted in the rate window nor checked for a replay again: the request
 /// did both once already.
-pub async fn reauthenticate(
+async fn reauthenticate(
     state: &AppState,
     headers: &HeaderMap,
     parts: SignedParts<'_>,

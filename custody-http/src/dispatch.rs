@@ -323,23 +323,9 @@ async fn recheck(
     before: &Credential,
     fence: &CredentialFence,
 ) -> Result<Arc<Credential>, AuthFailure> {
-    match authn::reauthenticate(state, headers, parts, before, fence).await {
-        Ok(current) => {
-            fence.hold();
-            Ok(current)
-        }
-        Err(error) => {
-            let at = fence
-                .authenticated_at()
-                .unwrap_or_else(|| state.clock.now());
-            state.limiter.refund(before.id, at).await;
-            let rate = state.limiter.peek(before.id, before.rate_limit, at).await;
-            Err(AuthFailure {
-                error,
-                rate: Some(rate),
-            })
-        }
-    }
+    let current = authn::reauthenticate_counted(state, headers, parts, before, fence).await?;
+    fence.hold();
+    Ok(current)
 }
 
 /// Why `credential` may not call a route of `access`, if it may not.
