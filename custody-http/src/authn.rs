@@ -309,8 +309,9 @@ async fn confirmed(
     }
 }
 
-/// [`reauthenticate`] for a request counted in its window: refused, it is given back to the
-/// window, and the refusal carries the window's figures uncounted.
+/// [`reauthenticate`] for a request counted in its window. Passed, the fence holds from then
+/// on; refused, the request is given back to the window, and the refusal carries the window's
+/// figures uncounted.
 pub async fn reauthenticate_counted(
     state: &AppState,
     headers: &HeaderMap,
@@ -319,7 +320,10 @@ pub async fn reauthenticate_counted(
     fence: &CredentialFence,
 ) -> Result<Arc<Credential>, AuthFailure> {
     match reauthenticate(state, headers, parts, before, fence).await {
-        Ok(current) => Ok(current),
+        Ok(current) => {
+            fence.hold();
+            Ok(current)
+        }
         Err(error) => {
             let at = fence
                 .authenticated_at()

@@ -281,7 +281,7 @@ async fn process(
         },
     )
     .await;
-    // A credential read again and refused on the way (`recheck`) answers its own figures.
+    // A credential read again and refused on the way (`authn::reauthenticate_counted`) answers its own figures.
     if outcome.rate.is_none() {
         outcome.rate = rate;
     }
@@ -311,21 +311,6 @@ async fn process(
         }
     }
     outcome
-}
-
-/// The credential of a request whose fence did not hold, read from the store again
-/// (`crate::fence`); the fence holds from then on. Refused as at authentication, the request is
-/// taken back out of its window, and the refusal carries the window's figures uncounted.
-async fn recheck(
-    state: &AppState,
-    headers: &HeaderMap,
-    parts: SignedParts<'_>,
-    before: &Credential,
-    fence: &CredentialFence,
-) -> Result<Arc<Credential>, AuthFailure> {
-    let current = authn::reauthenticate_counted(state, headers, parts, before, fence).await?;
-    fence.hold();
-    Ok(current)
 }
 
 /// Why `credential` may not call a route of `access`, if it may not.
@@ -402,7 +387,7 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
             path: &path,
             body: &body,
         };
-        match recheck(state, &headers, parts, &before, &fence).await {
+        match authn::reauthenticate_counted(state, &headers, parts, &before, &fence).await {
             Ok(current) => credential = Some(current),
             Err(AuthFailure { error, rate }) => {
                 return Outcome {
@@ -456,7 +441,8 @@ async fn authorized(state: &AppState, a: Authorized<'_>) -> Outcome {
             path: &call.path,
             body: &call.body,
         };
-        match recheck(state, &call.headers, parts, &before, &call.fence).await {
+        match authn::reauthenticate_counted(state, &call.headers, parts, &before, &call.fence).await
+        {
             Err(AuthFailure { error, rate }) => {
                 return Outcome {
                     rate,
