@@ -9,6 +9,8 @@
 //! - `THROUGHPUT_REFERENCE=0`: skip the bare hyper server and pgbench;
 //! - `THROUGHPUT_LOG=info`: the server logs its line per request (to this process's stderr);
 //! - `THROUGHPUT_PERF=DIR`: record each custody row with `perf record -g` into DIR;
+//! - `THROUGHPUT_PERF_DWARF=1`: unwind with DWARF instead (a release build without frame
+//!   pointers needs it for call stacks; build with `CARGO_PROFILE_RELEASE_DEBUG=1`);
 //! - `CUSTODY_BIN`: a custody binary to measure instead of building the work tree's.
 //!
 //! For each route and connection count a fresh data dir is served by the release binary and
@@ -64,6 +66,16 @@ fn release_binary() -> std::path::PathBuf {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| root.join("target"));
     target.join("release").join("custody")
+}
+
+/// `perf record` options: frame-pointer stacks at 2 kHz, or DWARF stacks at a rate perf can
+/// write out without losing samples.
+fn perf_sampling() -> Vec<&'static str> {
+    if env_or("THROUGHPUT_PERF_DWARF", "0") == "1" {
+        vec!["-F", "700", "--call-graph", "dwarf,16384"]
+    } else {
+        vec!["-F", "2000", "-g"]
+    }
 }
 
 fn env_or(name: &str, default: &str) -> String {
@@ -203,7 +215,9 @@ fn drive(
         }
         let recorder = perf.map(|out| {
             Command::new("perf")
-                .args(["record", "-q", "-F", "2000", "-g", "-o", out, "-p"])
+                .args(["record", "-q", "-o", out])
+                .args(perf_sampling())
+                .arg("-p")
                 .arg(pid.to_string())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

@@ -57,11 +57,9 @@ impl NonceLog {
         let fence = NonceFence { clean, ..fence };
         let batch = pending.clone();
         let written = write(self.store.as_ref(), move |tx| {
-            for n in &batch {
-                // Appended unchecked: the set claimed it (a log that failed after its commit
-                // appends it twice, which the next start reads as one).
-                tx.log_nonce(n.credential, &n.nonce, n.expires_at)?;
-            }
+            // Appended unchecked: the set claimed them (a log that failed after its commit
+            // appends them twice, which the next start reads as one).
+            tx.log_nonces(&batch)?;
             tx.put_nonce_fence(&fence)?;
             Ok(())
         })

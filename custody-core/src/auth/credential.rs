@@ -208,6 +208,15 @@ pub trait CredentialRepo: CredentialReads {
         nonce: &str,
         expires_at: Timestamp,
     ) -> Result<bool, PortError>;
+    /// Appends a batch of claimed nonces to the log, each as [`Self::log_nonce`] does (what a
+    /// shared store's `Ok(false)` would say is not asked here: only the log loop of a store one
+    /// process writes calls it). A store may write them with fewer statements.
+    fn log_nonces(&mut self, nonces: &[super::nonce_set::PendingNonce]) -> Result<(), PortError> {
+        for n in nonces {
+            self.log_nonce(n.credential, &n.nonce, n.expires_at)?;
+        }
+        Ok(())
+    }
     /// Forgets nonces, used and logged, whose expiry has passed; returns how many.
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError>;
     /// Replaces the nonce fence (`super::nonce_set`): written with each batch of logged nonces,

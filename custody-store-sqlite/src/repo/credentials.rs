@@ -176,6 +176,34 @@ impl CredentialRepo for SqliteTx<'_> {
         Ok(true)
     }
 
+    /// Rows of [`LOG_CHUNK`] per statement: a batch is a few hundred nonces, and each
+    /// statement's fixed cost (look-up, reset) was most of a logged nonce's.
+    fn log_nonces(
+        &mut self,
+        nonces: &[custody_core::auth::nonce_set::PendingNonce],
+    ) -> Result<(), PortError> {
+        let mut chunks = nonces.chunks_exact(LOG_CHUNK);
+        if nonces.len() >= LOG_CHUNK {
+            let mut stmt = self
+                .conn
+                .prepare_cached(&log_insert_sql(LOG_CHUNK))
+                .map_err(db_err)?;
+            for chunk in chunks.by_ref() {
+                let ids: Vec<String> = chunk.iter().map(|n| n.credential.to_string()).collect();
+                let mut values: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(3 * LOG_CHUNK);
+                let expiries: Vec<i64> = chunk.iter().map(|n| n.expires_at.unix_millis()).collect();
+                for ((n, id), expiry) in chunk.iter().zip(&ids).zip(&expiries) {
+                    values.extend([id as &dyn rusqlite::ToSql, &n.nonce, expiry]);
+                }
+                stmt.execute(values.as_slice()).map_err(db_err)?;
+            }
+        }
+        for n in chunks.remainder() {
+            self.log_nonce(n.credential, &n.nonce, n.expires_at)?;
+        }
+        Ok(())
+    }
+
     fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
         let mut n = 0;
         for sql in [
@@ -263,6 +291,20 @@ impl CredentialRepo for SqliteTx<'_> {
 }
 
 /// The credentials version (migration 0019: triggers on `credentials` raise it).
+/// Nonces per `INSERT` of the log (3 parameters each, far below SQLite's limit of 32,766).
+const LOG_CHUNK: usize = 64;
+
+fn log_insert_sql(rows: usize) -> String {
+    let mut sql = String::from("INSERT INTO nonce_log (credential_id, nonce, expires_at) VALUES ");
+    for i in 0..rows {
+        if i > 0 {
+            sql.push(',');
+        }
+        sql.push_str("(?,?,?)");
+    }
+    sql
+}
+
 pub(crate) const CREDENTIALS_VERSION_SQL: &str = "SELECT n FROM credentials_version WHERE id = 1";
 
 impl CredentialReads for SqliteTx<'_> {

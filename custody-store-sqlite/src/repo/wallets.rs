@@ -11,6 +11,9 @@ use crate::tx::{db_err, SqliteTx};
 
 const COLUMNS: &str =
     "id, tenant, external_user_id, network, address, account, address_index, created_at";
+/// `COLUMNS` of the wallet aliased `w`.
+const W_COLUMNS: &str = "w.id, w.tenant, w.external_user_id, w.network, w.address, w.account, \
+     w.address_index, w.created_at";
 
 type RawWallet = (String, String, String, String, String, i64, i64, i64);
 
@@ -48,19 +51,41 @@ fn u32_of(what: &str, v: i64) -> Result<u32, PortError> {
 }
 
 impl SqliteTx<'_> {
+    /// One wallet and its previous addresses in one statement: `sql_where` names the wallet's
+    /// columns as `w.<column>`. A wallet read is most of a signed GET, and each statement has a
+    /// fixed cost (cache look-up, bind, step, reset) of the same order as the read itself.
     fn one_wallet(
         &self,
         sql_where: &str,
         args: impl rusqlite::Params,
     ) -> Result<Option<Wallet>, PortError> {
-        self.conn
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM wallets WHERE {sql_where}"))
-            .map_err(db_err)?
-            .query_row(args, raw)
-            .optional()
-            .map_err(db_err)?
-            .map(|r| self.with_previous(decode(r)?))
-            .transpose()
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {W_COLUMNS}, a.address, a.account, a.address_index, a.retired_at \
+                 FROM wallets w LEFT JOIN wallet_addresses a \
+                 ON a.wallet_id = w.id AND a.retired_at IS NOT NULL \
+                 WHERE {sql_where} ORDER BY a.seq"
+            ))
+            .map_err(db_err)?;
+        let mut rows = stmt.query(args).map_err(db_err)?;
+        let mut wallet: Option<Wallet> = None;
+        while let Some(r) = rows.next().map_err(db_err)? {
+            let w = match wallet.as_mut() {
+                Some(w) => w,
+                None => wallet.insert(decode(raw(r).map_err(db_err)?)?),
+            };
+            let previous: Option<String> = r.get(8).map_err(db_err)?;
+            if let Some(address) = previous {
+                w.previous_addresses.push(PreviousAddress {
+                    address,
+                    account: u32_of("account", r.get(9).map_err(db_err)?)?,
+                    index: u32_of("index", r.get(10).map_err(db_err)?)?,
+                    retired_at: ts(r.get(11).map_err(db_err)?),
+                });
+            }
+        }
+        Ok(wallet)
     }
 
     /// Fills in the wallet's previous addresses (every address of it but the current one).
@@ -266,7 +291,7 @@ impl WalletReads for SqliteTx<'_> {
         network: Network,
     ) -> Result<Option<Wallet>, PortError> {
         self.one_wallet(
-            "tenant = ?1 AND external_user_id = ?2 AND network = ?3",
+            "w.tenant = ?1 AND w.external_user_id = ?2 AND w.network = ?3",
             params![tenant.as_str(), external_user_id, network.as_str()],
         )
     }
@@ -277,7 +302,7 @@ impl WalletReads for SqliteTx<'_> {
         id: Uuid,
     ) -> Result<Option<Wallet>, PortError> {
         self.one_wallet(
-            "id = ?1 AND tenant = ?2",
+            "w.id = ?1 AND w.tenant = ?2",
             params![id.to_string(), tenant.as_str()],
         )
     }
@@ -355,7 +380,7 @@ impl WalletReads for SqliteTx<'_> {
         address: &custody_core::chain::ChainAddress,
     ) -> Result<Option<Wallet>, PortError> {
         self.one_wallet(
-            "id = (SELECT wallet_id FROM wallet_addresses WHERE network = ?1 AND address = ?2)",
+            "w.id = (SELECT wallet_id FROM wallet_addresses WHERE network = ?1 AND address = ?2)",
             params![network.as_str(), address.as_str()],
         )
     }

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::auth::nonce_set::PendingNonce;
 use crate::auth::{Scope, StoredCredential as Credential};
 use crate::ports::store::Store;
 use crate::secret::Secret;
@@ -296,6 +297,39 @@ async fn logged_nonces_come_back_until_pruned(store: Arc<dyn Store>) {
     assert!(visit(0).await.contains(&entry(2, "l-0001", 300)));
     w(s, |tx| tx.prune_nonces(at(301))).await.unwrap();
     assert_eq!(visit(0).await, vec![], "everything expired is pruned");
+
+    // A batch as the log loop writes it, of any length (a store may write it in chunks), and
+    // one whose job fails, which keeps none of it.
+    let pending = |n: usize, tag: &str| -> Vec<PendingNonce> {
+        (0..n)
+            .map(|i| PendingNonce {
+                credential: uid(1 + (i % 3) as u128),
+                nonce: format!("{tag}-{i:04}"),
+                expires_at: at(1_000 + i as i64),
+            })
+            .collect()
+    };
+    for n in [0, 1, 63, 64, 65, 130] {
+        let batch = pending(n, &format!("b{n}"));
+        let expected: Vec<_> = batch
+            .iter()
+            .map(|p| (p.credential, p.nonce.clone(), p.expires_at))
+            .collect();
+        w(s, move |tx| tx.log_nonces(&batch)).await.unwrap();
+        assert_eq!(visit(0).await, expected, "a batch of {n} kept whole");
+        w(s, |tx| tx.prune_nonces(at(5_000))).await.unwrap();
+    }
+    let batch = pending(130, "failed");
+    let failed = w::<()>(s, move |tx| {
+        tx.log_nonces(&batch)?;
+        Err(crate::error::PortError::permanent(
+            "test",
+            "the flush failed",
+        ))
+    })
+    .await;
+    assert!(failed.is_err());
+    assert_eq!(visit(0).await, vec![], "a failed batch keeps nothing");
 }
 
 async fn the_nonce_fence_and_the_latest_expiry_are_kept(store: Arc<dyn Store>) {

@@ -16,6 +16,7 @@ suite!(
     /// Moved wallets, replaced tenant accounts and migration records.
     wallet_migration_suite {
         a_moved_wallet_keeps_its_old_address,
+        a_wallet_moved_twice_lists_its_previous_addresses_oldest_first,
         a_moved_wallets_new_address_is_watched_after_the_last_position,
         moves_never_reuse_an_address_or_a_path,
         tenant_accounts_are_replaced_from_the_global_allocator,
@@ -115,6 +116,49 @@ async fn a_moved_wallet_keeps_its_old_address(store: Arc<dyn Store>) {
     assert!(r(s, |tx| tx.wallet_addresses(Network::Tron))
         .await
         .is_empty());
+}
+
+async fn a_wallet_moved_twice_lists_its_previous_addresses_oldest_first(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    moved_alice(s).await;
+    let bob = wallet_row(2, "acme", "bob", Network::Bsc, "0xB0B");
+    w(s, move |tx| tx.insert_wallet(&bob)).await.unwrap();
+    let (third, bob_new) = (addr(Network::Bsc, "0xA11CE3"), addr(Network::Bsc, "0xB0B2"));
+    w(s, move |tx| {
+        tx.move_wallet(uid(1), &third, 6, 0, at(60))?;
+        tx.move_wallet(uid(2), &bob_new, 7, 0, at(70))
+    })
+    .await
+    .unwrap();
+    let retired = |address: &str, account, index, t| PreviousAddress {
+        address: addr(Network::Bsc, address),
+        account,
+        index,
+        retired_at: at(t),
+    };
+    let alice = r(s, |tx| tx.wallet_by_id(&tid("acme"), uid(1)))
+        .await
+        .expect("alice's wallet");
+    assert_eq!(alice.address, addr(Network::Bsc, "0xA11CE3"));
+    assert_eq!(
+        alice.previous_addresses,
+        [retired("0xA11CE", 0, 1, 50), retired("0xA11CE2", 5, 0, 60)]
+    );
+    let by_user = r(s, |tx| {
+        tx.wallet_by_user(&tid("acme"), "alice", Network::Bsc)
+    })
+    .await;
+    assert_eq!(by_user.as_ref(), Some(&alice));
+    let bob = r(s, |tx| {
+        tx.wallet_by_address(Network::Bsc, &chain_addr(Network::Bsc, "0xB0B"))
+    })
+    .await
+    .expect("bob's wallet");
+    assert_eq!(bob.id, uid(2));
+    assert_eq!(bob.previous_addresses, [retired("0xB0B", 0, 2, 70)]);
+    assert!(r(s, |tx| tx.wallet_by_id(&tid("other"), uid(1)))
+        .await
+        .is_none());
 }
 
 async fn a_moved_wallets_new_address_is_watched_after_the_last_position(store: Arc<dyn Store>) {
