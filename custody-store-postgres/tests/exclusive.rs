@@ -30,9 +30,19 @@ async fn one_holder_per_name_and_a_dead_holders_work_passes_on() {
     let so = store(&other);
     assert!(so.exclusive().hold("scanner:BSC").await);
 
-    // a's process dies: its session ends, and b takes the work on its next ask.
+    // a's process dies: its session ends, and b takes the work on an ask once the server has
+    // ended that session (the server learns of the closed connection a moment later, so the
+    // very next ask may still find a holding it; seen once in seven runs).
     drop(a);
-    assert!(b.hold("scanner:BSC").await);
+    drop(sa);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !b.hold("scanner:BSC").await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b never took over a's name"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

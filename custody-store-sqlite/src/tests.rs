@@ -442,3 +442,26 @@ fn this_build_keeps_savepoint_journals_in_memory_without_temp_store_memory() {
         .unwrap();
     assert_eq!(temp_store, 0, "the default: SQLite's own choice");
 }
+
+#[test]
+fn this_build_gives_each_connection_its_own_page_cache() {
+    // .cargo/config.toml builds SQLite without SQLITE_ENABLE_MEMORY_MANAGEMENT (libsqlite3-sys
+    // sets it): with it, every connection's page cache shares one group under a process-wide
+    // mutex, which the runtime's readers and the writer contended for at every page.
+    let dir = tempfile::tempdir().unwrap();
+    let conn = Connection::open(dir.path().join("t.db")).unwrap();
+    let mut options = conn.prepare("PRAGMA compile_options").unwrap();
+    let options: Vec<String> = options
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+        "{options:?}"
+    );
+    assert!(
+        !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+        "{options:?}"
+    );
+}

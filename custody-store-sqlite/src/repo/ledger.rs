@@ -17,6 +17,28 @@ fn account_key(s: &str) -> Result<AccountKey, PortError> {
 /// Above this many keys, `ledger_accounts` asks key by key (one statement text per count).
 const MAX_KEYS_AT_ONCE: usize = 16;
 
+/// The statement of `ledger_accounts` for `n` keys (1 to MAX_KEYS_AT_ONCE), built once per
+/// process.
+fn accounts_sql(n: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        (0..=MAX_KEYS_AT_ONCE)
+            .map(|n| {
+                (1..=n)
+                    .map(|i| {
+                        format!(
+                            "SELECT id, debits_posted, credits_posted, debits_pending, \
+                             credits_pending FROM ledger_accounts WHERE id = ?{i}"
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" UNION ALL ")
+            })
+            .collect()
+    });
+    &all[n]
+}
+
 fn balances(row: &Row<'_>, from: usize) -> rusqlite::Result<[String; 4]> {
     Ok([
         row.get(from)?,
@@ -339,6 +361,8 @@ impl LedgerReads for SqliteTx<'_> {
         raw.as_ref().map(decode_balances).transpose()
     }
 
+    /// One seek per key, in a UNION ALL (an `IN` list is an ephemeral b-tree built at every
+    /// run, which cost more than the seeks).
     fn ledger_accounts(
         &mut self,
         keys: &[AccountKey],
@@ -349,13 +373,9 @@ impl LedgerReads for SqliteTx<'_> {
             return keys.iter().map(|k| self.ledger_account(k)).collect();
         }
         let ids: Vec<String> = keys.iter().map(AccountKey::storage_id).collect();
-        let marks = vec!["?"; ids.len()].join(", ");
         let found: std::collections::HashMap<String, [String; 4]> = self
             .conn
-            .prepare_cached(&format!(
-                "SELECT id, debits_posted, credits_posted, debits_pending, credits_pending \
-                 FROM ledger_accounts WHERE id IN ({marks})"
-            ))
+            .prepare_cached(accounts_sql(ids.len()))
             .map_err(db_err)?
             .query_map(rusqlite::params_from_iter(&ids), |r| {
                 Ok((r.get(0)?, balances(r, 1)?))
