@@ -1,6 +1,7 @@
 //! [`Exclusive`] on PostgreSQL: a session advisory lock per name, held on a connection of its
 //! own. When the holding process dies its connection closes and the server releases the lock
-//! at once, so a standby instance takes the work on its next ask (no lease to wait out). The
+//! as soon as it has ended that session (a moment later), so a standby instance takes the work
+//! on one of its next asks (no lease to wait out). The
 //! lock is keyed by the schema too, so deployments sharing a server do not block each other.
 //!
 //! A holder whose host goes silent (power lost, network cut) closes nothing: the session is

@@ -147,3 +147,47 @@ fn deadlines_and_the_peer_cap_follow_the_config() {
         health_from(peer, &c.addr).filter(|r| r.status == 200)
     });
 }
+
+#[test]
+fn connections_are_served_by_the_configured_threads() {
+    let mut c = Custody::init();
+    let cred = c.credential("acme", &[]);
+    c.edit_config("threads = 0", "threads = 3");
+    c.start();
+    let pid = c.pid().expect("running");
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .map(|n| n.trim().to_owned())
+        .filter(|n| n.starts_with("http-"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["http-0", "http-1", "http-2"]);
+
+    // Clients on many connections at once, each connection on one of the threads: every
+    // request is answered, and what one wrote the others read.
+    std::thread::scope(|s| {
+        for t in 0..6 {
+            let (c, cred) = (&c, &cred);
+            s.spawn(move || {
+                let client = c.client(cred);
+                for i in 0..4 {
+                    let user = format!("user-{t}-{i}");
+                    let body = serde_json::json!({"external_user_id": user, "network": "BSC"});
+                    let created = client.post("/v1/wallets", &body, Some(&format!("k-{user}")));
+                    assert_eq!(
+                        created.status,
+                        201,
+                        "{}",
+                        String::from_utf8_lossy(&created.body)
+                    );
+                    let id = created.json()["id"].as_str().unwrap().to_owned();
+                    let read = client.get(&format!("/v1/wallets/{id}"));
+                    assert_eq!(read.status, 200);
+                    assert_eq!(read.json()["external_user_id"], user.as_str());
+                }
+            });
+        }
+    });
+    assert_eq!(c.stop(), Some(0), "a clean stop joins the threads");
+}

@@ -184,10 +184,7 @@ impl CredentialRepo for SqliteTx<'_> {
     ) -> Result<(), PortError> {
         let mut chunks = nonces.chunks_exact(LOG_CHUNK);
         if nonces.len() >= LOG_CHUNK {
-            let mut stmt = self
-                .conn
-                .prepare_cached(&log_insert_sql(LOG_CHUNK))
-                .map_err(db_err)?;
+            let mut stmt = self.conn.prepare_cached(log_insert_sql()).map_err(db_err)?;
             for chunk in chunks.by_ref() {
                 let ids: Vec<String> = chunk.iter().map(|n| n.credential.to_string()).collect();
                 let mut values: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(3 * LOG_CHUNK);
@@ -290,21 +287,19 @@ impl CredentialRepo for SqliteTx<'_> {
     }
 }
 
-/// The credentials version (migration 0019: triggers on `credentials` raise it).
 /// Nonces per `INSERT` of the log (3 parameters each, far below SQLite's limit of 32,766).
 const LOG_CHUNK: usize = 64;
 
-fn log_insert_sql(rows: usize) -> String {
-    let mut sql = String::from("INSERT INTO nonce_log (credential_id, nonce, expires_at) VALUES ");
-    for i in 0..rows {
-        if i > 0 {
-            sql.push(',');
-        }
-        sql.push_str("(?,?,?)");
-    }
-    sql
+/// The `INSERT` of [`LOG_CHUNK`] log rows, built once per process.
+fn log_insert_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let rows = vec!["(?,?,?)"; LOG_CHUNK].join(",");
+        format!("INSERT INTO nonce_log (credential_id, nonce, expires_at) VALUES {rows}")
+    })
 }
 
+/// The credentials version (migration 0019: triggers on `credentials` raise it).
 pub(crate) const CREDENTIALS_VERSION_SQL: &str = "SELECT n FROM credentials_version WHERE id = 1";
 
 impl CredentialReads for SqliteTx<'_> {
