@@ -97,9 +97,6 @@ pub struct ServerConfig {
     pub idle_timeout_ms: u64,
     #[serde(default = "defaults::body_read_timeout_ms")]
     pub body_read_timeout_ms: u64,
-    /// Threads serving connections; 0 (the default): one fewer than the cores, at least one.
-    #[serde(default)]
-    pub threads: usize,
 }
 
 mod defaults {
@@ -142,13 +139,9 @@ impl Default for ServerConfig {
             connections_per_peer_max: limits.connections_per_peer_max,
             idle_timeout_ms: limits.idle_timeout_ms,
             body_read_timeout_ms: limits.body_read_timeout_ms,
-            threads: limits.threads,
         }
     }
 }
-
-/// More connection threads than this is a mistake in the file, not a machine.
-const THREADS_MAX: usize = 1024;
 
 impl ServerConfig {
     /// The limits of the HTTP layer; a zero would refuse every connection or request.
@@ -167,16 +160,12 @@ impl ServerConfig {
                 return Err(format!("server.{key} must be greater than 0"));
             }
         }
-        if self.threads > THREADS_MAX {
-            return Err(format!("server.threads must be at most {THREADS_MAX}"));
-        }
         Ok(custody_http::HttpLimits {
             body_bytes_max: self.body_bytes_max,
             connections_max: self.connections_max,
             connections_per_peer_max: self.connections_per_peer_max,
             idle_timeout_ms: self.idle_timeout_ms,
             body_read_timeout_ms: self.body_read_timeout_ms,
-            threads: self.threads,
         })
     }
 }
@@ -1313,7 +1302,6 @@ mod tests {
             "connections_per_peer_max",
             "idle_timeout_ms",
             "body_read_timeout_ms",
-            "threads",
         ] {
             let line = text
                 .lines()
@@ -1327,14 +1315,6 @@ mod tests {
         let mut zero = back.server.clone();
         zero.body_read_timeout_ms = 0;
         assert!(zero.limits().unwrap_err().contains("body_read_timeout_ms"));
-        // Connection threads: automatic unless set, and a sane count.
-        assert_eq!(back.server.threads, 0);
-        assert_eq!(back.server.limits().unwrap().threads, 0);
-        let mut threads = back.server.clone();
-        threads.threads = 4;
-        assert_eq!(threads.limits().unwrap().threads, 4);
-        threads.threads = 1025;
-        assert!(threads.limits().unwrap_err().contains("server.threads"));
     }
 
     #[test]

@@ -12,7 +12,6 @@ mod fence;
 mod handlers;
 mod idempotent;
 pub mod input;
-mod lanes;
 pub mod metrics;
 pub mod nonces;
 pub mod openapi;

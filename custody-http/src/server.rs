@@ -1,6 +1,5 @@
 //! The hyper server: accept loop, per-connection limits and graceful shutdown (stop accepting,
-//! let in-flight requests finish, then return). Each accepted connection is served on one of the
-//! connection lanes (`lanes`) for its whole life; refusals are answered on the caller's runtime.
+//! let in-flight requests finish, then return).
 //!
 //! A connection holds one of `connections_max` slots from accept to close, so every way a client
 //! can hold one is bounded: one peer holds at most `connections_per_peer_max` of them; a
@@ -29,7 +28,6 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::dispatch::handle;
-use crate::lanes::{lane_count, Lanes};
 use crate::reply::{finish, refusal_reply};
 use crate::state::AppState;
 
@@ -54,8 +52,6 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let lanes = Lanes::start(lane_count(state.limits.threads, cores))?;
     let slots = Arc::new(Semaphore::new(state.limits.connections_max));
     let peers = Arc::new(PeerSlots::new(state.limits.connections_per_peer_max));
     let refusals = Arc::new(Semaphore::new(REFUSALS_MAX));
@@ -102,7 +98,7 @@ pub async fn serve(
                     .header_read_timeout(idle_timeout)
                     .serve_connection(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn);
-                lanes.spawn(async move {
+                tokio::spawn(async move {
                     let _held = held;
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "connection ended with an error");
@@ -119,8 +115,6 @@ pub async fn serve(
             tracing::warn!("shutdown drain timed out; closing remaining connections");
         }
     }
-    // Joining the lanes' threads blocks; not on this runtime's worker.
-    let _ = tokio::task::spawn_blocking(move || lanes.stop()).await;
     Ok(())
 }
 

@@ -63,9 +63,6 @@ pub struct HttpLimits {
     /// Time for the whole body to arrive once the head is read; then 408 and the connection
     /// is closed.
     pub body_read_timeout_ms: u64,
-    /// Threads serving connections, each keeping its connections for their whole life
-    /// (`lanes`); 0: one fewer than the machine's cores, at least one.
-    pub threads: usize,
 }
 
 impl Default for HttpLimits {
@@ -76,7 +73,6 @@ impl Default for HttpLimits {
             connections_per_peer_max: 128,
             idle_timeout_ms: 10_000,
             body_read_timeout_ms: 10_000,
-            threads: 0,
         }
     }
 }
