@@ -268,8 +268,8 @@ impl ChainRepo for SqliteTx<'_> {
     }
 }
 
-/// Above this many assets, `pending_deposit_units_of` asks asset by asset (one statement text
-/// per count).
+/// Above this many assets, `pending_deposit_units_of` asks in chunks of this many (one
+/// statement text per count).
 const MAX_ASSETS_AT_ONCE: usize = 16;
 
 /// The statuses a balance counts as pending, as the core defines them.
@@ -387,21 +387,12 @@ impl DepositReads for SqliteTx<'_> {
         network: Network,
         asset: &str,
     ) -> Result<Amount, PortError> {
-        let amounts: Vec<String> = self
-            .conn
-            .prepare_cached(
-                "SELECT amount FROM deposits WHERE tenant = ?1 AND external_user_id = ?2 AND network = ?3 \
-                 AND asset = ?4 AND status IN ('detected', 'confirming', 'confirmed')",
-            )
-            .map_err(db_err)?
-            .query_map(params![tenant.as_str(), external_user_id, network.as_str(), asset], |r| r.get(0))
-            .map_err(db_err)?
-            .collect::<Result<_, _>>()
-            .map_err(db_err)?;
-        amounts.iter().try_fold(Amount::ZERO, |sum, a| {
-            sum.checked_add(amount(a)?)
-                .ok_or_else(|| PortError::permanent("store", "pending deposits overflow u128"))
-        })
+        let units =
+            self.pending_deposit_units_of(tenant, external_user_id, network, &[asset.to_owned()])?;
+        units
+            .first()
+            .copied()
+            .ok_or_else(|| PortError::permanent("store", "pending deposits: no figure"))
     }
 
     fn pending_deposit_units_of(
@@ -411,18 +402,27 @@ impl DepositReads for SqliteTx<'_> {
         network: Network,
         assets: &[String],
     ) -> Result<Vec<Amount>, PortError> {
-        if assets.is_empty() || assets.len() > MAX_ASSETS_AT_ONCE {
-            return assets
-                .iter()
-                .map(|a| self.pending_deposit_units(tenant, external_user_id, network, a))
-                .collect();
+        if assets.is_empty() {
+            return Ok(Vec::new());
+        }
+        if assets.len() > MAX_ASSETS_AT_ONCE {
+            let mut units = Vec::with_capacity(assets.len());
+            for chunk in assets.chunks(MAX_ASSETS_AT_ONCE) {
+                units.extend(self.pending_deposit_units_of(
+                    tenant,
+                    external_user_id,
+                    network,
+                    chunk,
+                )?);
+            }
+            return Ok(units);
         }
         // The pending deposits of every asset asked, through deposits_by_user (tenant, user,
         // network, asset, status): one seek per asset and status, not the user's whole history,
         // summed per asset here. A compound of single seeks rather than `IN` lists, which SQLite
-        // turns into an ephemeral b-tree built at every run (about 5% of a balances read).
-        // One statement text per count of assets.
-        // Each asset once: an asset asked twice would have its rows summed twice.
+        // turns into an ephemeral b-tree built at every run (about 5% of a balances read). One
+        // statement text per count of distinct assets: an asset asked twice is sought once, or
+        // its rows would be summed twice.
         let mut distinct: Vec<&str> = Vec::with_capacity(assets.len());
         for a in assets {
             if !distinct.contains(&a.as_str()) {

@@ -386,6 +386,26 @@ async fn pending_figures_count_and_sum_pending_deposits(store: Arc<dyn Store>) {
         ),
         "several assets at once, in the order asked"
     );
+    // More assets than a store may ask at once (SQLite: 16), repeats included.
+    let many: Vec<String> = ["USDT", "BNB", "USDC"]
+        .iter()
+        .cycle()
+        .take(40)
+        .map(|s| (*s).to_owned())
+        .collect();
+    let expected: Vec<Amount> = many
+        .iter()
+        .map(|a| match a.as_str() {
+            "USDT" => u(23),
+            "BNB" => u(1_000),
+            _ => Amount::ZERO,
+        })
+        .collect();
+    let got = r(s, move |tx| {
+        tx.pending_deposit_units_of(&tid("acme"), "alice", Network::Bsc, &many)
+    })
+    .await;
+    assert_eq!(got, expected, "forty assets, in the order asked");
 }
 
 async fn shortfalls_and_credited_sums_are_summed_per_user_and_address(store: Arc<dyn Store>) {
