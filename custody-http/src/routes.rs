@@ -443,20 +443,22 @@ pub enum Match {
     NotFound,
 }
 
-fn match_template(template: &str, path: &str) -> Option<Vec<String>> {
-    let mut params = Vec::new();
-    let mut t = template.split('/');
-    let mut p = path.split('/');
-    loop {
-        match (t.next(), p.next()) {
-            (None, None) => return Some(params),
-            (Some(ts), Some(ps)) if ts.starts_with('{') && ts.ends_with('}') && !ps.is_empty() => {
-                params.push(ps.to_owned());
-            }
-            (Some(ts), Some(ps)) if ts == ps => {}
-            _ => return None,
-        }
+/// `depth`: how many `/`-separated segments `path` has.
+fn match_template(template: &str, path: &str, depth: usize) -> Option<Vec<String>> {
+    // Matched before anything is copied: most routes of the table do not match.
+    let segments = || template.split('/').zip(path.split('/'));
+    let is_param = |t: &str| t.starts_with('{') && t.ends_with('}');
+    if template.split('/').count() != depth
+        || !segments().all(|(t, p)| if is_param(t) { !p.is_empty() } else { t == p })
+    {
+        return None;
     }
+    Some(
+        segments()
+            .filter(|(t, _)| is_param(t))
+            .map(|(_, p)| p.to_owned())
+            .collect(),
+    )
 }
 
 /// Matches `path` (below `/v1`) and `method` against the table. A path that spells a literal
@@ -464,12 +466,13 @@ fn match_template(template: &str, path: &str) -> Option<Vec<String>> {
 /// (`/swaps/{id}`): its allowed methods are the literal route's, as the document lists them.
 pub fn find(method: &str, path: &str) -> Match {
     let literal = ROUTES.iter().any(|r| r.template == path);
+    let depth = path.split('/').count();
     let mut allow = Vec::new();
     for route in ROUTES {
         if literal && route.template != path {
             continue;
         }
-        if let Some(params) = match_template(route.template, path) {
+        if let Some(params) = match_template(route.template, path, depth) {
             if route.method == method {
                 return Match::Found { route, params };
             }

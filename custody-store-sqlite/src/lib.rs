@@ -65,13 +65,33 @@ const MMAP_BYTES: i64 = 256 * 1024 * 1024;
 const QUICK_READERS: usize = 2;
 
 /// Runs a read job in a snapshot of `conn`.
+///
+/// The snapshot is opened by the statement that reads the credentials version, stepped to its
+/// one row and held until the job ends. Outside `BEGIN`, SQLite keeps a connection's read
+/// transaction open while any of its statements is active, and every other statement of the
+/// connection reads that same snapshot; the snapshot ends when the held statement is reset. So
+/// the version a fenced route checks (`SqliteTx::credentials_version`) comes from the snapshot
+/// its reads use, and a read costs one statement less than `BEGIN`, the version's `SELECT` and
+/// `ROLLBACK` (the pinned statement is never stepped to its end: that would end the snapshot).
 fn read_in(conn: &Connection, job: &mut ReadJob) -> CoreResult<Box<dyn Any + Send>> {
-    let cached = tx::Cached(conn);
-    cached.run("BEGIN").map_err(db_err)?;
-    let mut tx = SqliteTx::new(conn);
+    let mut pin = conn
+        .prepare_cached(repo::credentials::CREDENTIALS_VERSION_SQL)
+        .map_err(db_err)?;
+    let mut rows = pin.query([]).map_err(db_err)?;
+    let version: i64 = match rows.next().map_err(db_err)? {
+        Some(row) => row.get(0).map_err(db_err)?,
+        None => {
+            return Err(CoreError::Invariant(
+                "the credentials version row is missing".into(),
+            ))
+        }
+    };
+    let mut tx = SqliteTx::in_snapshot(conn, version.unsigned_abs());
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut tx)))
         .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())));
-    let _ = cached.run("ROLLBACK");
+    // Resetting the pinned statement ends the snapshot (drop order made explicit).
+    drop(rows);
+    drop(pin);
     r
 }
 

@@ -105,6 +105,55 @@ async fn credentials_are_sealed_and_need_the_right_key() {
     assert!(matches!(err, CoreError::Port(_)));
 }
 
+/// A read job sees one snapshot from its first statement to its last, though it opens no
+/// `BEGIN` (`read_in` holds the credentials version's statement open instead): a commit by
+/// another connection in the middle of the job, and statements of the job that run to their
+/// end, change nothing it reads, and the version it reports is its snapshot's.
+#[tokio::test]
+async fn a_read_job_reads_one_snapshot_whatever_commits_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 7, StoreOptions::default());
+    let path = dir.path().join("custody.db");
+
+    for quick in [false, true] {
+        let c = credential("ck_one");
+        write(&store, move |tx| Ok(tx.insert_credential(&c)?))
+            .await
+            .unwrap();
+        let before = store.credentials_version().await.unwrap().unwrap();
+        let path = path.clone();
+        let job = move |tx: &mut dyn custody_core::ports::store::ReadTx| {
+            let version = tx.credentials_version()?;
+            let seen = tx.credential_by_api_key("ck_one")?.is_some();
+            // Another process removes every credential: its trigger bumps the version.
+            let other = rusqlite::Connection::open(&path).unwrap();
+            other.execute("DELETE FROM credentials", []).unwrap();
+            drop(other);
+            let listed = tx.list_credentials()?.len();
+            let seen_after = tx.credential_by_api_key("ck_one")?.is_some();
+            Ok((version, seen, listed, seen_after, tx.credentials_version()?))
+        };
+        let found = if quick {
+            custody_core::ports::store::read_quick(&store, job).await
+        } else {
+            read(&store, job).await
+        }
+        .unwrap();
+        assert_eq!(
+            found,
+            (Some(before), true, 1, true, Some(before)),
+            "quick read: {quick}"
+        );
+        let now = read(&store, |tx| {
+            Ok((tx.credentials_version()?, tx.list_credentials()?.len()))
+        })
+        .await
+        .unwrap();
+        assert_eq!(now, (Some(before + 1), 0), "a new read sees the commit");
+        assert_eq!(store.credentials_version().await.unwrap(), Some(before + 1));
+    }
+}
+
 #[tokio::test]
 async fn a_nonce_is_accepted_once_and_pruned_after_expiry() {
     let dir = tempfile::tempdir().unwrap();

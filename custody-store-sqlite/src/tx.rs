@@ -50,6 +50,9 @@ impl<'c> Cached<'c> {
 pub struct SqliteTx<'c> {
     pub(crate) conn: Cached<'c>,
     depth: u32,
+    /// The credentials version of a reader's snapshot, read when the snapshot was opened
+    /// (`crate::read_in`); `None` in the writer's transaction, which reads it when asked.
+    pub(crate) snapshot_version: Option<u64>,
 }
 
 impl<'c> SqliteTx<'c> {
@@ -57,6 +60,15 @@ impl<'c> SqliteTx<'c> {
         SqliteTx {
             conn: Cached(conn),
             depth: 0,
+            snapshot_version: None,
+        }
+    }
+
+    /// A reader's snapshot, opened by reading the credentials version `version`.
+    pub(crate) fn in_snapshot(conn: &'c Connection, version: u64) -> Self {
+        SqliteTx {
+            snapshot_version: Some(version),
+            ..SqliteTx::new(conn)
         }
     }
 

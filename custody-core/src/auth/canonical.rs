@@ -16,8 +16,17 @@ pub fn canonical_string(
     idempotency_key: &str,
     body: &[u8],
 ) -> String {
-    let body_hash = hex::encode(Sha256::digest(body));
-    format!("{method}\n{path}\n{timestamp}\n{nonce}\n{idempotency_key}\n{body_hash}")
+    let mut body_hash = [0u8; 64];
+    hex::encode_to_slice(Sha256::digest(body), &mut body_hash).expect("64 hex digits");
+    let parts = [method, path, timestamp, nonce, idempotency_key];
+    // Built in one allocation: this runs for every signed request.
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 64);
+    for part in parts {
+        s.push_str(part);
+        s.push('\n');
+    }
+    s.push_str(std::str::from_utf8(&body_hash).expect("hex is ASCII"));
+    s
 }
 
 /// Lowercase hex HMAC-SHA256 of `message` under `secret`.
@@ -30,8 +39,11 @@ pub fn signature_hex(secret: &[u8], message: &str) -> String {
 /// Compares the presented signature with the expected one in constant time. The presented
 /// value must be lowercase hex, as the contract says.
 pub fn verify_signature(secret: &[u8], canonical: &str, presented: &str) -> bool {
-    let expected = signature_hex(secret, canonical);
-    expected.len() == presented.len() && bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes keys of any length");
+    mac.update(canonical.as_bytes());
+    let mut expected = [0u8; 64];
+    hex::encode_to_slice(mac.finalize().into_bytes(), &mut expected).expect("64 hex digits");
+    expected.len() == presented.len() && bool::from(expected.as_slice().ct_eq(presented.as_bytes()))
 }
 
 #[cfg(test)]

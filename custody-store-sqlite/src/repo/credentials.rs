@@ -304,6 +304,9 @@ pub(crate) const CREDENTIALS_VERSION_SQL: &str = "SELECT n FROM credentials_vers
 
 impl CredentialReads for SqliteTx<'_> {
     fn credentials_version(&mut self) -> Result<Option<u64>, PortError> {
+        if let Some(v) = self.snapshot_version {
+            return Ok(Some(v));
+        }
         let n: i64 = self
             .conn
             .prepare_cached(CREDENTIALS_VERSION_SQL)

@@ -11,9 +11,20 @@ use crate::tx::{db_err, SqliteTx};
 
 const COLUMNS: &str =
     "id, tenant, external_user_id, network, address, account, address_index, created_at";
-/// `COLUMNS` of the wallet aliased `w`.
-const W_COLUMNS: &str = "w.id, w.tenant, w.external_user_id, w.network, w.address, w.account, \
-     w.address_index, w.created_at";
+/// The statement of `SqliteTx::one_wallet` for one `WHERE` clause (a literal naming the
+/// wallet's columns as `w.<column>`): built at compile time, so a wallet read formats nothing.
+macro_rules! one_wallet_sql {
+    ($where:literal) => {
+        concat!(
+            "SELECT w.id, w.tenant, w.external_user_id, w.network, w.address, w.account, \
+             w.address_index, w.created_at, a.address, a.account, a.address_index, a.retired_at \
+             FROM wallets w LEFT JOIN wallet_addresses a \
+             ON a.wallet_id = w.id AND a.retired_at IS NOT NULL WHERE ",
+            $where,
+            " ORDER BY a.seq"
+        )
+    };
+}
 
 type RawWallet = (String, String, String, String, String, i64, i64, i64);
 
@@ -56,18 +67,10 @@ impl SqliteTx<'_> {
     /// fixed cost (cache look-up, bind, step, reset) of the same order as the read itself.
     fn one_wallet(
         &self,
-        sql_where: &str,
+        sql: &'static str,
         args: impl rusqlite::Params,
     ) -> Result<Option<Wallet>, PortError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {W_COLUMNS}, a.address, a.account, a.address_index, a.retired_at \
-                 FROM wallets w LEFT JOIN wallet_addresses a \
-                 ON a.wallet_id = w.id AND a.retired_at IS NOT NULL \
-                 WHERE {sql_where} ORDER BY a.seq"
-            ))
-            .map_err(db_err)?;
+        let mut stmt = self.conn.prepare_cached(sql).map_err(db_err)?;
         let mut rows = stmt.query(args).map_err(db_err)?;
         let mut wallet: Option<Wallet> = None;
         while let Some(r) = rows.next().map_err(db_err)? {
@@ -291,7 +294,7 @@ impl WalletReads for SqliteTx<'_> {
         network: Network,
     ) -> Result<Option<Wallet>, PortError> {
         self.one_wallet(
-            "w.tenant = ?1 AND w.external_user_id = ?2 AND w.network = ?3",
+            one_wallet_sql!("w.tenant = ?1 AND w.external_user_id = ?2 AND w.network = ?3"),
             params![tenant.as_str(), external_user_id, network.as_str()],
         )
     }
@@ -302,7 +305,7 @@ impl WalletReads for SqliteTx<'_> {
         id: Uuid,
     ) -> Result<Option<Wallet>, PortError> {
         self.one_wallet(
-            "w.id = ?1 AND w.tenant = ?2",
+            one_wallet_sql!("w.id = ?1 AND w.tenant = ?2"),
             params![id.to_string(), tenant.as_str()],
         )
     }
@@ -380,7 +383,7 @@ impl WalletReads for SqliteTx<'_> {
         address: &custody_core::chain::ChainAddress,
     ) -> Result<Option<Wallet>, PortError> {
         self.one_wallet(
-            "w.id = (SELECT wallet_id FROM wallet_addresses WHERE network = ?1 AND address = ?2)",
+            one_wallet_sql!("w.id = (SELECT wallet_id FROM wallet_addresses WHERE network = ?1 AND address = ?2)"),
             params![network.as_str(), address.as_str()],
         )
     }
