@@ -71,8 +71,9 @@ const QUICK_READERS: usize = 2;
 /// transaction open while any of its statements is active, and every other statement of the
 /// connection reads that same snapshot; the snapshot ends when the held statement is reset. So
 /// the version a fenced route checks (`SqliteTx::credentials_version`) comes from the snapshot
-/// its reads use, and a read costs one statement less than `BEGIN`, the version's `SELECT` and
-/// `ROLLBACK` (the pinned statement is never stepped to its end: that would end the snapshot).
+/// its reads use. A read runs two statements fewer than with `BEGIN` and `ROLLBACK`, a fenced
+/// read three (the version's `SELECT`). The held statement is never stepped to its end: that
+/// would end the snapshot.
 fn read_in(conn: &Connection, job: &mut ReadJob) -> CoreResult<Box<dyn Any + Send>> {
     let mut pin = conn
         .prepare_cached(repo::credentials::CREDENTIALS_VERSION_SQL)

@@ -63,8 +63,9 @@ fn u32_of(what: &str, v: i64) -> Result<u32, PortError> {
 
 impl SqliteTx<'_> {
     /// One wallet and its previous addresses in one statement, `sql`, built by
-    /// `one_wallet_sql!` from a `WHERE` clause. A wallet read is most of a signed GET, and each statement has a
-    /// fixed cost (cache look-up, bind, step, reset) of the same order as the read itself.
+    /// `one_wallet_sql!` from a `WHERE` clause. A wallet read is most of a signed GET, and each
+    /// statement has a fixed cost (cache look-up, bind, step, reset) of the same order as the
+    /// read itself.
     fn one_wallet(
         &self,
         sql: &'static str,
