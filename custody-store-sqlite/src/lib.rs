@@ -9,6 +9,7 @@
 mod migrations;
 mod repo;
 mod tx;
+mod wallet_cache;
 mod writer;
 
 use std::any::Any;
@@ -24,6 +25,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 pub use migrations::latest_version as schema_version;
 use tx::{db_err, SqliteTx};
+use wallet_cache::{SnapshotWallets, WalletCache};
 
 /// Tuning of the store. Limits carry their unit last.
 #[derive(Debug, Clone)]
@@ -66,28 +68,37 @@ const QUICK_READERS: usize = 2;
 
 /// Runs a read job in a snapshot of `conn`.
 ///
-/// The snapshot is opened by the statement that reads the credentials version, stepped to its
-/// one row and held until the job ends. Outside `BEGIN`, SQLite keeps a connection's read
+/// The snapshot is opened by the statement that reads the credentials version and the wallets
+/// version (`wallet_cache`), stepped to its one row and held until the job ends. Outside `BEGIN`, SQLite keeps a connection's read
 /// transaction open while any of its statements is active, and every other statement of the
 /// connection reads that same snapshot; the snapshot ends when the held statement is reset. So
 /// the version a fenced route checks (`SqliteTx::credentials_version`) comes from the snapshot
-/// its reads use. A read runs two statements fewer than with `BEGIN` and `ROLLBACK`, a fenced
+/// its reads use, and so does the wallets version by which kept wallets are used. A read runs
+/// two statements fewer than with `BEGIN` and `ROLLBACK`, a fenced
 /// read three (the version's `SELECT`). The held statement is never stepped to its end: that
 /// would end the snapshot.
-fn read_in(conn: &Connection, job: &mut ReadJob) -> CoreResult<Box<dyn Any + Send>> {
+fn read_in(
+    conn: &Connection,
+    wallets: &WalletCache,
+    job: &mut ReadJob,
+) -> CoreResult<Box<dyn Any + Send>> {
     let mut pin = conn
-        .prepare_cached(repo::credentials::CREDENTIALS_VERSION_SQL)
+        .prepare_cached(repo::credentials::SNAPSHOT_VERSIONS_SQL)
         .map_err(db_err)?;
     let mut rows = pin.query([]).map_err(db_err)?;
-    let version: i64 = match rows.next().map_err(db_err)? {
-        Some(row) => row.get(0).map_err(db_err)?,
+    let (version, wallets_version): (i64, i64) = match rows.next().map_err(db_err)? {
+        Some(row) => (row.get(0).map_err(db_err)?, row.get(1).map_err(db_err)?),
         None => {
             return Err(CoreError::Invariant(
-                "the credentials version row is missing".into(),
+                "the credentials or wallets version row is missing".into(),
             ))
         }
     };
-    let mut tx = SqliteTx::in_snapshot(conn, version.unsigned_abs());
+    let kept = SnapshotWallets {
+        cache: wallets,
+        version: wallets_version.unsigned_abs(),
+    };
+    let mut tx = SqliteTx::in_snapshot(conn, version.unsigned_abs(), kept);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut tx)))
         .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())));
     // Resetting the pinned statement ends the snapshot (drop order made explicit).
@@ -108,6 +119,8 @@ pub struct SqliteStore {
     /// Connections for [`Store::read_quick`], run on the caller's thread; one per runtime
     /// worker is enough (a busy one sends the read to the pool instead).
     quick_readers: Vec<Mutex<Connection>>,
+    /// Wallets the readers read by id, kept by wallets version (`wallet_cache`).
+    wallets: Arc<WalletCache>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -232,6 +245,7 @@ impl SqliteStore {
             readers: Arc::new(Mutex::new(readers)),
             version_reader,
             quick_readers,
+            wallets: Arc::new(WalletCache::default()),
         })
     }
 
@@ -281,6 +295,7 @@ impl Store for SqliteStore {
             .await
             .map_err(|_| Self::closed())?;
         let readers = Arc::clone(&self.readers);
+        let wallets = Arc::clone(&self.wallets);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let conn = readers
@@ -288,7 +303,7 @@ impl Store for SqliteStore {
                 .unwrap_or_else(|p| p.into_inner())
                 .pop()
                 .expect("a permit guarantees a free reader");
-            let result = read_in(&conn, &mut job);
+            let result = read_in(&conn, &wallets, &mut job);
             readers.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
             result
         })
@@ -299,7 +314,7 @@ impl Store for SqliteStore {
     async fn read_quick(&self, mut job: ReadJob) -> CoreResult<Box<dyn Any + Send>> {
         for slot in &self.quick_readers {
             if let Ok(conn) = slot.try_lock() {
-                return read_in(&conn, &mut job);
+                return read_in(&conn, &self.wallets, &mut job);
             }
         }
         self.read(job).await

@@ -85,6 +85,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0022_nonce_log",
         include_str!("../migrations/0022_nonce_log.sql"),
     ),
+    (
+        "0023_wallets_version",
+        include_str!("../migrations/0023_wallets_version.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -154,6 +154,169 @@ async fn a_read_job_reads_one_snapshot_whatever_commits_meanwhile() {
     }
 }
 
+fn stored_wallet(id: u128, tenant: &str) -> custody_core::wallet::Wallet {
+    custody_core::wallet::Wallet {
+        id: Uuid::from_u128(id),
+        tenant: custody_core::TenantId::parse(tenant).unwrap(),
+        external_user_id: format!("user{id}"),
+        network: custody_core::Network::Bsc,
+        address: format!("0x{id:040x}"),
+        account: 0,
+        index: u32::try_from(id).unwrap(),
+        created_at: Timestamp::from_unix_millis(1_000),
+        previous_addresses: Vec::new(),
+    }
+}
+
+/// A wallet by id, through a quick read and a pool read (both must agree).
+async fn wallet_now(store: &SqliteStore, id: u128) -> Option<custody_core::wallet::Wallet> {
+    let tenant = custody_core::TenantId::parse("acme").unwrap();
+    let t = tenant.clone();
+    let quick = custody_core::ports::store::read_quick(store, move |tx| {
+        Ok(tx.wallet_by_id(&t, Uuid::from_u128(id))?)
+    })
+    .await
+    .unwrap();
+    let pooled = read(store, move |tx| {
+        Ok(tx.wallet_by_id(&tenant, Uuid::from_u128(id))?)
+    })
+    .await
+    .unwrap();
+    assert_eq!(quick, pooled);
+    quick
+}
+
+/// Wallets read by id are kept by `wallets_version`, and every change another process can make
+/// to what a wallet reads as (as `custody wallets migrate` does, through its own connection)
+/// raises it: the next read answers the change.
+#[tokio::test]
+async fn a_kept_wallet_is_read_again_after_another_process_changes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 1, StoreOptions::default());
+    let other = rusqlite::Connection::open(dir.path().join("custody.db")).unwrap();
+    let id_text = Uuid::from_u128(1).to_string();
+    for id in [1, 2] {
+        let w = stored_wallet(id, "acme");
+        write(&store, move |tx| Ok(tx.insert_wallet(&w)?))
+            .await
+            .unwrap();
+    }
+    let mut expected = stored_wallet(1, "acme");
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+    assert_eq!(store.wallets.len(), 1, "the wallet read is kept");
+
+    // A new wallet leaves the version alone, and the kept one stands.
+    let version = |c: &rusqlite::Connection| -> i64 {
+        c.query_row("SELECT n FROM wallets_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = version(&other);
+    let w = stored_wallet(3, "acme");
+    write(&store, move |tx| Ok(tx.insert_wallet(&w)?))
+        .await
+        .unwrap();
+    assert_eq!(version(&other), before);
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+
+    // The wallet's row changes.
+    other
+        .execute(
+            "UPDATE wallets SET external_user_id = 'alice2' WHERE id = ?1",
+            [&id_text],
+        )
+        .unwrap();
+    expected.external_user_id = "alice2".into();
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+
+    // An address inserted already retired joins its previous addresses.
+    other
+        .execute(
+            "INSERT INTO wallet_addresses (wallet_id, network, address, account, address_index, \
+             retired_at) VALUES (?1, 'BSC', '0xold', 9, 9, 5000)",
+            [&id_text],
+        )
+        .unwrap();
+    let previous = |retired_ms| custody_core::wallet::PreviousAddress {
+        address: "0xold".into(),
+        account: 9,
+        index: 9,
+        retired_at: Timestamp::from_unix_millis(retired_ms),
+    };
+    expected.previous_addresses = vec![previous(5_000)];
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+
+    // An address of its log changes.
+    other
+        .execute(
+            "UPDATE wallet_addresses SET retired_at = 6000 WHERE address = '0xold'",
+            [],
+        )
+        .unwrap();
+    expected.previous_addresses = vec![previous(6_000)];
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+
+    // Its log entries and its row are removed.
+    other
+        .execute("DELETE FROM wallet_addresses WHERE address = '0xold'", [])
+        .unwrap();
+    expected.previous_addresses.clear();
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+    other
+        .execute(
+            "DELETE FROM wallet_addresses WHERE wallet_id = ?1",
+            [&id_text],
+        )
+        .unwrap();
+    other
+        .execute("DELETE FROM wallets WHERE id = ?1", [&id_text])
+        .unwrap();
+    assert_eq!(wallet_now(&store, 1).await, None);
+    assert_eq!(
+        wallet_now(&store, 2).await,
+        Some(stored_wallet(2, "acme")),
+        "another wallet is unaffected"
+    );
+}
+
+/// While `wallets_version` stands, a kept wallet is answered from memory, not read again: a
+/// change made with the triggers dropped is not seen until the version moves.
+#[tokio::test]
+async fn a_kept_wallet_is_answered_from_memory_while_the_version_stands() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir, 1, StoreOptions::default());
+    let other = rusqlite::Connection::open(dir.path().join("custody.db")).unwrap();
+    let w = stored_wallet(1, "acme");
+    write(&store, move |tx| Ok(tx.insert_wallet(&w)?))
+        .await
+        .unwrap();
+    let kept = stored_wallet(1, "acme");
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&kept));
+    other
+        .execute_batch(
+            "DROP TRIGGER wallets_version_wallet_update;
+             UPDATE wallets SET external_user_id = 'changed';",
+        )
+        .unwrap();
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&kept));
+    other
+        .execute("UPDATE wallets_version SET n = n + 1", [])
+        .unwrap();
+    assert_eq!(
+        wallet_now(&store, 1).await.map(|w| w.external_user_id),
+        Some("changed".into())
+    );
+    // Another tenant's read of the kept wallet answers none, as the statement does.
+    let found = read(&store, |tx| {
+        Ok(tx.wallet_by_id(
+            &custody_core::TenantId::parse("other").unwrap(),
+            Uuid::from_u128(1),
+        )?)
+    })
+    .await
+    .unwrap();
+    assert_eq!(found, None);
+}
+
 #[tokio::test]
 async fn a_nonce_is_accepted_once_and_pruned_after_expiry() {
     let dir = tempfile::tempdir().unwrap();

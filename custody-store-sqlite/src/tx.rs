@@ -6,6 +6,8 @@ use custody_core::error::PortError;
 use custody_core::ports::store::Savepoints;
 use rusqlite::{CachedStatement, Connection, Params, Row};
 
+use crate::wallet_cache::SnapshotWallets;
+
 /// How many prepared statements a connection keeps. Every repository's statements fit, so a
 /// request never compiles SQL after the first use of its statements (rusqlite keeps 16).
 pub(crate) const STATEMENT_CACHE: usize = 512;
@@ -53,6 +55,9 @@ pub struct SqliteTx<'c> {
     /// The credentials version of a reader's snapshot, read when the snapshot was opened
     /// (`crate::read_in`); `None` in the writer's transaction, which reads it when asked.
     pub(crate) snapshot_version: Option<u64>,
+    /// The wallets a reader's snapshot may answer from memory (`crate::wallet_cache`); `None`
+    /// in the writer's transaction, which reads every wallet.
+    pub(crate) wallets: Option<SnapshotWallets<'c>>,
 }
 
 impl<'c> SqliteTx<'c> {
@@ -61,13 +66,20 @@ impl<'c> SqliteTx<'c> {
             conn: Cached(conn),
             depth: 0,
             snapshot_version: None,
+            wallets: None,
         }
     }
 
-    /// A reader's snapshot, opened by reading the credentials version `version`.
-    pub(crate) fn in_snapshot(conn: &'c Connection, version: u64) -> Self {
+    /// A reader's snapshot, opened by reading the credentials version `version` and the
+    /// wallets version of `wallets`.
+    pub(crate) fn in_snapshot(
+        conn: &'c Connection,
+        version: u64,
+        wallets: SnapshotWallets<'c>,
+    ) -> Self {
         SqliteTx {
             snapshot_version: Some(version),
+            wallets: Some(wallets),
             ..SqliteTx::new(conn)
         }
     }

@@ -67,6 +67,11 @@ fn a_migrated_wallets_old_address_is_still_credited_and_swept() {
     let old = alice["address"].as_str().unwrap().to_owned();
     let old_path = alice["derivation_path"].as_str().unwrap().to_owned();
     assert_eq!(alice["previous_addresses"], json!([]));
+    // Read by id first: the server keeps the wallets it read (custody-store-sqlite's wallet
+    // cache), and the migration below, made by another process, must show at once.
+    let shown = client.get(&format!("/v1/wallets/{id}"));
+    assert_eq!(shown.status, 200);
+    assert_eq!(shown.json()["address"], json!(old));
 
     // Funds sit on the old address when the migration starts (not credited yet: not deep).
     anvil.send_value(anvil.account(1), &old, 2 * E18);

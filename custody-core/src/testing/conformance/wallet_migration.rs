@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::ports::signer::HdPath;
 use crate::ports::store::Store;
 use crate::wallet::migration::{MigrationStatus, MigrationStep, WalletMigration};
-use crate::wallet::PreviousAddress;
+use crate::wallet::{PreviousAddress, Wallet};
 use crate::Network;
 
 use super::{addr, assert_port_error, at, chain_addr, r, suite, tid, uid, w, wallet_row};
@@ -17,6 +17,7 @@ suite!(
     wallet_migration_suite {
         a_moved_wallet_keeps_its_old_address,
         a_wallet_moved_twice_lists_its_previous_addresses_oldest_first,
+        a_wallet_read_before_each_move_reads_as_moved_after_it,
         a_moved_wallets_new_address_is_watched_after_the_last_position,
         moves_never_reuse_an_address_or_a_path,
         tenant_accounts_are_replaced_from_the_global_allocator,
@@ -116,6 +117,74 @@ async fn a_moved_wallet_keeps_its_old_address(store: Arc<dyn Store>) {
     assert!(r(s, |tx| tx.wallet_addresses(Network::Tron))
         .await
         .is_empty());
+}
+
+/// What one wallet reads as by id, through both kinds of read job, as `tenant`.
+async fn by_id_both_ways(s: &dyn Store, tenant: &'static str, id: u128) -> Option<Wallet> {
+    let read = r(s, move |tx| tx.wallet_by_id(&tid(tenant), uid(id))).await;
+    let quick =
+        crate::ports::store::read_quick(s, move |tx| Ok(tx.wallet_by_id(&tid(tenant), uid(id))?))
+            .await
+            .unwrap_or_else(|e| panic!("a quick read failed: {e}"));
+    assert_eq!(read, quick, "both kinds of read agree");
+    read
+}
+
+/// A store may keep wallets it read (SQLite keeps them by a version that every change raises):
+/// a wallet read before each move reads as moved right after it, another tenant never sees it,
+/// and an id read while missing is found once its wallet exists.
+async fn a_wallet_read_before_each_move_reads_as_moved_after_it(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    assert_eq!(by_id_both_ways(s, "acme", 1).await, None);
+    let alice = Wallet {
+        index: 1,
+        ..wallet_row(1, "acme", "alice", Network::Bsc, "0xA11CE")
+    };
+    let inserted = alice.clone();
+    w(s, move |tx| tx.insert_wallet(&inserted)).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(by_id_both_ways(s, "acme", 1).await.as_ref(), Some(&alice));
+        assert_eq!(by_id_both_ways(s, "other", 1).await, None);
+    }
+    // Another wallet created meanwhile changes nothing read of the first.
+    let bob = wallet_row(2, "acme", "bob", Network::Bsc, "0xB0B");
+    w(s, move |tx| tx.insert_wallet(&bob)).await.unwrap();
+    assert_eq!(by_id_both_ways(s, "acme", 1).await.as_ref(), Some(&alice));
+
+    let mut previous = Vec::new();
+    let mut expected = alice.clone();
+    for (step, tag) in ["0xA11CE2", "0xA11CE3"].into_iter().enumerate() {
+        let n = u32::try_from(step).unwrap() + 5;
+        let t = 50 + i64::from(n);
+        let new = addr(Network::Bsc, tag);
+        let to = new.clone();
+        w(s, move |tx| tx.move_wallet(uid(1), &to, n, 0, at(t)))
+            .await
+            .unwrap();
+        previous.push(PreviousAddress {
+            address: expected.address.clone(),
+            account: expected.account,
+            index: expected.index,
+            retired_at: at(t),
+        });
+        expected = Wallet {
+            address: new,
+            account: n,
+            index: 0,
+            previous_addresses: previous.clone(),
+            ..alice.clone()
+        };
+        assert_eq!(
+            by_id_both_ways(s, "acme", 1).await.as_ref(),
+            Some(&expected),
+            "after move {step}"
+        );
+        assert_eq!(by_id_both_ways(s, "other", 1).await, None);
+    }
+    assert_eq!(
+        by_id_both_ways(s, "acme", 2).await.map(|w| w.address),
+        Some(addr(Network::Bsc, "0xB0B"))
+    );
 }
 
 async fn a_wallet_moved_twice_lists_its_previous_addresses_oldest_first(store: Arc<dyn Store>) {
