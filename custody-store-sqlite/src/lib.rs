@@ -69,14 +69,14 @@ const QUICK_READERS: usize = 2;
 /// Runs a read job in a snapshot of `conn`.
 ///
 /// The snapshot is opened by the statement that reads the credentials version and the wallets
-/// version (`wallet_cache`), stepped to its one row and held until the job ends. Outside `BEGIN`, SQLite keeps a connection's read
-/// transaction open while any of its statements is active, and every other statement of the
-/// connection reads that same snapshot; the snapshot ends when the held statement is reset. So
-/// the version a fenced route checks (`SqliteTx::credentials_version`) comes from the snapshot
-/// its reads use, and so does the wallets version by which kept wallets are used. A read runs
-/// two statements fewer than with `BEGIN` and `ROLLBACK`, a fenced
-/// read three (the version's `SELECT`). The held statement is never stepped to its end: that
-/// would end the snapshot.
+/// version (`wallet_cache`), stepped to its one row and held until the job ends. Outside
+/// `BEGIN`, SQLite keeps a connection's read transaction open while any of its statements is
+/// active, and every other statement of the connection reads that same snapshot; the snapshot
+/// ends when the held statement is reset. So the version a fenced route checks
+/// (`SqliteTx::credentials_version`) comes from the snapshot its reads use, and so does the
+/// wallets version by which kept wallets are used. A read runs two statements fewer than with
+/// `BEGIN` and `ROLLBACK`, a fenced read three (the version's `SELECT`). The held statement is
+/// never stepped to its end: that would end the snapshot.
 fn read_in(
     conn: &Connection,
     wallets: &WalletCache,

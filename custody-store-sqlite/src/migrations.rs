@@ -85,6 +85,9 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0022_nonce_log",
         include_str!("../migrations/0022_nonce_log.sql"),
     ),
+    // 0023's triggers keep readers' kept wallets true (`crate::wallet_cache`): a migration that
+    // rebuilds `wallets` or `wallet_addresses` (which drops their triggers) must create them
+    // again and raise `wallets_version`.
     (
         "0023_wallets_version",
         include_str!("../migrations/0023_wallets_version.sql"),

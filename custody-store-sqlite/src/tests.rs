@@ -193,7 +193,9 @@ async fn wallet_now(store: &SqliteStore, id: u128) -> Option<custody_core::walle
 async fn a_kept_wallet_is_read_again_after_another_process_changes_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir, 1, StoreOptions::default());
+    // Another process, or a tool that checks no foreign keys.
     let other = rusqlite::Connection::open(dir.path().join("custody.db")).unwrap();
+    other.pragma_update(None, "foreign_keys", "OFF").unwrap();
     let id_text = Uuid::from_u128(1).to_string();
     for id in [1, 2] {
         let w = stored_wallet(id, "acme");
@@ -255,18 +257,57 @@ async fn a_kept_wallet_is_read_again_after_another_process_changes_it() {
     expected.previous_addresses = vec![previous(6_000)];
     assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
 
-    // Its log entries and its row are removed.
+    // A REPLACE gives that address to another wallet, not retired: it leaves alice's log.
     other
-        .execute("DELETE FROM wallet_addresses WHERE address = '0xold'", [])
+        .execute(
+            "INSERT OR REPLACE INTO wallet_addresses (wallet_id, network, address, account, \
+             address_index) VALUES (?1, 'BSC', '0xold', 9, 9)",
+            [Uuid::from_u128(2).to_string()],
+        )
         .unwrap();
     expected.previous_addresses.clear();
     assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+
+    // An entry of its log is removed.
     other
         .execute(
-            "DELETE FROM wallet_addresses WHERE wallet_id = ?1",
+            "INSERT INTO wallet_addresses (wallet_id, network, address, account, address_index, \
+             retired_at) VALUES (?1, 'BSC', '0xold2', 8, 8, 7000)",
             [&id_text],
         )
         .unwrap();
+    assert_eq!(
+        wallet_now(&store, 1)
+            .await
+            .map(|w| w.previous_addresses.len()),
+        Some(1)
+    );
+    other
+        .execute("DELETE FROM wallet_addresses WHERE address = '0xold2'", [])
+        .unwrap();
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+
+    // A REPLACE (no delete trigger fires for it without recursive_triggers) puts another
+    // tenant's wallet under the kept id: acme no longer finds it.
+    other
+        .execute(
+            "INSERT OR REPLACE INTO wallets (id, tenant, external_user_id, network, address, \
+             account, address_index, created_at) \
+             SELECT id, 'evil', external_user_id, network, address, account, address_index, \
+             created_at FROM wallets WHERE id = ?1",
+            [&id_text],
+        )
+        .unwrap();
+    assert_eq!(wallet_now(&store, 1).await, None);
+    other
+        .execute(
+            "UPDATE wallets SET tenant = 'acme' WHERE id = ?1",
+            [&id_text],
+        )
+        .unwrap();
+    assert_eq!(wallet_now(&store, 1).await.as_ref(), Some(&expected));
+
+    // Its row is removed, its log left.
     other
         .execute("DELETE FROM wallets WHERE id = ?1", [&id_text])
         .unwrap();
@@ -540,6 +581,38 @@ async fn second_factor_attempts_round_trip_and_reservations_are_atomic() {
         stored.locked_until,
         Some(now.plus_seconds(second_factor::LOCKOUT_S))
     );
+}
+
+/// The triggers that keep readers' kept wallets true are in the latest schema: a migration that
+/// rebuilds `wallets` or `wallet_addresses` drops them with the table.
+#[tokio::test]
+async fn the_wallets_version_triggers_are_in_the_latest_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(&dir, 1, StoreOptions::default()));
+    let conn = rusqlite::Connection::open(dir.path().join("custody.db")).unwrap();
+    let triggers: Vec<(String, String)> = conn
+        .prepare(
+            "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' \
+             AND name LIKE 'wallets_version_%' ORDER BY name",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let expected: Vec<(String, String)> = [
+        ("wallets_version_address_delete", "wallet_addresses"),
+        ("wallets_version_address_insert", "wallet_addresses"),
+        ("wallets_version_address_replace", "wallet_addresses"),
+        ("wallets_version_address_update", "wallet_addresses"),
+        ("wallets_version_wallet_delete", "wallets"),
+        ("wallets_version_wallet_replace", "wallets"),
+        ("wallets_version_wallet_update", "wallets"),
+    ]
+    .iter()
+    .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+    .collect();
+    assert_eq!(triggers, expected);
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@
 //! across tenants, so an entry of another tenant answers "none", as the statement would.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use custody_core::wallet::Wallet;
 use uuid::Uuid;
@@ -24,33 +24,43 @@ const WALLETS_MAX: usize = 16_384;
 
 #[derive(Default)]
 pub(crate) struct WalletCache {
-    entries: Mutex<HashMap<Uuid, (u64, Wallet)>>,
+    entries: Mutex<HashMap<Uuid, (u64, Arc<Wallet>)>>,
 }
 
 impl WalletCache {
-    /// The wallet `id` as read at `version`, if kept at exactly that version.
-    pub(crate) fn get(&self, id: Uuid, version: u64) -> Option<Wallet> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries
-            .get(&id)
-            .filter(|(v, _)| *v == version)
-            .map(|(_, w)| w.clone())
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, (u64, Arc<Wallet>)>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Keeps `wallet` as read in a snapshot whose `wallets_version` was `version`. A reader of
-    /// an older snapshot may put an older entry after a newer one: the next reader at the newer
-    /// version then misses and reads again.
+    /// The wallet `id` as read at `version`, if kept at exactly that version.
+    pub(crate) fn get(&self, id: Uuid, version: u64) -> Option<Wallet> {
+        let kept = self
+            .entries()
+            .get(&id)
+            .filter(|(v, _)| *v == version)
+            .map(|(_, w)| Arc::clone(w))?;
+        Some(Wallet::clone(&kept))
+    }
+
+    /// Keeps `wallet` as read in a snapshot whose `wallets_version` was `version`, unless a
+    /// reader of a newer snapshot kept it already (versions only grow).
     pub(crate) fn put(&self, version: u64, wallet: &Wallet) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if entries.len() >= WALLETS_MAX && !entries.contains_key(&wallet.id) {
-            entries.clear();
+        let kept = Arc::new(wallet.clone());
+        let mut entries = self.entries();
+        if entries.get(&wallet.id).is_some_and(|(v, _)| *v > version) {
+            return;
         }
-        entries.insert(wallet.id, (version, wallet.clone()));
+        let dropped = (entries.len() >= WALLETS_MAX && !entries.contains_key(&wallet.id))
+            .then(|| std::mem::take(&mut *entries));
+        entries.insert(wallet.id, (version, kept));
+        drop(entries);
+        // Freed outside the lock: other readers need not wait for thousands of wallets.
+        drop(dropped);
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.entries().len()
     }
 }
 

@@ -305,25 +305,21 @@ impl WalletReads for SqliteTx<'_> {
         tenant: &custody_core::TenantId,
         id: Uuid,
     ) -> Result<Option<Wallet>, PortError> {
-        let Some(kept) = self.wallets else {
-            return self.one_wallet(
-                one_wallet_sql!("w.id = ?1 AND w.tenant = ?2"),
-                params![id.to_string(), tenant.as_str()],
-            );
-        };
-        // Read by id alone, so that whichever tenant asks first, the wallet is kept; ids are
-        // unique across tenants, and another tenant's wallet answers none, as by the statement.
-        let wallet = match kept.cache.get(id, kept.version) {
-            Some(w) => Some(w),
-            None => {
-                let read = self.one_wallet(one_wallet_sql!("w.id = ?1"), [id.to_string()])?;
-                if let Some(w) = &read {
-                    kept.cache.put(kept.version, w);
-                }
-                read
+        // Ids are unique across tenants: a kept wallet of another tenant answers none, as the
+        // statement does (which another tenant's read never passes, nor fills the cache from).
+        if let Some(kept) = self.wallets {
+            if let Some(w) = kept.cache.get(id, kept.version) {
+                return Ok((w.tenant == *tenant).then_some(w));
             }
-        };
-        Ok(wallet.filter(|w| w.tenant == *tenant))
+        }
+        let read = self.one_wallet(
+            one_wallet_sql!("w.id = ?1 AND w.tenant = ?2"),
+            params![id.to_string(), tenant.as_str()],
+        )?;
+        if let (Some(kept), Some(w)) = (self.wallets, &read) {
+            kept.cache.put(kept.version, w);
+        }
+        Ok(read)
     }
 
     fn tenant_account(

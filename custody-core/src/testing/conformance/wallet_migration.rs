@@ -142,6 +142,8 @@ async fn a_wallet_read_before_each_move_reads_as_moved_after_it(store: Arc<dyn S
     };
     let inserted = alice.clone();
     w(s, move |tx| tx.insert_wallet(&inserted)).await.unwrap();
+    // Another tenant asks first, then the owner.
+    assert_eq!(by_id_both_ways(s, "other", 1).await, None);
     for _ in 0..2 {
         assert_eq!(by_id_both_ways(s, "acme", 1).await.as_ref(), Some(&alice));
         assert_eq!(by_id_both_ways(s, "other", 1).await, None);
