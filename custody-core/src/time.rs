@@ -31,20 +31,38 @@ impl Timestamp {
 
     /// RFC 3339 in UTC with millisecond precision, e.g. `2026-11-22T02:11:14.123Z`.
     pub fn to_rfc3339(self) -> String {
+        let bytes = self.rfc3339_bytes();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// [`Self::to_rfc3339`] without an allocation: every answer and webhook writes its
+    /// timestamps, and `format!` of seven padded fields cost more than the rest of a wallet's
+    /// rendering. An instant outside years 0000–9999 (which no record holds) writes the epoch,
+    /// as one the `time` crate cannot represent always did.
+    pub fn rfc3339_bytes(self) -> [u8; 24] {
+        const EPOCH: [u8; 24] = *b"1970-01-01T00:00:00.000Z";
         let nanos = i128::from(self.0) * 1_000_000;
-        match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
-            Ok(t) => format!(
-                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-                t.year(),
-                u8::from(t.month()),
-                t.day(),
-                t.hour(),
-                t.minute(),
-                t.second(),
-                t.millisecond()
-            ),
-            Err(_) => String::from("1970-01-01T00:00:00.000Z"),
-        }
+        let Ok(t) = time::OffsetDateTime::from_unix_timestamp_nanos(nanos) else {
+            return EPOCH;
+        };
+        let Some(year) = u32::try_from(t.year()).ok().filter(|y| *y <= 9999) else {
+            return EPOCH;
+        };
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut v: u32| {
+            for i in (0..width).rev() {
+                out[at + i] = b'0' + u8::try_from(v % 10).unwrap_or(0);
+                v /= 10;
+            }
+        };
+        put(0, 4, year);
+        put(5, 2, u32::from(u8::from(t.month())));
+        put(8, 2, u32::from(t.day()));
+        put(11, 2, u32::from(t.hour()));
+        put(14, 2, u32::from(t.minute()));
+        put(17, 2, u32::from(t.second()));
+        put(20, 3, u32::from(t.millisecond()));
+        out
     }
 }
 
@@ -62,7 +80,11 @@ impl fmt::Display for Timestamp {
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_rfc3339())
+        let bytes = self.rfc3339_bytes();
+        match std::str::from_utf8(&bytes) {
+            Ok(text) => s.serialize_str(text),
+            Err(e) => Err(serde::ser::Error::custom(e)),
+        }
     }
 }
 
@@ -80,5 +102,44 @@ mod tests {
             Timestamp::from_unix_millis(1_795_313_474_123).to_rfc3339(),
             "2026-11-22T02:11:14.123Z"
         );
+        assert_eq!(
+            Timestamp::from_unix_millis(253_402_300_799_999).to_rfc3339(),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(
+            Timestamp::from_unix_millis(-62_167_219_200_000).to_rfc3339(),
+            "0000-01-01T00:00:00.000Z"
+        );
+        // Outside years 0000–9999: the epoch (past 9999 the `time` crate cannot represent the
+        // instant, as before; no record holds a year before 0).
+        for ms in [253_402_300_800_000, -62_167_219_200_001, i64::MAX, i64::MIN] {
+            assert_eq!(
+                Timestamp::from_unix_millis(ms).to_rfc3339(),
+                "1970-01-01T00:00:00.000Z",
+                "{ms}"
+            );
+        }
+    }
+
+    /// The same text as the `time` crate's own RFC 3339 formatting, for any instant a record
+    /// can hold (years 1970–9999), and as JSON.
+    #[test]
+    fn agrees_with_the_time_crate() {
+        use proptest::prelude::*;
+        proptest!(|(ms in 0i64..253_402_300_800_000)| {
+            let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+                .unwrap();
+            let reference = t
+                .format(&time::macros::format_description!(
+                    "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+                ))
+                .unwrap();
+            let ours = Timestamp::from_unix_millis(ms);
+            prop_assert_eq!(&ours.to_rfc3339(), &reference);
+            prop_assert_eq!(
+                serde_json::to_string(&ours).unwrap(),
+                format!("\"{reference}\"")
+            );
+        });
     }
 }

@@ -76,7 +76,19 @@ async fn credential(state: &AppState, api_key: &str) -> CoreResult<Option<Arc<Cr
     Ok(loaded)
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// The request headers authentication reads, parsed once: a look-up by `&str` parses and checks
+/// the name again each time (nine look-ups per signed request).
+pub(crate) mod names {
+    use hyper::header::HeaderName;
+
+    pub static SERVICE_KEY: HeaderName = HeaderName::from_static("x-service-key");
+    pub static SERVICE_TIMESTAMP: HeaderName = HeaderName::from_static("x-service-timestamp");
+    pub static SERVICE_NONCE: HeaderName = HeaderName::from_static("x-service-nonce");
+    pub static SERVICE_SIGNATURE: HeaderName = HeaderName::from_static("x-service-signature");
+    pub static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &hyper::header::HeaderName) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -115,7 +127,7 @@ impl From<Refusal> for AuthFailure {
 /// every answer of an authenticated route carries them (decisions §5). `None` when there is no
 /// such credential.
 pub async fn figures_of_named_key(state: &AppState, headers: &HeaderMap) -> Option<RateDecision> {
-    let api_key = header(headers, "x-service-key")?;
+    let api_key = header(headers, &names::SERVICE_KEY)?;
     let credential = credential(state, api_key).await.ok()??;
     Some(
         state
@@ -128,10 +140,10 @@ pub async fn figures_of_named_key(state: &AppState, headers: &HeaderMap) -> Opti
 /// Format checks that need no secret and read nothing.
 fn check_format(headers: &HeaderMap) -> Result<auth::CheckedHeaders<'_>, Refusal> {
     for name in [
-        "x-service-key",
-        "x-service-timestamp",
-        "x-service-nonce",
-        "x-service-signature",
+        &names::SERVICE_KEY,
+        &names::SERVICE_TIMESTAMP,
+        &names::SERVICE_NONCE,
+        &names::SERVICE_SIGNATURE,
     ] {
         if headers.get(name).is_some_and(|v| v.to_str().is_err()) {
             return Err(Refusal::new(
@@ -141,11 +153,11 @@ fn check_format(headers: &HeaderMap) -> Result<auth::CheckedHeaders<'_>, Refusal
         }
     }
     auth::check_headers(&AuthHeaders {
-        api_key: header(headers, "x-service-key"),
-        timestamp: header(headers, "x-service-timestamp"),
-        nonce: header(headers, "x-service-nonce"),
-        signature: header(headers, "x-service-signature"),
-        idempotency_key: header(headers, "idempotency-key"),
+        api_key: header(headers, &names::SERVICE_KEY),
+        timestamp: header(headers, &names::SERVICE_TIMESTAMP),
+        nonce: header(headers, &names::SERVICE_NONCE),
+        signature: header(headers, &names::SERVICE_SIGNATURE),
+        idempotency_key: header(headers, &names::IDEMPOTENCY_KEY),
     })
 }
 

@@ -69,7 +69,7 @@ where
 {
     if call
         .headers
-        .get("idempotency-key")
+        .get(&crate::authn::names::IDEMPOTENCY_KEY)
         .is_some_and(|v| v.to_str().is_err())
     {
         return Err(custody_core::error::Refusal::validation(
@@ -80,7 +80,7 @@ where
     }
     let key = custody_core::auth::check_idempotency_key(
         call.headers
-            .get("idempotency-key")
+            .get(&crate::authn::names::IDEMPOTENCY_KEY)
             .and_then(|v| v.to_str().ok()),
     )?
     .to_owned();
