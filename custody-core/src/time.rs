@@ -31,22 +31,20 @@ impl Timestamp {
 
     /// RFC 3339 in UTC with millisecond precision, e.g. `2026-11-22T02:11:14.123Z`.
     pub fn to_rfc3339(self) -> String {
-        let bytes = self.rfc3339_bytes();
-        String::from_utf8_lossy(&bytes).into_owned()
+        self.rfc3339().as_str().to_owned()
     }
 
-    /// [`Self::to_rfc3339`] without an allocation: every answer and webhook writes its
-    /// timestamps, and `format!` of seven padded fields cost more than the rest of a wallet's
-    /// rendering. An instant outside years 0000–9999 (which no record holds) writes the epoch,
-    /// as one the `time` crate cannot represent always did.
-    pub fn rfc3339_bytes(self) -> [u8; 24] {
-        const EPOCH: [u8; 24] = *b"1970-01-01T00:00:00.000Z";
+    /// The RFC 3339 text in a fixed buffer: every answer and webhook writes its timestamps, and
+    /// `format!` of seven padded fields cost more than the rest of a wallet's rendering. An
+    /// instant outside years 0000–9999 (which no record holds) writes the epoch, as one the
+    /// `time` crate cannot represent always did.
+    fn rfc3339(self) -> Rfc3339 {
         let nanos = i128::from(self.0) * 1_000_000;
         let Ok(t) = time::OffsetDateTime::from_unix_timestamp_nanos(nanos) else {
-            return EPOCH;
+            return Rfc3339::EPOCH;
         };
         let Some(year) = u32::try_from(t.year()).ok().filter(|y| *y <= 9999) else {
-            return EPOCH;
+            return Rfc3339::EPOCH;
         };
         let mut out = *b"0000-00-00T00:00:00.000Z";
         let mut put = |at: usize, width: usize, mut v: u32| {
@@ -62,29 +60,36 @@ impl Timestamp {
         put(14, 2, u32::from(t.minute()));
         put(17, 2, u32::from(t.second()));
         put(20, 3, u32::from(t.millisecond()));
-        out
+        Rfc3339(out)
+    }
+}
+
+/// A timestamp's RFC 3339 text, ASCII digits and separators only.
+struct Rfc3339([u8; 24]);
+
+impl Rfc3339 {
+    const EPOCH: Rfc3339 = Rfc3339(*b"1970-01-01T00:00:00.000Z");
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or("1970-01-01T00:00:00.000Z")
     }
 }
 
 impl fmt::Debug for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.to_rfc3339())
+        f.write_str(self.rfc3339().as_str())
     }
 }
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_rfc3339())
+        f.write_str(self.rfc3339().as_str())
     }
 }
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let bytes = self.rfc3339_bytes();
-        match std::str::from_utf8(&bytes) {
-            Ok(text) => s.serialize_str(text),
-            Err(e) => Err(serde::ser::Error::custom(e)),
-        }
+        s.serialize_str(self.rfc3339().as_str())
     }
 }
 
