@@ -66,6 +66,11 @@ const MMAP_BYTES: i64 = 256 * 1024 * 1024;
 /// Connections that run quick reads on the caller's thread.
 const QUICK_READERS: usize = 2;
 
+/// The statement that opens a reader's snapshot ([`read_in`]): the credentials version and the
+/// wallets version (migrations 0019 and 0023), one row.
+const SNAPSHOT_VERSIONS_SQL: &str = "SELECT c.n, w.n FROM credentials_version c, \
+     wallets_version w WHERE c.id = 1 AND w.id = 1";
+
 /// Runs a read job in a snapshot of `conn`.
 ///
 /// The snapshot is opened by the statement that reads the credentials version and the wallets
@@ -82,9 +87,7 @@ fn read_in(
     wallets: &WalletCache,
     job: &mut ReadJob,
 ) -> CoreResult<Box<dyn Any + Send>> {
-    let mut pin = conn
-        .prepare_cached(repo::credentials::SNAPSHOT_VERSIONS_SQL)
-        .map_err(db_err)?;
+    let mut pin = conn.prepare_cached(SNAPSHOT_VERSIONS_SQL).map_err(db_err)?;
     let mut rows = pin.query([]).map_err(db_err)?;
     let (version, wallets_version): (i64, i64) = match rows.next().map_err(db_err)? {
         Some(row) => (row.get(0).map_err(db_err)?, row.get(1).map_err(db_err)?),

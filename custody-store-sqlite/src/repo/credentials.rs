@@ -302,11 +302,6 @@ fn log_insert_sql() -> &'static str {
 /// The credentials version (migration 0019: triggers on `credentials` raise it).
 pub(crate) const CREDENTIALS_VERSION_SQL: &str = "SELECT n FROM credentials_version WHERE id = 1";
 
-/// The statement that opens a reader's snapshot (`crate::read_in`): the credentials version and
-/// the wallets version (migration 0023, `crate::wallet_cache`), one row.
-pub(crate) const SNAPSHOT_VERSIONS_SQL: &str = "SELECT c.n, w.n FROM credentials_version c, \
-     wallets_version w WHERE c.id = 1 AND w.id = 1";
-
 impl CredentialReads for SqliteTx<'_> {
     fn credentials_version(&mut self) -> Result<Option<u64>, PortError> {
         if let Some(v) = self.snapshot_version {
