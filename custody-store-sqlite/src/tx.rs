@@ -58,6 +58,10 @@ pub struct SqliteTx<'c> {
     /// The wallets a reader's snapshot may answer from memory (`crate::wallet_cache`); `None`
     /// in the writer's transaction, which reads every wallet.
     pub(crate) wallets: Option<SnapshotWallets<'c>>,
+    /// In a batch run without savepoints (`crate::writer`): a savepoint opens and releases
+    /// without SQL, and rolling one back cannot be done, so it marks the attempt lost instead.
+    optimistic: bool,
+    lost_a_rollback: bool,
 }
 
 impl<'c> SqliteTx<'c> {
@@ -67,7 +71,23 @@ impl<'c> SqliteTx<'c> {
             depth: 0,
             snapshot_version: None,
             wallets: None,
+            optimistic: false,
+            lost_a_rollback: false,
         }
+    }
+
+    /// The writer's transaction in a batch run without savepoints.
+    pub(crate) fn optimistic(conn: &'c Connection) -> Self {
+        SqliteTx {
+            optimistic: true,
+            ..SqliteTx::new(conn)
+        }
+    }
+
+    /// Whether the job asked to roll a savepoint back in a batch run without them: its writes
+    /// then cannot be trusted, whatever it answered.
+    pub(crate) fn lost_a_rollback(&self) -> bool {
+        self.lost_a_rollback
     }
 
     /// A reader's snapshot, opened by reading the credentials version `version` and the
@@ -109,6 +129,9 @@ pub(crate) fn db_err(e: rusqlite::Error) -> PortError {
 impl Savepoints for SqliteTx<'_> {
     fn savepoint(&mut self) -> Result<(), PortError> {
         self.depth += 1;
+        if self.optimistic {
+            return Ok(());
+        }
         self.conn
             .run(&format!("SAVEPOINT n{}", self.depth))
             .map_err(db_err)
@@ -117,6 +140,10 @@ impl Savepoints for SqliteTx<'_> {
     fn release_savepoint(&mut self) -> Result<(), PortError> {
         if self.depth == 0 {
             return Err(PortError::permanent("store", "release without a savepoint"));
+        }
+        if self.optimistic {
+            self.depth -= 1;
+            return Ok(());
         }
         self.conn
             .run(&format!("RELEASE n{}", self.depth))
@@ -130,6 +157,13 @@ impl Savepoints for SqliteTx<'_> {
             return Err(PortError::permanent(
                 "store",
                 "rollback without a savepoint",
+            ));
+        }
+        if self.optimistic {
+            self.lost_a_rollback = true;
+            return Err(PortError::transient(
+                "store",
+                "a savepoint cannot be rolled back in a batch run without savepoints; the batch runs again",
             ));
         }
         let d = self.depth;

@@ -151,7 +151,10 @@ pub type ReadJob = Box<dyn FnMut(&mut dyn ReadTx) -> CoreResult<Box<dyn Any + Se
 ///   `Ok`; an `Ok` answer means the command survives a crash that follows.
 /// - MUST roll back every write of a job that returns `Err` or panics, without affecting other
 ///   jobs; it MAY run several jobs in one transaction (group commit) provided each is isolated
-///   by a savepoint and all of their answers wait for the one commit.
+///   by a savepoint and all of their answers wait for the one commit. It MAY also run a batch
+///   without savepoints and commit it only if every job succeeded, provided any failure rolls
+///   the whole transaction back and the batch runs again with a savepoint per job: a job whose
+///   own savepoint ([`nested`]) must be rolled back makes that attempt fail too.
 /// - MAY run jobs concurrently, but MUST make every write job serializable: the job behaves as
 ///   if it ran alone, after every job answered before it started. Either the transactions are
 ///   SERIALIZABLE and a job that loses a conflict is rolled back and run again (which is why
