@@ -92,6 +92,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0023_wallets_version",
         include_str!("../migrations/0023_wallets_version.sql"),
     ),
+    (
+        "0024_check_without_in_lists",
+        include_str!("../migrations/0024_check_without_in_lists.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {
@@ -206,6 +210,119 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("sqlite_autoindex_idempotency"), "{plan}");
+    }
+
+    /// Whether running `sql` builds a temporary b-tree (`OpenEphemeral`), as `x IN (a, b, c)`
+    /// does each time, in a CHECK constraint too.
+    fn builds_a_temporary_btree(conn: &Connection, sql: &str) -> bool {
+        let mut explain = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+        let unbound = vec![rusqlite::types::Null; explain.parameter_count()];
+        let opcodes: Vec<String> = explain
+            .query_map(rusqlite::params_from_iter(unbound), |r| r.get(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        opcodes.iter().any(|op| op == "OpenEphemeral")
+    }
+
+    const OUTBOX_INSERT: &str = "INSERT INTO outbox (id, tenant, event_type, body, created_at, \
+         next_attempt_at, updated_at, status) VALUES (?1, 'acme', 'balance.updated', x'7b7d', 5, 5, 5, ?2)";
+    const HOLD_INSERT: &str = "INSERT INTO ledger_holds (id, purpose, user_account_id, \
+         counter_account_id, amount, reference_type, reference_id, reserve_tx_id, created_at, state) \
+         VALUES (?1, 'withdrawal', 'u', 'c', '1', 'withdrawal', 'r', 't', 5, ?2)";
+
+    /// 0024 states the outbox's and the holds' CHECK constraints as comparisons, edited in place:
+    /// rows written before it stay, the constraints still refuse what they refused, and an
+    /// insert or a status change no longer builds a temporary b-tree for them.
+    #[test]
+    fn checks_on_statuses_refuse_the_same_values_without_a_temporary_btree() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut conn, before) = before_migration(&dir, "0024_check_without_in_lists");
+        assert!(builds_a_temporary_btree(&conn, OUTBOX_INSERT));
+        conn.execute(OUTBOX_INSERT, rusqlite::params!["event-old", "pending"])
+            .unwrap();
+        conn.execute(HOLD_INSERT, rusqlite::params!["hold-old", "pending"])
+            .unwrap();
+        assert_eq!(migrate_to(&mut conn, before + 1).unwrap(), 1);
+        drop(conn);
+
+        let conn = Connection::open(dir.path().join("custody.db")).unwrap();
+        crate::configure(&conn, 1_000).unwrap();
+        for (table, check) in [
+            (
+                "outbox",
+                "CHECK (status = 'pending' OR status = 'delivered' OR status = 'dead_lettered')",
+            ),
+            (
+                "ledger_holds",
+                "CHECK (state = 'pending' OR state = 'settled' OR state = 'released')",
+            ),
+        ] {
+            let sql: String = conn
+                .query_row(
+                    "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                    [table],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(sql.contains(check), "{sql}");
+            assert!(!sql.contains(" IN ("), "{sql}");
+        }
+        for sql in [
+            OUTBOX_INSERT,
+            HOLD_INSERT,
+            "UPDATE outbox SET status = ?1 WHERE id = ?2",
+            "UPDATE ledger_holds SET state = ?1 WHERE id = ?2",
+        ] {
+            assert!(!builds_a_temporary_btree(&conn, sql), "{sql}");
+        }
+        for (i, status) in ["pending", "delivered", "dead_lettered"].iter().enumerate() {
+            conn.execute(
+                OUTBOX_INSERT,
+                rusqlite::params![format!("event-{i}"), status],
+            )
+            .unwrap();
+        }
+        for (i, state) in ["pending", "settled", "released"].iter().enumerate() {
+            conn.execute(HOLD_INSERT, rusqlite::params![format!("hold-{i}"), state])
+                .unwrap();
+        }
+        for bad in ["Pending", "", "failed"] {
+            let e = conn
+                .execute(OUTBOX_INSERT, rusqlite::params!["event-bad", bad])
+                .unwrap_err();
+            assert!(e.to_string().contains("CHECK constraint failed"), "{e}");
+            assert!(conn
+                .execute(HOLD_INSERT, rusqlite::params!["hold-bad", bad])
+                .is_err());
+            assert!(conn
+                .execute(
+                    "UPDATE outbox SET status = ?1 WHERE id = 'event-old'",
+                    [bad]
+                )
+                .is_err());
+        }
+        let old: (String, String) = conn
+            .query_row(
+                "SELECT o.status, h.state FROM outbox o, ledger_holds h \
+                 WHERE o.id = 'event-old' AND h.id = 'hold-old'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(old, ("pending".to_owned(), "pending".to_owned()));
+        let integrity: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(integrity, "ok");
+        let leftover: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'schema_cookie_0024'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(leftover, 0);
     }
 
     /// Nonces written before 0022, into the nonces table, come back at the next start with
