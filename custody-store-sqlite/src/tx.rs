@@ -15,12 +15,30 @@ pub(crate) const STATEMENT_CACHE: usize = 512;
 /// The connection as the repositories see it: `execute`, `query_row` and `prepare` of rusqlite,
 /// but through the connection's statement cache, so SQL is compiled once per connection rather
 /// than on every call (compiling costs more than running most of these statements).
+///
+/// The second field is set in the writer's transaction: once SQLite has rolled that transaction
+/// back on its own (an I/O error, a full disk, `RAISE(ROLLBACK)`), every further statement is
+/// refused, so a job that ignored the failing statement's error cannot go on writing outside
+/// any transaction, where each statement would commit by itself.
 #[derive(Clone, Copy)]
-pub(crate) struct Cached<'c>(pub(crate) &'c Connection);
+pub(crate) struct Cached<'c>(pub(crate) &'c Connection, pub(crate) bool);
 
 impl<'c> Cached<'c> {
+    fn statement(&self, sql: &str) -> rusqlite::Result<CachedStatement<'c>> {
+        if self.1 && self.0.is_autocommit() {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                Some(
+                    "the store transaction was rolled back by SQLite; nothing more runs in it"
+                        .into(),
+                ),
+            ));
+        }
+        self.0.prepare_cached(sql)
+    }
+
     pub(crate) fn execute<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
-        self.0.prepare_cached(sql)?.execute(params)
+        self.statement(sql)?.execute(params)
     }
 
     pub(crate) fn query_row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
@@ -28,15 +46,15 @@ impl<'c> Cached<'c> {
         P: Params,
         F: FnOnce(&Row<'_>) -> rusqlite::Result<T>,
     {
-        self.0.prepare_cached(sql)?.query_row(params, f)
+        self.statement(sql)?.query_row(params, f)
     }
 
     pub(crate) fn prepare(&self, sql: &str) -> rusqlite::Result<CachedStatement<'c>> {
-        self.0.prepare_cached(sql)
+        self.statement(sql)
     }
 
     pub(crate) fn prepare_cached(&self, sql: &str) -> rusqlite::Result<CachedStatement<'c>> {
-        self.0.prepare_cached(sql)
+        self.statement(sql)
     }
 
     pub(crate) fn last_insert_rowid(&self) -> i64 {
@@ -45,7 +63,7 @@ impl<'c> Cached<'c> {
 
     /// Runs one statement without results (savepoints), cached like the others.
     pub(crate) fn run(&self, sql: &str) -> rusqlite::Result<()> {
-        self.0.prepare_cached(sql)?.execute([]).map(|_| ())
+        self.statement(sql)?.execute([]).map(|_| ())
     }
 }
 
@@ -65,9 +83,10 @@ pub struct SqliteTx<'c> {
 }
 
 impl<'c> SqliteTx<'c> {
+    /// The writer's transaction (`crate::writer`), with a savepoint per job.
     pub(crate) fn new(conn: &'c Connection) -> Self {
         SqliteTx {
-            conn: Cached(conn),
+            conn: Cached(conn, true),
             depth: 0,
             snapshot_version: None,
             wallets: None,
@@ -98,6 +117,9 @@ impl<'c> SqliteTx<'c> {
         wallets: SnapshotWallets<'c>,
     ) -> Self {
         SqliteTx {
+            // A reader's snapshot is held by a statement, not by BEGIN: SQLite reports it in
+            // autocommit mode, and it cannot write anyway (query_only).
+            conn: Cached(conn, false),
             snapshot_version: Some(version),
             wallets: Some(wallets),
             ..SqliteTx::new(conn)

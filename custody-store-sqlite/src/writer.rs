@@ -85,13 +85,14 @@ pub(crate) fn run_batch(conn: &mut Connection, batch: &mut Vec<Job>, mode: &mut 
 }
 
 /// The batch without savepoints. `Some`: every job's answer (it committed, or the transaction
-/// could not begin or commit, and every job is answered that error); `None`: a job failed,
-/// nothing of the attempt is left, and the batch must run safely.
+/// could not begin or commit or was rolled back by SQLite itself, and every job is answered
+/// that error); `None`: a job failed, nothing of the attempt is left, and the batch must run
+/// safely.
 fn run_optimistically(
     conn: &Connection,
     batch: &mut [Job],
 ) -> Option<Vec<CoreResult<Box<dyn Any + Send>>>> {
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
+    if let Err(e) = begin(conn) {
         // Another process holds the write lock past the busy timeout: a second attempt now
         // would only wait as long again.
         let err = CoreError::Port(db_err(e));
@@ -102,12 +103,20 @@ fn run_optimistically(
         let mut tx = SqliteTx::optimistic(conn);
         let result = catch_unwind(AssertUnwindSafe(|| (job.work)(&mut tx)));
         let clean = tx.open_savepoints() == 0 && !tx.lost_a_rollback();
+        if conn.is_autocommit() {
+            // SQLite rolled the whole transaction back on its own (I/O error, disk full), as
+            // the safe run refuses it; running it again would only meet the same condition.
+            tracing::error!("the store transaction was aborted by SQLite; the batch is refused");
+            let err = CoreError::Port(PortError::transient(
+                "store",
+                "the transaction was aborted; retry",
+            ));
+            return Some(batch.iter().map(|_| Err(err.clone())).collect());
+        }
         match result {
-            Ok(Ok(value)) if clean && !conn.is_autocommit() => answers.push(Ok(value)),
+            Ok(Ok(value)) if clean => answers.push(Ok(value)),
             _ => {
-                if !conn.is_autocommit() {
-                    let _ = exec(conn, "ROLLBACK");
-                }
+                let _ = exec(conn, "ROLLBACK");
                 return None;
             }
         }
@@ -121,6 +130,16 @@ fn run_optimistically(
     }
 }
 
+/// `BEGIN IMMEDIATE`, after rolling back a transaction that a failed `ROLLBACK` left open
+/// (BEGIN would refuse, and so would every batch after it).
+fn begin(conn: &Connection) -> rusqlite::Result<()> {
+    if !conn.is_autocommit() {
+        tracing::error!("the store writer found a transaction left open; rolling it back");
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    exec(conn, "BEGIN IMMEDIATE")
+}
+
 fn commit_failed(conn: &Connection, e: rusqlite::Error, jobs: usize) -> CoreError {
     tracing::error!(error = %e, jobs, "store commit failed; batch rolled back");
     let _ = conn.execute_batch("ROLLBACK");
@@ -129,7 +148,7 @@ fn commit_failed(conn: &Connection, e: rusqlite::Error, jobs: usize) -> CoreErro
 
 /// The batch with a savepoint per job: a failing job is rolled back alone.
 fn run_safely(conn: &mut Connection, batch: &mut Vec<Job>) {
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
+    if let Err(e) = begin(conn) {
         let err = db_err(e);
         for job in batch.drain(..) {
             let _ = job.reply.send(Err(CoreError::Port(err.clone())));

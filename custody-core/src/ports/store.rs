@@ -117,7 +117,10 @@ pub trait Savepoints {
 }
 
 /// Runs `f` under a savepoint: its writes are kept if it returns `Ok` and undone if it returns
-/// `Err`; the transaction goes on either way.
+/// `Err`; the transaction goes on either way. A store that ran the job without savepoints (see
+/// [`Store`]) cannot undo them: it answers its own `Err` instead of `f`'s and runs the job
+/// again with savepoints. So an `Err` from `nested` is passed on, or handled by its kind (a
+/// `CoreError::Refused`), never taken as `f`'s own failure from a `Port` error.
 pub fn nested<T>(
     tx: &mut dyn WriteTx,
     f: impl FnOnce(&mut dyn WriteTx) -> CoreResult<T>,

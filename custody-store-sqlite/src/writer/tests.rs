@@ -232,3 +232,73 @@ fn a_batch_that_cannot_begin_is_answered_once_without_running() {
     other.execute_batch("ROLLBACK").unwrap();
     assert!(is_new(&mut conn, &mut mode, "locked-nonce-0001"));
 }
+
+#[test]
+fn a_savepoint_rolled_back_and_released_in_an_optimistic_batch_loses_that_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = writer_connection(&dir);
+    let mut mode = Mode::default();
+    let (reply, answer) = oneshot::channel();
+    let work = Box::new(|tx: &mut dyn WriteTx| {
+        tx.savepoint()?;
+        use_nonce(tx, "undone-nonce-0001")?;
+        // A job that undoes its savepoint by hand and carries on: the depth is back to zero,
+        // so only the lost rollback tells the writer that the write is still there.
+        let _ = tx.rollback_to_savepoint();
+        let _ = tx.release_savepoint();
+        Ok(Box::new(true) as Box<dyn std::any::Any + Send>)
+    });
+    run_batch(&mut conn, &mut vec![Job { work, reply }], &mut mode);
+    assert!(answer_of(answer).unwrap());
+    assert_eq!((mode.optimistic_commits, mode.reruns), (0, 1));
+    assert!(is_new(&mut conn, &mut mode, "undone-nonce-0001"), "undone");
+}
+
+#[test]
+fn a_transaction_sqlite_rolled_back_refuses_the_batch_and_every_later_write_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = writer_connection(&dir);
+    conn.execute_batch(
+        "CREATE TRIGGER abort_the_transaction BEFORE INSERT ON nonces \
+         WHEN NEW.nonce = 'abort-nonce-0000' BEGIN SELECT RAISE(ROLLBACK, 'aborted'); END",
+    )
+    .unwrap();
+    for mut mode in [
+        Mode::default(),
+        Mode {
+            safe_batches_left: 1,
+            ..Mode::default()
+        },
+    ] {
+        let runs = Arc::new(AtomicU32::new(0));
+        let (before, before_answer) = nonce_job("abort-nonce-0001", &runs, false);
+        let (reply, aborting_answer) = oneshot::channel();
+        let aborting = Job {
+            // Ignores the failing statement's error and writes on, as no job should.
+            work: Box::new(|tx: &mut dyn WriteTx| {
+                let _ = use_nonce(tx, "abort-nonce-0000");
+                let after = use_nonce(tx, "abort-nonce-0002");
+                Ok(Box::new(after.is_ok()) as Box<dyn std::any::Any + Send>)
+            }),
+            reply,
+        };
+        let (later, later_answer) = nonce_job("abort-nonce-0003", &runs, false);
+        run_batch(&mut conn, &mut vec![before, aborting, later], &mut mode);
+        assert_eq!(mode.optimistic_commits, 0);
+        assert_eq!(mode.reruns, 0, "the batch is refused, not run again");
+        for answer in [before_answer, aborting_answer, later_answer] {
+            assert!(matches!(
+                answer_of(answer),
+                Err(CoreError::Port(e)) if e.retry == custody_core::error::Retry::Transient
+            ));
+        }
+        for nonce in ["abort-nonce-0001", "abort-nonce-0002", "abort-nonce-0003"] {
+            assert!(
+                is_new(&mut conn, &mut mode, nonce),
+                "{nonce} was not written"
+            );
+            conn.execute("DELETE FROM nonces WHERE nonce = ?1", [nonce])
+                .unwrap();
+        }
+    }
+}
