@@ -61,7 +61,7 @@ pub fn execute(
         .into());
     }
     crate::deposit::refuse_if_owing(tx, &req.tenant, &req.sender, req.network, &req.asset)?;
-    let Some(recipient_wallet) = tx.wallet_by_user(&req.tenant, &req.recipient, req.network)?
+    let Some(recipient_wallet) = tx.wallet_id_by_user(&req.tenant, &req.recipient, req.network)?
     else {
         return Err(Refusal::new(
             ErrorCode::RecipientNotFound,
@@ -83,14 +83,14 @@ pub fn execute(
     // The balances after the posting come from the posting itself, and the recipient's wallet
     // from the check above: the events carry the same figures as a read-back would.
     let posted = ledger::transfer_with_balances(tx, &meta, &sender, &req.recipient, req.amount)?;
-    let sender_wallet = tx.wallet_by_user(&req.tenant, &req.sender, req.network)?;
+    let sender_wallet = tx.wallet_id_by_user(&req.tenant, &req.sender, req.network)?;
     let cause = (ReferenceType::InternalTransfer, ids.transfer);
     balance_event::emit_known(
         tx,
         ids.sender_event,
         &sender,
         posted.sender,
-        sender_wallet.map(|w| w.id),
+        sender_wallet,
         cause,
         now,
     )?;
@@ -99,7 +99,7 @@ pub fn execute(
         ids.recipient_event,
         &sender.with_user(req.recipient.clone()),
         posted.recipient,
-        Some(recipient_wallet.id),
+        Some(recipient_wallet),
         cause,
         now,
     )?;

@@ -300,6 +300,26 @@ impl WalletReads for SqliteTx<'_> {
         )
     }
 
+    fn wallet_id_by_user(
+        &mut self,
+        tenant: &custody_core::TenantId,
+        external_user_id: &str,
+        network: Network,
+    ) -> Result<Option<Uuid>, PortError> {
+        // One seek of the (tenant, user, network) index and its row, where the whole wallet
+        // also joins its address log and decodes eight columns.
+        let id: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT id FROM wallets WHERE tenant = ?1 AND external_user_id = ?2 AND network = ?3",
+                params![tenant.as_str(), external_user_id, network.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        id.as_deref().map(parse_uuid).transpose()
+    }
+
     fn wallet_by_id(
         &mut self,
         tenant: &custody_core::TenantId,

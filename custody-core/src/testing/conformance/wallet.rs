@@ -108,6 +108,27 @@ async fn wallets_are_found_by_user_id_and_address(store: Arc<dyn Store>) {
     assert_eq!(found.4, None, "another tenant's wallet is not found");
     assert_eq!(found.5, Some(bob_other), "by address, of any tenant");
     assert_eq!(found.6, None);
+    let ids = r(s, |tx| {
+        Ok((
+            tx.wallet_id_by_user(&tid("acme"), "alice", Network::Bsc)?,
+            tx.wallet_id_by_user(&tid("acme"), "alice", Network::Tron)?,
+            tx.wallet_id_by_user(&tid("other"), "alice", Network::Bsc)?,
+            tx.wallet_id_by_user(&tid("acme"), "bob", Network::Bsc)?,
+            tx.wallet_id_by_user(&tid("other"), "bob", Network::Tron)?,
+        ))
+    })
+    .await;
+    assert_eq!(ids, (Some(uid(1)), Some(uid(2)), None, None, None));
+    let in_writer = w(s, |tx| {
+        tx.wallet_id_by_user(&tid("other"), "bob", Network::Bsc)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        in_writer,
+        Some(uid(3)),
+        "the writer's transaction answers it too"
+    );
     let (mut bsc, tron) = r(s, |tx| {
         Ok((
             tx.wallet_addresses(Network::Bsc)?,
