@@ -96,6 +96,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0024_check_without_in_lists",
         include_str!("../migrations/0024_check_without_in_lists.sql"),
     ),
+    (
+        "0025_deposits_pending_by_user",
+        include_str!("../migrations/0025_deposits_pending_by_user.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

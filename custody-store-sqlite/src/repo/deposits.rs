@@ -268,43 +268,23 @@ impl ChainRepo for SqliteTx<'_> {
     }
 }
 
-/// Above this many assets, `pending_deposit_units_of` asks in chunks of this many (one
-/// statement text per count).
-const MAX_ASSETS_AT_ONCE: usize = 16;
-
-/// The statuses a balance counts as pending, as the core defines them.
-fn pending_statuses() -> impl Iterator<Item = &'static str> {
-    DepositStatus::ALL
-        .into_iter()
-        .filter(|s| s.is_pending())
-        .map(DepositStatus::as_str)
+/// The condition of the partial index `deposits_pending_by_user` (migration 0025), which a
+/// statement must repeat to read through it; a test checks it names the pending statuses.
+macro_rules! pending_condition {
+    () => {
+        "status = 'detected' OR status = 'confirming' OR status = 'confirmed'"
+    };
 }
 
-/// The statement of `pending_deposit_units_of` for `n` assets (1 to MAX_ASSETS_AT_ONCE), built
-/// once per process: a UNION ALL of one seek per asset (`?4`, `?5`, ...) and pending status.
-fn pending_units_sql(n: usize) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let all = SQL.get_or_init(|| {
-        (0..=MAX_ASSETS_AT_ONCE)
-            .map(|n| {
-                (0..n)
-                    .flat_map(|i| {
-                        pending_statuses().map(move |status| {
-                            format!(
-                                "SELECT asset, amount FROM deposits WHERE tenant = ?1 \
-                                 AND external_user_id = ?2 AND network = ?3 AND asset = ?{} \
-                                 AND status = '{status}'",
-                                i + 4
-                            )
-                        })
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" UNION ALL ")
-            })
-            .collect()
-    });
-    &all[n]
-}
+/// Every pending deposit of a user on a network, asset and amount, from the covering partial
+/// index: one seek for all assets. `INDEXED BY` makes a statement that could not use it an
+/// error at its first run, not a slow scan.
+const PENDING_UNITS_SQL: &str = concat!(
+    "SELECT asset, amount FROM deposits INDEXED BY deposits_pending_by_user \
+     WHERE tenant = ?1 AND external_user_id = ?2 AND network = ?3 AND (",
+    pending_condition!(),
+    ")"
+);
 
 impl DepositReads for SqliteTx<'_> {
     fn deposit_by_identity(
@@ -405,39 +385,14 @@ impl DepositReads for SqliteTx<'_> {
         if assets.is_empty() {
             return Ok(Vec::new());
         }
-        if assets.len() > MAX_ASSETS_AT_ONCE {
-            let mut units = Vec::with_capacity(assets.len());
-            for chunk in assets.chunks(MAX_ASSETS_AT_ONCE) {
-                units.extend(self.pending_deposit_units_of(
-                    tenant,
-                    external_user_id,
-                    network,
-                    chunk,
-                )?);
-            }
-            return Ok(units);
-        }
-        // The pending deposits of every asset asked, through deposits_by_user (tenant, user,
-        // network, asset, status): one seek per asset and status, not the user's whole history,
-        // summed per asset here. A compound of single seeks rather than `IN` lists, which SQLite
-        // turns into an ephemeral b-tree built at every run (about 5% of a balances read). One
-        // statement text per count of distinct assets: an asset asked twice is sought once, or
-        // its rows would be summed twice.
-        let mut distinct: Vec<&str> = Vec::with_capacity(assets.len());
-        for a in assets {
-            if !distinct.contains(&a.as_str()) {
-                distinct.push(a);
-            }
-        }
-        let mut values: Vec<&str> = vec![tenant.as_str(), external_user_id, network.as_str()];
-        values.extend(&distinct);
         let rows: Vec<(String, String)> = self
             .conn
-            .prepare_cached(pending_units_sql(distinct.len()))
+            .prepare_cached(PENDING_UNITS_SQL)
             .map_err(db_err)?
-            .query_map(rusqlite::params_from_iter(values), |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_map(
+                params![tenant.as_str(), external_user_id, network.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(db_err)?
             .collect::<Result<_, _>>()
             .map_err(db_err)?;
@@ -542,5 +497,56 @@ impl ChainReads for SqliteTx<'_> {
             .query_row(params![network.as_str(), n], |r| r.get(0))
             .optional()
             .map_err(db_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::{DepositStatus, PENDING_UNITS_SQL};
+
+    /// The statuses a balance counts as pending, as the core defines them.
+    fn pending_statuses() -> impl Iterator<Item = &'static str> {
+        DepositStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_pending())
+            .map(DepositStatus::as_str)
+    }
+
+    /// The partial index names exactly the statuses the core counts as pending, and the
+    /// balance read's statement reads it alone (a covering seek).
+    #[test]
+    fn pending_deposits_are_read_from_their_partial_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("custody.db")).unwrap();
+        crate::migrations::migrate(&mut conn).unwrap();
+        let index: String = conn
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE name = 'deposits_pending_by_user'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(
+            index.ends_with(concat!("WHERE ", pending_condition!())),
+            "{index}"
+        );
+        let pending: Vec<&str> = pending_statuses().collect();
+        for status in DepositStatus::ALL {
+            let named = pending_condition!().contains(&format!("'{}'", status.as_str()));
+            assert_eq!(named, pending.contains(&status.as_str()), "{status:?}");
+        }
+        let plan: String = conn
+            .query_row(
+                &format!("EXPLAIN QUERY PLAN {PENDING_UNITS_SQL}"),
+                ["acme", "alice", "BSC"],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(
+            plan.contains("USING COVERING INDEX deposits_pending_by_user"),
+            "{plan}"
+        );
     }
 }
