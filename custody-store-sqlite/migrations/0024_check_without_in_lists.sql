@@ -6,9 +6,10 @@
 -- and the rows already satisfy them, so the table definitions are edited in place, the
 -- procedure SQLite documents for changing a CHECK constraint (lang_altertable.html, "Making
 -- Other Kinds Of Table Schema Changes"): no table is copied, and the outbox's foreign key
--- from webhook_attempts stays as it is. The table created and dropped after the edit advances
--- the schema cookie, so that every connection reads the definitions again; the store opens
--- its connections after migrating.
+-- from webhook_attempts stays as it is. `writable_schema = RESET` turns the edit off and makes
+-- this connection read the definitions again (left with the old ones, a later ADD COLUMN on it
+-- would splice the new column into the wrong place of the longer text); the table created and
+-- dropped after it advances the schema cookie, so that every other connection does too.
 PRAGMA writable_schema = ON;
 UPDATE sqlite_schema
 SET sql = replace(
@@ -24,6 +25,6 @@ SET sql = replace(
     'CHECK (state = ''pending'' OR state = ''settled'' OR state = ''released'')'
 )
 WHERE type = 'table' AND name = 'ledger_holds';
-PRAGMA writable_schema = OFF;
+PRAGMA writable_schema = RESET;
 CREATE TABLE schema_cookie_0024 (x INTEGER);
 DROP TABLE schema_cookie_0024;

@@ -206,15 +206,9 @@ impl SqliteStore {
     /// the writer thread. Must be called inside a Tokio runtime only for `read`/`write` later.
     pub fn open(path: &Path, options: StoreOptions) -> Result<Self, PortError> {
         create_private(path)?;
-        {
-            // On a connection of its own: a migration that edits a table's definition in place
-            // (0024) is read again by connections opened after it, not by the one that made it.
-            let mut conn = Connection::open(path).map_err(db_err)?;
-            configure(&conn, options.busy_timeout_ms).map_err(db_err)?;
-            migrations::migrate(&mut conn).map_err(|e| PortError::permanent("store", e))?;
-        }
-        let conn = Connection::open(path).map_err(db_err)?;
+        let mut conn = Connection::open(path).map_err(db_err)?;
         configure(&conn, options.busy_timeout_ms).map_err(db_err)?;
+        migrations::migrate(&mut conn).map_err(|e| PortError::permanent("store", e))?;
 
         let open_reader = || -> Result<Connection, PortError> {
             let r = Connection::open_with_flags(

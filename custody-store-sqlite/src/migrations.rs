@@ -114,29 +114,39 @@ pub fn migrate(conn: &mut Connection) -> Result<usize, String> {
 /// Applies the migrations not yet applied up to version `target` (tests stop early to put rows
 /// in an older schema).
 fn migrate_to(conn: &mut Connection, target: usize) -> Result<usize, String> {
-    let current: usize = conn
-        .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
-        .map_err(|e| e.to_string())
-        .and_then(|v| usize::try_from(v).map_err(|e| e.to_string()))?;
-    if current > MIGRATIONS.len() {
-        return Err(format!(
-            "the database is at schema version {current}, newer than this binary ({})",
-            MIGRATIONS.len()
-        ));
-    }
-    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
-        let tx = conn.transaction().map_err(|e| e.to_string())?;
+    let mut applied = 0;
+    loop {
+        // The version is read under the write lock (IMMEDIATE), in the transaction that applies
+        // the next migration: two processes opening the file at once take turns, and the second
+        // finds the first's work done instead of applying it again.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| e.to_string())?;
+        let current: usize = tx
+            .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+            .map_err(|e| e.to_string())
+            .and_then(|v| usize::try_from(v).map_err(|e| e.to_string()))?;
+        if current > MIGRATIONS.len() {
+            return Err(format!(
+                "the database is at schema version {current}, newer than this binary ({})",
+                MIGRATIONS.len()
+            ));
+        }
+        if current >= target {
+            return Ok(applied);
+        }
+        let (name, sql) = MIGRATIONS[current];
         tx.execute_batch(sql)
             .map_err(|e| format!("migration {name}: {e}"))?;
         tx.pragma_update(
             None,
             "user_version",
-            i64::try_from(i + 1).unwrap_or(i64::MAX),
+            i64::try_from(current + 1).unwrap_or(i64::MAX),
         )
         .map_err(|e| e.to_string())?;
         tx.commit().map_err(|e| e.to_string())?;
+        applied += 1;
     }
-    Ok(target.saturating_sub(current))
 }
 
 #[cfg(test)]
@@ -216,6 +226,37 @@ mod tests {
         assert!(plan.contains("sqlite_autoindex_idempotency"), "{plan}");
     }
 
+    /// Processes opening a new file at once take turns: each finds the others' migrations
+    /// done, none applies one twice (0025's CREATE INDEX would refuse the second time).
+    #[test]
+    fn processes_migrating_at_once_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("custody.db");
+        Connection::open(&path)
+            .unwrap()
+            .pragma_update(None, "journal_mode", "WAL")
+            .unwrap();
+        let applied: Vec<usize> = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut conn = Connection::open(&path).unwrap();
+                        crate::configure(&conn, 10_000).unwrap();
+                        migrate(&mut conn).unwrap()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        assert_eq!(
+            applied.iter().sum::<usize>(),
+            MIGRATIONS.len(),
+            "{applied:?}"
+        );
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(version(&conn), i64::try_from(MIGRATIONS.len()).unwrap());
+    }
+
     /// Whether running `sql` builds a temporary b-tree (`OpenEphemeral`), as `x IN (a, b, c)`
     /// does each time, in a CHECK constraint too.
     fn builds_a_temporary_btree(conn: &Connection, sql: &str) -> bool {
@@ -248,6 +289,14 @@ mod tests {
         conn.execute(HOLD_INSERT, rusqlite::params!["hold-old", "pending"])
             .unwrap();
         assert_eq!(migrate_to(&mut conn, before + 1).unwrap(), 1);
+        // The migrating connection reads the new definitions at once: no temporary b-tree, and
+        // a column added afterwards lands in the right place of the edited text.
+        assert!(!builds_a_temporary_btree(&conn, OUTBOX_INSERT));
+        assert!(!builds_a_temporary_btree(&conn, HOLD_INSERT));
+        conn.execute_batch(
+            "ALTER TABLE outbox ADD COLUMN probe TEXT; ALTER TABLE ledger_holds ADD COLUMN probe TEXT",
+        )
+        .unwrap();
         drop(conn);
 
         let conn = Connection::open(dir.path().join("custody.db")).unwrap();

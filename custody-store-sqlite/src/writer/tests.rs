@@ -14,12 +14,10 @@ use super::{run_batch, Job, Mode, SAFE_BATCHES_AFTER_A_FAILURE};
 
 type Answer = oneshot::Receiver<custody_core::error::CoreResult<Box<dyn std::any::Any + Send>>>;
 
-/// The writer's connection, opened as the store opens it: after migrating on another.
 fn writer_connection(dir: &tempfile::TempDir) -> Connection {
-    let path = dir.path().join("custody.db");
-    crate::migrations::migrate(&mut Connection::open(&path).unwrap()).unwrap();
-    let conn = Connection::open(&path).unwrap();
+    let mut conn = Connection::open(dir.path().join("custody.db")).unwrap();
     crate::configure(&conn, 5_000).unwrap();
+    crate::migrations::migrate(&mut conn).unwrap();
     conn
 }
 
