@@ -171,8 +171,9 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
     conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
     // Each job of a batch run safely (`writer`) is under a savepoint, whose sub-journal keeps
-    // the original of every page the job changes. Built as this workspace builds it (SQLITE_STMTJRNL_SPILL = 1 MiB,
-    // .cargo/config.toml), SQLite keeps it in memory, in chunks of that size, up to 1 MiB.
+    // the original of every page the job changes. Built as this workspace builds it
+    // (SQLITE_STMTJRNL_SPILL = 1 MiB, .cargo/config.toml), SQLite keeps it in memory, in
+    // chunks of that size, up to 1 MiB.
     // Built otherwise (a service embedding this crate with its own SQLite flags), the journal
     // would spill to a temporary file past 64 KiB, which every transfer job did: there it is
     // kept in memory by `temp_store = MEMORY`, in 1 KiB chunks (four malloc/free pairs per page

@@ -104,13 +104,9 @@ fn run_optimistically(
         let result = catch_unwind(AssertUnwindSafe(|| (job.work)(&mut tx)));
         let clean = tx.open_savepoints() == 0 && !tx.lost_a_rollback();
         if conn.is_autocommit() {
-            // SQLite rolled the whole transaction back on its own (I/O error, disk full), as
-            // the safe run refuses it; running it again would only meet the same condition.
-            tracing::error!("the store transaction was aborted by SQLite; the batch is refused");
-            let err = CoreError::Port(PortError::transient(
-                "store",
-                "the transaction was aborted; retry",
-            ));
+            // Refused as the safe run refuses it: running it again would only meet the same
+            // condition.
+            let err = aborted_by_sqlite();
             return Some(batch.iter().map(|_| Err(err.clone())).collect());
         }
         match result {
@@ -140,6 +136,16 @@ fn begin(conn: &Connection) -> rusqlite::Result<()> {
     exec(conn, "BEGIN IMMEDIATE")
 }
 
+/// The answer to every job of a batch whose transaction SQLite rolled back on its own (an I/O
+/// error, a full disk): the connection is back in autocommit mode.
+fn aborted_by_sqlite() -> CoreError {
+    tracing::error!("the store transaction was aborted by SQLite; the batch is refused");
+    CoreError::Port(PortError::transient(
+        "store",
+        "the transaction was aborted; retry",
+    ))
+}
+
 fn commit_failed(conn: &Connection, e: rusqlite::Error, jobs: usize) -> CoreError {
     tracing::error!(error = %e, jobs, "store commit failed; batch rolled back");
     let _ = conn.execute_batch("ROLLBACK");
@@ -161,15 +167,13 @@ fn run_safely(conn: &mut Connection, batch: &mut Vec<Job>) {
         let result = run_job(conn, &mut job.work);
         answers.push((job.reply, result));
         if conn.is_autocommit() {
-            // SQLite rolled the whole transaction back on its own (I/O error, disk full):
-            // nothing of this batch happened, and what follows must not run outside it.
-            tracing::error!("the store transaction was aborted by SQLite; the batch is refused");
-            let err = PortError::transient("store", "the transaction was aborted; retry");
+            // Nothing of this batch happened, and what follows must not run outside it.
+            let err = aborted_by_sqlite();
             for (reply, _) in answers.drain(..) {
-                let _ = reply.send(Err(CoreError::Port(err.clone())));
+                let _ = reply.send(Err(err.clone()));
             }
             for job in jobs {
-                let _ = job.reply.send(Err(CoreError::Port(err.clone())));
+                let _ = job.reply.send(Err(err.clone()));
             }
             return;
         }
