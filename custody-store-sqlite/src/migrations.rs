@@ -100,6 +100,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0025_deposits_pending_by_user",
         include_str!("../migrations/0025_deposits_pending_by_user.sql"),
     ),
+    (
+        "0026_ledger_entries_by_position",
+        include_str!("../migrations/0026_ledger_entries_by_position.sql"),
+    ),
+    (
+        "0027_hot_time_indexes_ascending",
+        include_str!("../migrations/0027_hot_time_indexes_ascending.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {
@@ -224,6 +232,124 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("sqlite_autoindex_idempotency"), "{plan}");
+    }
+
+    /// The query plan of `sql` (with `args`), its steps joined.
+    fn plan(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> String {
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map(args, |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
+            .join("; ")
+    }
+
+    /// 0026 keeps ledger entries in one b-tree keyed by (tx_seq, idx), without an index of
+    /// their ids: entries written before it stay, in order, with their ids and history rows;
+    /// the position stays unique; the reads' plans use the key and the history index.
+    #[test]
+    fn ledger_entries_move_to_a_table_keyed_by_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut conn, before) = before_migration(&dir, "0026_ledger_entries_by_position");
+        conn.execute_batch(
+            "INSERT INTO ledger_accounts VALUES ('u:acme:alice', '0', '5', '0', '0'),                  ('s:deposits', '5', '0', '0', '0');              INSERT INTO ledger_transactions (id, kind, reference_type, reference_id, created_at)                  VALUES ('tx-1', 'deposit', 'deposit', 'dep-1', 7);              INSERT INTO ledger_entries (id, tx_seq, idx, account_id, direction, phase, amount,                  balance_after, history_direction, tenant, external_user_id, network) VALUES                  ('entry-b', 1, 1, 'u:acme:alice', 'credit', 'posted', '5', '5', 'credit',                   'acme', 'alice', 'BSC'),                  ('entry-a', 1, 0, 's:deposits', 'debit', 'posted', '5', NULL, NULL, NULL,                   NULL, NULL);",
+        )
+        .unwrap();
+        assert_eq!(migrate_to(&mut conn, before + 1).unwrap(), 1);
+        let rows: Vec<(i64, String, String, Option<String>)> = conn
+            .prepare("SELECT idx, id, account_id, tenant FROM ledger_entries WHERE tx_seq = 1")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                (0, "entry-a".into(), "s:deposits".into(), None),
+                (
+                    1,
+                    "entry-b".into(),
+                    "u:acme:alice".into(),
+                    Some("acme".into())
+                ),
+            ]
+        );
+        let again = conn.execute(
+            "INSERT INTO ledger_entries (id, tx_seq, idx, account_id, direction, phase, amount)              VALUES ('entry-c', 1, 1, 's:deposits', 'debit', 'posted', '1')",
+            [],
+        );
+        assert!(again.is_err(), "(tx_seq, idx) must stay unique");
+        let bad_direction = conn.execute(
+            "INSERT INTO ledger_entries (id, tx_seq, idx, account_id, direction, phase, amount)              VALUES ('entry-d', 1, 2, 's:deposits', 'sideways', 'posted', '1')",
+            [],
+        );
+        assert!(bad_direction.is_err(), "the direction CHECK stays");
+        let indexes: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger_entries'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(indexes, vec!["ledger_entries_history".to_string()]);
+        let load = plan(
+            &conn,
+            "SELECT id FROM ledger_entries WHERE tx_seq = ?1 ORDER BY idx",
+            [1],
+        );
+        assert!(load.contains("USING PRIMARY KEY"), "{load}");
+        assert!(!load.contains("TEMP B-TREE"), "{load}");
+        let history = plan(
+            &conn,
+            "SELECT e.id FROM ledger_entries e JOIN ledger_transactions t ON t.seq = e.tx_seq \
+             WHERE e.tenant = ?1 AND e.external_user_id = ?2 AND e.network = ?3 \
+             AND e.history_direction IS NOT NULL ORDER BY e.tx_seq DESC, e.idx DESC LIMIT 5",
+            ["acme", "alice", "BSC"],
+        );
+        assert!(history.contains("ledger_entries_history"), "{history}");
+        assert!(!history.contains("TEMP B-TREE"), "{history}");
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+        let orphans: i64 = conn
+            .query_row("SELECT COUNT(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(orphans, 0);
+    }
+
+    /// 0027: the listings of the two tables every transfer writes page through ascending
+    /// indexes scanned backwards, with no sort.
+    #[test]
+    fn hot_listings_scan_ascending_indexes_backwards() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("custody.db")).unwrap();
+        crate::configure(&conn, 1_000).unwrap();
+        migrate(&mut conn).unwrap();
+        for (table, index) in [
+            ("outbox", "outbox_by_time"),
+            ("ledger_transactions", "ledger_transactions_by_time"),
+        ] {
+            let page = plan(
+                &conn,
+                &format!("SELECT id FROM {table} WHERE {}", crate::repo::PAGE_CLAUSE),
+                rusqlite::params![10_i64, 5_i64, "x"],
+            );
+            assert!(page.contains(index), "{table}: {page}");
+            assert!(!page.contains("TEMP B-TREE"), "{table}: {page}");
+            let sql: String = conn
+                .query_row(
+                    "SELECT sql FROM sqlite_master WHERE name = ?1",
+                    [index],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(!sql.contains("DESC"), "{sql}");
+        }
     }
 
     /// Processes opening a new file at once take turns: each finds the others' migrations

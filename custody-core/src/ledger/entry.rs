@@ -218,6 +218,27 @@ pub fn entry_id(tx_id: Uuid, index: usize) -> Uuid {
     uuid::Builder::from_custom_bytes(bytes).into_uuid()
 }
 
+/// Why `tx` has an entry whose id is not [`entry_id`] of the transaction's id and the entry's
+/// position. Every posting derives its ids so; a store refuses any other id
+/// ([`LedgerRepo::insert_ledger_transaction`](super::LedgerRepo::insert_ledger_transaction)),
+/// which keeps entry ids unique wherever transaction ids are, without an index of entry ids.
+pub fn check_entry_ids(tx: &LedgerTx) -> Result<(), String> {
+    match tx
+        .entries
+        .iter()
+        .enumerate()
+        .find(|(i, e)| e.id != entry_id(tx.id, *i))
+    {
+        Some((i, e)) => Err(format!(
+            "entry {i} of transaction {} has id {}, not the id derived from its position ({})",
+            tx.id,
+            e.id,
+            entry_id(tx.id, i)
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Why a set of entries is not a valid transaction; the text names what is wrong.
 pub(crate) fn check_entries(entries: &[Entry]) -> Result<(), String> {
     if entries.is_empty() {

@@ -63,6 +63,7 @@ impl LedgerRepo for MemoryLedger {
                 format!("transaction {} exists", tx.id),
             ));
         }
+        super::check_entry_ids(tx).map_err(|e| PortError::permanent(PORT, e))?;
         let mut ids = BTreeSet::new();
         for e in &tx.entries {
             if self.entry_ids.contains(&e.id) || !ids.insert(e.id) {

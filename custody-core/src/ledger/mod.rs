@@ -31,8 +31,8 @@ mod tests;
 
 pub use account::{AccountBalances, AccountKey, SystemAccount, UserAccount};
 pub use entry::{
-    entry_id, Direction, Entry, LedgerTx, Leg, Phase, ReferenceType, TxKind, TxMeta,
-    ENTRIES_PER_TX_MAX,
+    check_entry_ids, entry_id, Direction, Entry, LedgerTx, Leg, Phase, ReferenceType, TxKind,
+    TxMeta, ENTRIES_PER_TX_MAX,
 };
 pub use error::LedgerError;
 pub use history::{history, HistoryEntry, HistoryPage, HISTORY_LIMIT_DEFAULT, HISTORY_LIMIT_MAX};

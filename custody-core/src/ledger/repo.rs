@@ -33,7 +33,10 @@ pub trait LedgerRepo: LedgerReads {
     ) -> Result<(), PortError>;
 
     /// Appends a transaction and its entries (in order). MUST fail if the id exists (a
-    /// constraint), so a transaction is never written twice.
+    /// constraint), so a transaction is never written twice. MUST fail if an entry's id is not
+    /// the one [`entry_id`](super::entry_id) derives from the transaction's id and the entry's
+    /// position ([`check_entry_ids`](super::check_entry_ids)): entry ids are then unique
+    /// because transaction ids are, so an implementation need not index them.
     fn insert_ledger_transaction(&mut self, tx: &LedgerTx) -> Result<(), PortError>;
 
     /// MUST fail if a hold with this id exists.

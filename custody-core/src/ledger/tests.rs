@@ -682,6 +682,21 @@ fn stored_values_round_trip() {
     assert_eq!(entry_id(Uuid::nil(), 0).get_version_num(), 8);
 }
 
+#[test]
+fn postings_carry_derived_entry_ids_and_others_are_named() {
+    let mut fx = Fx::new();
+    let meta = fx.meta(ReferenceType::Deposit);
+    let tx = credit_deposit(&mut fx.ledger, &meta, &user("carol"), units(3)).unwrap();
+    assert_eq!(check_entry_ids(&tx), Ok(()));
+    let mut moved = tx.clone();
+    moved.entries.swap(0, 1);
+    let err = check_entry_ids(&moved).unwrap_err();
+    assert!(err.contains("entry 0 of transaction"), "{err}");
+    let mut renamed = tx.clone();
+    renamed.id = fx.id();
+    assert!(check_entry_ids(&renamed).is_err());
+}
+
 // ---- history ----
 
 #[test]

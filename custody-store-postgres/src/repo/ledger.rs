@@ -1,8 +1,8 @@
 use crate::sql::{params, OptionalExtension, Row};
 use custody_core::error::PortError;
 use custody_core::ledger::{
-    AccountBalances, AccountKey, Direction, Entry, HistoryEntry, Hold, HoldPurpose, HoldState,
-    LedgerReads, LedgerRepo, LedgerTx, Phase, ReferenceType, TxKind,
+    check_entry_ids, AccountBalances, AccountKey, Direction, Entry, HistoryEntry, Hold,
+    HoldPurpose, HoldState, LedgerReads, LedgerRepo, LedgerTx, Phase, ReferenceType, TxKind,
 };
 use custody_core::Network;
 use uuid::Uuid;
@@ -204,6 +204,7 @@ impl LedgerRepo for PgTx<'_> {
     }
 
     fn insert_ledger_transaction(&mut self, tx: &LedgerTx) -> Result<(), PortError> {
+        check_entry_ids(tx).map_err(|e| PortError::permanent("store", e))?;
         let seq = self
             .conn
             .prepare_cached(

@@ -1,7 +1,7 @@
 use custody_core::error::PortError;
 use custody_core::ledger::{
-    AccountBalances, AccountKey, Direction, Entry, HistoryEntry, Hold, HoldPurpose, HoldState,
-    LedgerReads, LedgerRepo, LedgerTx, Phase, ReferenceType, TxKind,
+    check_entry_ids, AccountBalances, AccountKey, Direction, Entry, HistoryEntry, Hold,
+    HoldPurpose, HoldState, LedgerReads, LedgerRepo, LedgerTx, Phase, ReferenceType, TxKind,
 };
 use custody_core::Network;
 use rusqlite::{params, OptionalExtension, Row};
@@ -229,6 +229,9 @@ impl LedgerRepo for SqliteTx<'_> {
     }
 
     fn insert_ledger_transaction(&mut self, tx: &LedgerTx) -> Result<(), PortError> {
+        // The entries' table has no index of their ids (migration 0026): derived ids are unique
+        // because the transaction's id is.
+        check_entry_ids(tx).map_err(|e| PortError::permanent("store", e))?;
         self.conn
             .prepare_cached(
                 "INSERT INTO ledger_transactions (id, kind, reference_type, reference_id, hold_id, created_at) \

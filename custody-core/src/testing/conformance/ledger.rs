@@ -488,6 +488,20 @@ async fn a_transaction_and_an_entry_are_written_once(t: &dyn LedgerTarget) {
     assert!(lw(t, move |r| insert_with_accounts(r, &twice))
         .await
         .is_err());
+    // Ids unused so far, but not the ones derived from the entries' positions: a store
+    // keeps entry ids unique by refusing them (it need not index the ids).
+    let mut underived = deposit_tx(4, &alice(), 5);
+    underived.entries[0].id = uid(77);
+    assert!(lw(t, move |r| insert_with_accounts(r, &underived))
+        .await
+        .is_err());
+    let mut swapped = deposit_tx(5, &alice(), 5);
+    let (a, b) = (swapped.entries[0].id, swapped.entries[1].id);
+    swapped.entries[0].id = b;
+    swapped.entries[1].id = a;
+    assert!(lw(t, move |r| insert_with_accounts(r, &swapped))
+        .await
+        .is_err());
     let c = lr(t, |r| contents(r)).await;
     assert_eq!(c.transactions, vec![first], "nothing of the refused writes");
 }
