@@ -4,8 +4,9 @@
 -- group commit of forty transfers, seventy-odd of its ~180 WAL frames were that index's pages.
 -- No query looks an entry up by id, and ids need no index to stay unique: the store refuses an
 -- id that is not the derived one (core `check_entry_ids`), and transaction ids are unique. The
--- rowid table and its index on (tx_seq, idx) become the one WITHOUT ROWID table; rows are a
--- few hundred bytes at most and arrive in key order.
+-- rowid table and its index on (tx_seq, idx) become the one WITHOUT ROWID table; rows arrive
+-- in key order and are usually a few hundred bytes (up to about 1 KB with the longest user ids,
+-- which SQLite then spills to an overflow page: correct, only slower).
 CREATE TABLE ledger_entries_by_position (
     tx_seq            INTEGER NOT NULL REFERENCES ledger_transactions (seq),
     idx               INTEGER NOT NULL,

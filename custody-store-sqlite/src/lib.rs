@@ -170,23 +170,29 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
     // checkpoints copy a page changed by many batches once instead of many times.
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
     conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
-    // Each job of a batch run safely (`writer`) is under a savepoint, whose sub-journal keeps
-    // the original of every page the job changes. Built as this workspace builds it
-    // (SQLITE_STMTJRNL_SPILL = 1 MiB, .cargo/config.toml), SQLite keeps it in memory, in
-    // chunks of that size, up to 1 MiB.
-    // Built otherwise (a service embedding this crate with its own SQLite flags), the journal
-    // would spill to a temporary file past 64 KiB, which every transfer job did: there it is
-    // kept in memory by `temp_store = MEMORY`, in 1 KiB chunks (four malloc/free pairs per page
-    // journaled, about 5% of a transfer's CPU, but no file).
-    if sub_journal_spill_bytes(conn)? < SUB_JOURNAL_SPILL_MIN {
+    // A statement or savepoint journal that outgrows the spill size is copied to a temporary
+    // file in chunks of that size, one write call per chunk, and SQLite's Unix VFS writes at most
+    // 128 KiB - 1 bytes per call: a SQLite built with a larger spill size (a service embedding
+    // this crate with its own flags) would fail such a statement with SQLITE_FULL. There, keep
+    // the journals in memory; SQLite's default (64 KiB, this workspace's build) spills safely.
+    if sub_journal_spill_bytes(conn)? > UNIX_WRITE_MAX {
         conn.pragma_update(None, "temp_store", "MEMORY")?;
     }
     Ok(())
 }
 
-/// The sub-journal size from which a build of SQLite is left to keep it itself (see
-/// `configure`).
-const SUB_JOURNAL_SPILL_MIN: u64 = 1024 * 1024;
+/// The writer's connection once migrated. Each job of a batch run safely (`writer`) is under a
+/// savepoint, whose sub-journal keeps the original of every page the job changes; past the
+/// spill size (64 KiB) it went to a temporary file, which every transfer job did. In memory
+/// (kept in 1 KiB chunks) it costs no file. Set after the migrations, which keep their sorts
+/// and journals in temporary files: a migration that builds an index of a large table would
+/// otherwise hold the whole sort in memory.
+fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "temp_store", "MEMORY")
+}
+
+/// The longest write SQLite's Unix VFS makes in one call (`seekAndWriteFd` masks the length).
+const UNIX_WRITE_MAX: u64 = 0x1ffff;
 
 /// SQLITE_STMTJRNL_SPILL as the linked SQLite was built with it; SQLite's default (64 KiB)
 /// when it was not set.
@@ -210,6 +216,7 @@ impl SqliteStore {
         let mut conn = Connection::open(path).map_err(db_err)?;
         configure(&conn, options.busy_timeout_ms).map_err(db_err)?;
         migrations::migrate(&mut conn).map_err(|e| PortError::permanent("store", e))?;
+        configure_writer(&conn).map_err(db_err)?;
 
         let open_reader = || -> Result<Connection, PortError> {
             let r = Connection::open_with_flags(

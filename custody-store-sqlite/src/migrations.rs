@@ -322,6 +322,37 @@ mod tests {
         assert_eq!(orphans, 0);
     }
 
+    /// 0026 on a file whose entries outgrow SQLite's journal spill size many times over: the
+    /// copy frees the old table's pages and the new index reuses them, so its statement journal
+    /// spills to a temporary file (a build with a 1 MiB spill size failed here with "database or
+    /// disk is full" from about 40,000 entries).
+    #[test]
+    fn ledger_entries_move_on_a_large_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut conn, before) = before_migration(&dir, "0026_ledger_entries_by_position");
+        conn.execute_batch(
+            "INSERT INTO ledger_accounts VALUES ('u:acme:alice', '0', '0', '0', '0'); \
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000) \
+             INSERT INTO ledger_transactions (id, kind, reference_type, reference_id, created_at) \
+                 SELECT 'tx-' || i, 'deposit', 'deposit', 'dep-' || i, i FROM n; \
+             INSERT INTO ledger_entries (id, tx_seq, idx, account_id, direction, phase, amount, \
+                 balance_after, history_direction, tenant, external_user_id, network) \
+                 SELECT lower(hex(randomblob(16))), seq, k.idx, 'u:acme:alice', 'credit', 'posted', \
+                     '1000000000000000000', '1000000000000000000', 'credit', 'acme', 'alice', 'BSC' \
+                 FROM ledger_transactions, (SELECT 0 AS idx UNION ALL SELECT 1) k;",
+        )
+        .unwrap();
+        let entries = |conn: &Connection| -> i64 {
+            conn.query_row("SELECT COUNT(*) FROM ledger_entries", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(entries(&conn), 60_000);
+        migrate(&mut conn).expect("0026 and the migrations after it");
+        assert_eq!(entries(&conn), 60_000);
+        assert_eq!(version(&conn), i64::try_from(MIGRATIONS.len()).unwrap());
+        assert!(before < MIGRATIONS.len());
+    }
+
     /// 0027: the listings of the two tables every transfer writes page through ascending
     /// indexes scanned backwards, with no sort.
     #[test]
@@ -336,7 +367,7 @@ mod tests {
         ] {
             let page = plan(
                 &conn,
-                &format!("SELECT id FROM {table} WHERE {}", crate::repo::PAGE_CLAUSE),
+                &format!("SELECT * FROM {table} WHERE {}", crate::repo::PAGE_CLAUSE),
                 rusqlite::params![10_i64, 5_i64, "x"],
             );
             assert!(page.contains(index), "{table}: {page}");

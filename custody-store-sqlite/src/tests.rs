@@ -716,18 +716,65 @@ async fn the_outbox_keeps_only_the_indexes_its_queries_read() {
     assert!(!counts.contains("TEMP B-TREE"), "{counts}");
 }
 
-#[test]
-fn this_build_keeps_savepoint_journals_in_memory_without_temp_store_memory() {
-    // .cargo/config.toml builds SQLite with SQLITE_STMTJRNL_SPILL = 1 MiB; without it the
-    // writer falls back to temp_store = MEMORY (1 KiB chunks, slower).
-    let dir = tempfile::tempdir().unwrap();
-    let conn = Connection::open(dir.path().join("t.db")).unwrap();
-    assert_eq!(sub_journal_spill_bytes(&conn).unwrap(), 1024 * 1024);
-    configure(&conn, 1_000).unwrap();
-    let temp_store: i64 = conn
-        .query_row("PRAGMA temp_store", [], |r| r.get(0))
+/// A table of `pages` pages (one row per page), every row changed once inside an open
+/// transaction, so that a later statement changing every row again must journal them all.
+fn table_changed_in_a_transaction(conn: &Connection, pages: usize) {
+    conn.execute_batch(
+        "CREATE TABLE big (id INTEGER PRIMARY KEY, pad BLOB NOT NULL CHECK (length(pad) > 0));",
+    )
+    .unwrap();
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) \
+         INSERT INTO big SELECT i, randomblob(3000) FROM n",
+        [pages],
+    )
+    .unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE; UPDATE big SET pad = randomblob(3000);")
         .unwrap();
-    assert_eq!(temp_store, 0, "the default: SQLite's own choice");
+}
+
+/// Journals of a statement or a savepoint larger than SQLite's spill size work, on the
+/// migrating connection (temporary files) and on the writer's (memory). SQLite copies a
+/// journal that outgrows the spill size to a file in chunks of that size, one write call each,
+/// and its Unix VFS writes at most 128 KiB - 1 bytes per call: this workspace once built SQLite
+/// with a 1 MiB spill size, and every journal past 1 MiB failed with "database or disk is full"
+/// (a migration rebuilding a large table, a job changing more than 256 pages).
+#[test]
+fn journals_past_the_spill_size_do_not_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        sub_journal_spill_bytes(&Connection::open_in_memory().unwrap()).unwrap() <= UNIX_WRITE_MAX
+    );
+    // 600 pages of 4 KiB: 2.4 MiB of journal.
+    let migrating = Connection::open(dir.path().join("migrating.db")).unwrap();
+    configure(&migrating, 1_000).unwrap();
+    table_changed_in_a_transaction(&migrating, 600);
+    migrating
+        .execute_batch("SAVEPOINT step; UPDATE big SET pad = randomblob(2900); RELEASE step;")
+        .expect("a savepoint journal of 2.4 MiB on the migrating connection");
+    migrating.execute_batch("COMMIT").unwrap();
+
+    let writer = Connection::open(dir.path().join("writer.db")).unwrap();
+    configure(&writer, 1_000).unwrap();
+    configure_writer(&writer).unwrap();
+    table_changed_in_a_transaction(&writer, 600);
+    writer
+        .execute_batch("SAVEPOINT job; UPDATE big SET pad = randomblob(2900);")
+        .expect("a savepoint journal of 2.4 MiB on the writer");
+    writer
+        .execute_batch("ROLLBACK TO job; RELEASE job; COMMIT;")
+        .unwrap();
+    let pads: i64 = writer
+        .query_row(
+            "SELECT COUNT(*) FROM big WHERE length(pad) = 3000",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        pads, 600,
+        "the savepoint rolled back to the transaction's own changes"
+    );
 }
 
 #[test]

@@ -21,7 +21,9 @@ pub struct MemoryLedger {
     /// In commit order.
     transactions: Vec<LedgerTx>,
     tx_index: BTreeMap<Uuid, usize>,
-    /// Entry ids are unique across the ledger, as in the store (a primary key).
+    /// Entry ids are unique across the ledger. Every store refuses an id not derived from its
+    /// transaction and position (`check_entry_ids`), which alone keeps them unique; this set
+    /// checks it a second way.
     entry_ids: BTreeSet<Uuid>,
     holds: BTreeMap<Uuid, Hold>,
 }

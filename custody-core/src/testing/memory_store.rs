@@ -9,7 +9,8 @@
 //!
 //! What the SQLite schema enforces with constraints is checked here before anything is
 //! written: uniqueness (ids, api keys, nonces, idempotency keys, wallets, deposit identities,
-//! ledger ids), the foreign keys (a deposit's wallet; a ledger entry's account, which SQLite
+//! ledger ids; entry ids also by `check_entry_ids`, which is all SQLite relies on for them),
+//! the foreign keys (a deposit's wallet; a ledger entry's account, which SQLite
 //! checks at commit) and the CHECKs a caller can reach (a positive rate limit, an alert's
 //! severity, an attempt's HTTP status). Rows keep their insertion order, which plays the part
 //! of SQLite's rowid in orderings.
