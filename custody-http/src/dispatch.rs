@@ -8,7 +8,7 @@ use bytes::Bytes;
 use custody_core::auth::{Credential, RateDecision, SignedParts};
 use custody_core::error::{CoreError, ErrorCode, Refusal};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 use hyper::{HeaderMap, Request, Response};
 use uuid::Uuid;
 
@@ -198,20 +198,26 @@ async fn process(
     // Before authentication anyone can hold a connection slot while a body trickles in: the
     // read gets a deadline, and a late body closes the connection.
     let deadline = Duration::from_millis(state.limits.body_read_timeout_ms);
-    let read = tokio::time::timeout(
-        deadline,
-        read_body(&headers, body, state.limits.body_bytes_max),
-    )
-    .await
-    .unwrap_or_else(|_| {
-        Err(Refusal::new(
-            ErrorCode::RequestTimeout,
-            format!(
-                "the request body did not arrive within {} ms",
-                deadline.as_millis()
-            ),
-        ))
-    });
+    // A request without a body (every GET; hyper knows it from the head) has nothing to wait
+    // for: no timer is armed for it.
+    let read = if body.is_end_stream() {
+        Ok(Bytes::new())
+    } else {
+        tokio::time::timeout(
+            deadline,
+            read_body(&headers, body, state.limits.body_bytes_max),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(Refusal::new(
+                ErrorCode::RequestTimeout,
+                format!(
+                    "the request body did not arrive within {} ms",
+                    deadline.as_millis()
+                ),
+            ))
+        })
+    };
     let body = match read {
         Ok(body) => body,
         Err(r) => {

@@ -122,6 +122,21 @@ fn deadlines_and_the_peer_cap_follow_the_config() {
         "{waited:?}"
     );
 
+    // A GET that announces a body has the same deadline: only a request without a body (every
+    // ordinary GET) skips the timer.
+    let mut s = connect_from(Ipv4Addr::new(127, 0, 0, 7), &c.addr).unwrap();
+    s.write_all(
+        format!(
+            "GET /v1/wallets/00000000-0000-0000-0000-000000000000 HTTP/1.1\r\nHost: {}\r\n\
+             Content-Length: 64\r\n\r\n{{",
+            c.addr
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let r = read_until_closed(&mut s, Duration::from_secs(10)).expect("an answer");
+    assert_eq!((r.status, r.code().as_str()), (408, "REQUEST_TIMEOUT"));
+
     // An idle keep-alive connection is closed after idle_timeout_ms: the one response comes
     // at once, the close about a second later.
     let mut s = connect_from(Ipv4Addr::new(127, 0, 0, 5), &c.addr).unwrap();
