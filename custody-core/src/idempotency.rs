@@ -53,8 +53,11 @@ pub trait IdempotencyRepo: IdempotencyReads {
     /// Stores a record. MUST fail if a live record for (tenant, key) exists (a constraint);
     /// MUST replace an expired one.
     fn insert_idempotency_record(&mut self, record: &IdempotencyRecord) -> Result<(), PortError>;
-    /// Forgets expired records; returns how many.
-    fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError>;
+    /// Forgets at most `limit` expired records, the earliest to expire first; returns how many.
+    /// The caller runs it again, in a job of its own, while it forgets `limit`: a backlog (after
+    /// an outage, or at a high request rate) is never one large job, whose savepoint journal and
+    /// write lock would grow with it.
+    fn prune_idempotency(&mut self, now: Timestamp, limit: usize) -> Result<u64, PortError>;
 }
 
 pub trait IdempotencyReads {

@@ -183,8 +183,9 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
 
 /// The writer's connection once migrated. Each job of a batch run safely (`writer`) is under a
 /// savepoint, whose sub-journal keeps the original of every page the job changes; past the
-/// spill size (64 KiB) it went to a temporary file, which every transfer job did. In memory
-/// (kept in 1 KiB chunks) it costs no file. Set after the migrations, which keep their sorts
+/// spill size (64 KiB) it went to a temporary file, which nearly every job of such a batch did.
+/// In memory (kept in 1 KiB chunks) it costs no file, but it holds every page a job changes:
+/// writer jobs stay bounded (the pruner deletes in batches). Set after the migrations, which keep their sorts
 /// and journals in temporary files: a migration that builds an index of a large table would
 /// otherwise hold the whole sort in memory.
 fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
@@ -202,7 +203,8 @@ fn sub_journal_spill_bytes(conn: &Connection) -> rusqlite::Result<u64> {
     while let Some(row) = rows.next()? {
         let option: String = row.get(0)?;
         if let Some(n) = option.strip_prefix("STMTJRNL_SPILL=") {
-            return Ok(n.trim().parse().unwrap_or(0));
+            // Unreadable (an expression such as `(1024*1024)`): assume the worst.
+            return Ok(n.trim().parse().unwrap_or(u64::MAX));
         }
     }
     Ok(64 * 1024)

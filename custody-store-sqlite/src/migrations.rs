@@ -160,6 +160,7 @@ fn migrate_to(conn: &mut Connection, target: usize) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::query_plan as plan;
 
     /// A new database file in `dir`, migrated up to (not including) the migration `name`;
     /// returns it with that migration's position.
@@ -232,17 +233,6 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("sqlite_autoindex_idempotency"), "{plan}");
-    }
-
-    /// The query plan of `sql` (with `args`), its steps joined.
-    fn plan(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> String {
-        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap()
-            .query_map(args, |r| r.get::<_, String>(3))
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap()
-            .join("; ")
     }
 
     /// 0026 keeps ledger entries in one b-tree keyed by (tx_seq, idx), without an index of

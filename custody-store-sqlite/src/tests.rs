@@ -379,7 +379,7 @@ async fn a_nonce_is_accepted_once_and_pruned_after_expiry() {
     .await
     .unwrap());
     let pruned = write(&store, |tx| {
-        Ok(tx.prune_nonces(Timestamp::from_unix_millis(10_001))?)
+        Ok(tx.prune_nonces(Timestamp::from_unix_millis(10_001), 100)?)
     });
     assert_eq!(pruned.await.unwrap(), 1);
     assert!(write(&store, move |tx| Ok(tx.use_nonce(
@@ -657,6 +657,17 @@ async fn the_database_files_are_private_to_their_owner() {
     }
 }
 
+/// The query plan SQLite makes for `sql` with `args`, its steps joined by "; ".
+pub(crate) fn query_plan(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> String {
+    conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap()
+        .query_map(args, |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap()
+        .join("; ")
+}
+
 /// Every index of the outbox is written by each event (two per internal transfer), so the
 /// outbox keeps only those its queries read: the deliverer's per-tenant claim and the
 /// newest-first listing, each of which SQLite must still plan through its index.
@@ -682,15 +693,7 @@ async fn the_outbox_keeps_only_the_indexes_its_queries_read() {
     .map(String::from)
     .into();
     assert_eq!(indexes, expected);
-    let plan = |sql: &str, args: &[&dyn rusqlite::ToSql]| -> String {
-        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap()
-            .query_map(args, |r| r.get::<_, String>(3))
-            .unwrap()
-            .collect::<Result<Vec<_>, _>>()
-            .unwrap()
-            .join("; ")
-    };
+    let plan = |sql: &str, args: &[&dyn rusqlite::ToSql]| query_plan(&conn, sql, args);
     let claim = plan(
         "SELECT rowid, next_attempt_at FROM outbox \
          WHERE tenant = 'acme' AND status = 'pending' AND next_attempt_at <= 5 \
@@ -746,8 +749,11 @@ fn journals_past_the_spill_size_do_not_fail() {
         sub_journal_spill_bytes(&Connection::open_in_memory().unwrap()).unwrap() <= UNIX_WRITE_MAX
     );
     // 600 pages of 4 KiB: 2.4 MiB of journal.
+    let temp_store =
+        |c: &Connection| -> i64 { c.query_row("PRAGMA temp_store", [], |r| r.get(0)).unwrap() };
     let migrating = Connection::open(dir.path().join("migrating.db")).unwrap();
     configure(&migrating, 1_000).unwrap();
+    assert_eq!(temp_store(&migrating), 0, "migrations use temporary files");
     table_changed_in_a_transaction(&migrating, 600);
     migrating
         .execute_batch("SAVEPOINT step; UPDATE big SET pad = randomblob(2900); RELEASE step;")
@@ -757,6 +763,11 @@ fn journals_past_the_spill_size_do_not_fail() {
     let writer = Connection::open(dir.path().join("writer.db")).unwrap();
     configure(&writer, 1_000).unwrap();
     configure_writer(&writer).unwrap();
+    assert_eq!(
+        temp_store(&writer),
+        2,
+        "the writer keeps its journals in memory"
+    );
     table_changed_in_a_transaction(&writer, 600);
     writer
         .execute_batch("SAVEPOINT job; UPDATE big SET pad = randomblob(2900);")

@@ -24,16 +24,111 @@ impl Pruner {
             if *shutdown.borrow() {
                 break;
             }
-            let now = self.clock.now();
+            self.prune_once().await;
+        }
+    }
+
+    /// Prunes everything expired, `PRUNE_BATCH` rows of each kind per write job, so that a
+    /// backlog is many small jobs between the others rather than one that holds the writer
+    /// (and, in a batch run with savepoints, journals every page it deletes in memory).
+    async fn prune_once(&self) {
+        let now = self.clock.now();
+        let (mut nonces, mut records) = (0, 0);
+        loop {
             let pruned = write(self.store.as_ref(), move |tx| {
-                Ok((tx.prune_nonces(now)?, tx.prune_idempotency(now)?))
+                Ok((
+                    tx.prune_nonces(now, PRUNE_BATCH)?,
+                    tx.prune_idempotency(now, PRUNE_BATCH)?,
+                ))
             })
             .await;
             match pruned {
-                Ok((n, i)) if n + i > 0 => tracing::debug!(nonces = n, idempotency = i, "pruned"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "pruning failed"),
+                Ok((n, i)) => {
+                    nonces += n;
+                    records += i;
+                    if n < PRUNE_BATCH as u64 && i < PRUNE_BATCH as u64 {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "pruning failed");
+                    break;
+                }
             }
         }
+        if nonces + records > 0 {
+            tracing::debug!(nonces, idempotency = records, "pruned");
+        }
+    }
+}
+
+/// Rows of each kind one pruning job deletes at most.
+const PRUNE_BATCH: usize = 5_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use custody_core::idempotency::{IdempotencyRecord, StoredResponse};
+    use custody_core::ports::store::read;
+    use custody_core::time::Timestamp;
+    use custody_core::TenantId;
+    use custody_store_sqlite::{SqliteStore, StoreOptions};
+
+    struct At(Timestamp);
+    impl Clock for At {
+        fn now(&self) -> Timestamp {
+            self.0
+        }
+    }
+
+    /// A backlog of more than two batches is pruned by one round, in jobs of `PRUNE_BATCH`;
+    /// what has not expired stays.
+    #[tokio::test]
+    async fn a_backlog_is_pruned_in_one_round_of_bounded_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default()).unwrap(),
+        );
+        let expired = 2 * PRUNE_BATCH + 7;
+        let record = |i: usize, expires_at: i64| IdempotencyRecord {
+            tenant: TenantId::parse("acme").unwrap(),
+            key: format!("key-{i:08}"),
+            fingerprint: [0; 32],
+            response: StoredResponse {
+                status: 201,
+                body: b"{}".to_vec(),
+            },
+            created_at: Timestamp::from_unix_millis(0),
+            expires_at: Timestamp::from_unix_millis(expires_at),
+        };
+        write(store.as_ref(), move |tx| {
+            for i in 0..expired {
+                tx.insert_idempotency_record(&record(i, 1_000))?;
+            }
+            Ok(tx.insert_idempotency_record(&record(expired, 9_000))?)
+        })
+        .await
+        .unwrap();
+        let pruner = Pruner {
+            store: Arc::clone(&store),
+            clock: Arc::new(At(Timestamp::from_unix_millis(5_000))),
+            interval: Duration::from_secs(60),
+        };
+        pruner.prune_once().await;
+        let left = read(store.as_ref(), move |tx| {
+            let mut left = 0;
+            for i in 0..=expired {
+                let key = format!("key-{i:08}");
+                let at = Timestamp::from_unix_millis(0);
+                left += usize::from(
+                    tx.idempotency_record(&TenantId::parse("acme").unwrap(), &key, at)?
+                        .is_some(),
+                );
+            }
+            Ok(left)
+        })
+        .await
+        .unwrap();
+        assert_eq!(left, 1, "every expired record pruned, the live one kept");
     }
 }

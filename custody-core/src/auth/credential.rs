@@ -217,8 +217,10 @@ pub trait CredentialRepo: CredentialReads {
         }
         Ok(())
     }
-    /// Forgets nonces, used and logged, whose expiry has passed; returns how many.
-    fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError>;
+    /// Forgets nonces, used and logged, whose expiry has passed: at most `limit` of each kind,
+    /// the earliest to expire first; returns how many in all. The caller runs it again while it
+    /// forgets `limit` or more (as [`crate::idempotency::IdempotencyRepo::prune_idempotency`]).
+    fn prune_nonces(&mut self, now: Timestamp, limit: usize) -> Result<u64, PortError>;
     /// Replaces the nonce fence (`super::nonce_set`): written with each batch of logged nonces,
     /// in the same transaction.
     fn put_nonce_fence(&mut self, fence: &super::nonce_set::NonceFence) -> Result<(), PortError>;

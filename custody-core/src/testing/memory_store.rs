@@ -218,6 +218,18 @@ fn constraint(what: impl std::fmt::Display) -> PortError {
 }
 
 /// Rows newest first (by `at`, then latest inserted first), at most `limit`.
+/// The first `limit` of `items` by `expiry` (earliest first), as a pruning store takes them.
+fn earliest<T>(
+    items: impl Iterator<Item = T>,
+    expiry: impl Fn(&T) -> Timestamp,
+    limit: usize,
+) -> Vec<T> {
+    let mut items: Vec<T> = items.collect();
+    items.sort_by_key(|t| expiry(t));
+    items.truncate(limit);
+    items
+}
+
 fn newest_first<T: Clone>(rows: &[T], at: impl Fn(&T) -> Timestamp, limit: usize) -> Vec<T> {
     let mut sorted: Vec<&T> = rows.iter().rev().collect();
     sorted.sort_by_key(|r| Reverse(at(r)));
@@ -363,15 +375,32 @@ impl CredentialRepo for Tx {
         Ok(true)
     }
 
-    fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
-        let before = self.state.nonces.len() + self.state.nonce_log.len();
-        self.state.nonces.retain(|_, expires_at| *expires_at >= now);
-        self.state
-            .nonce_log
-            .retain(|(_, _, expires_at)| *expires_at >= now);
-        Ok(count(
-            before - self.state.nonces.len() - self.state.nonce_log.len(),
-        ))
+    fn prune_nonces(&mut self, now: Timestamp, limit: usize) -> Result<u64, PortError> {
+        let used = earliest(
+            self.state.nonces.iter().filter(|(_, e)| **e < now),
+            |(_, e)| **e,
+            limit,
+        );
+        let used: Vec<(Uuid, String)> = used.into_iter().map(|(k, _)| k.clone()).collect();
+        for k in &used {
+            self.state.nonces.remove(k);
+        }
+        let logged = earliest(
+            self.state
+                .nonce_log
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.2 < now),
+            |(_, n)| n.2,
+            limit,
+        );
+        let gone: std::collections::BTreeSet<usize> = logged.into_iter().map(|(i, _)| i).collect();
+        let mut i = 0;
+        self.state.nonce_log.retain(|_| {
+            i += 1;
+            !gone.contains(&(i - 1))
+        });
+        Ok(count(used.len() + gone.len()))
     }
 
     fn put_nonce_fence(
@@ -460,10 +489,21 @@ impl IdempotencyRepo for Tx {
         }
     }
 
-    fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError> {
-        let before = self.state.idempotency.len();
-        self.state.idempotency.retain(|_, r| r.expires_at > now);
-        Ok(count(before - self.state.idempotency.len()))
+    fn prune_idempotency(&mut self, now: Timestamp, limit: usize) -> Result<u64, PortError> {
+        let expired = earliest(
+            self.state
+                .idempotency
+                .iter()
+                .filter(|(_, r)| r.expires_at <= now),
+            |(_, r)| r.expires_at,
+            limit,
+        );
+        let expired: Vec<(TenantId, String)> =
+            expired.into_iter().map(|(k, _)| k.clone()).collect();
+        for k in &expired {
+            self.state.idempotency.remove(k);
+        }
+        Ok(count(expired.len()))
     }
 }
 

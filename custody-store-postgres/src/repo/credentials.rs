@@ -167,12 +167,13 @@ impl CredentialRepo for PgTx<'_> {
         self.use_nonce(credential, nonce, expires_at)
     }
 
-    fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
+    fn prune_nonces(&mut self, now: Timestamp, limit: usize) -> Result<u64, PortError> {
         let n = self
             .conn
             .execute(
-                "DELETE FROM nonces WHERE expires_at < ?1",
-                [now.unix_millis()],
+                "DELETE FROM nonces WHERE (credential_id, nonce) IN (SELECT credential_id, nonce \
+                 FROM nonces WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
+                params![now.unix_millis(), i64::try_from(limit).unwrap_or(i64::MAX)],
             )
             .map_err(db_err)?;
         Ok(n as u64)

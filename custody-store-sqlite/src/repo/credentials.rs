@@ -201,15 +201,20 @@ impl CredentialRepo for SqliteTx<'_> {
         Ok(())
     }
 
-    fn prune_nonces(&mut self, now: Timestamp) -> Result<u64, PortError> {
+    fn prune_nonces(&mut self, now: Timestamp, limit: usize) -> Result<u64, PortError> {
         let mut n = 0;
         for sql in [
-            "DELETE FROM nonces WHERE expires_at < ?1",
-            "DELETE FROM nonce_log WHERE expires_at < ?1",
+            "DELETE FROM nonces WHERE (credential_id, nonce) IN (SELECT credential_id, nonce \
+             FROM nonces WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
+            "DELETE FROM nonce_log WHERE rowid IN (SELECT rowid FROM nonce_log \
+             WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
         ] {
             n += self
                 .conn
-                .execute(sql, [now.unix_millis()])
+                .execute(
+                    sql,
+                    rusqlite::params![now.unix_millis(), i64::try_from(limit).unwrap_or(i64::MAX)],
+                )
                 .map_err(db_err)?;
         }
         Ok(n as u64)

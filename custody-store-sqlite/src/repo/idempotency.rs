@@ -41,12 +41,13 @@ impl IdempotencyRepo for SqliteTx<'_> {
         Ok(())
     }
 
-    fn prune_idempotency(&mut self, now: Timestamp) -> Result<u64, PortError> {
+    fn prune_idempotency(&mut self, now: Timestamp, limit: usize) -> Result<u64, PortError> {
         let n = self
             .conn
             .execute(
-                "DELETE FROM idempotency WHERE expires_at <= ?1",
-                [now.unix_millis()],
+                "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency \
+                 WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)",
+                rusqlite::params![now.unix_millis(), i64::try_from(limit).unwrap_or(i64::MAX)],
             )
             .map_err(db_err)?;
         Ok(n as u64)

@@ -212,9 +212,11 @@ async fn a_nonce_is_used_once_until_pruned(store: Arc<dyn Store>) {
     assert!(use_nonce(1, "n-0002", 200).await.unwrap());
 
     // Pruning forgets nonces whose expiry is before `now`; until then a nonce stays used.
-    assert_eq!(w(s, |tx| tx.prune_nonces(at(100))).await.unwrap(), 0);
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(100), 100)).await.unwrap(), 0);
     assert!(!use_nonce(1, "n-0001", 100).await.unwrap());
-    assert_eq!(w(s, |tx| tx.prune_nonces(at(101))).await.unwrap(), 2);
+    // At most `limit` of each kind per call.
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(101), 1)).await.unwrap(), 1);
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(101), 1)).await.unwrap(), 1);
     assert!(
         use_nonce(1, "n-0001", 300).await.unwrap(),
         "pruned, so usable again"
@@ -223,8 +225,8 @@ async fn a_nonce_is_used_once_until_pruned(store: Arc<dyn Store>) {
         !use_nonce(1, "n-0002", 200).await.unwrap(),
         "not expired yet"
     );
-    assert_eq!(w(s, |tx| tx.prune_nonces(at(201))).await.unwrap(), 1);
-    assert_eq!(w(s, |tx| tx.prune_nonces(at(201))).await.unwrap(), 0);
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(201), 100)).await.unwrap(), 1);
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(201), 100)).await.unwrap(), 0);
     assert!(!use_nonce(1, "n-0001", 300).await.unwrap());
 }
 
@@ -281,8 +283,19 @@ async fn logged_nonces_come_back_until_pruned(store: Arc<dyn Store>) {
         visit(201).await,
         vec![entry(1, "u-0001", 250), entry(2, "l-0001", 300)]
     );
-    assert_eq!(w(s, |tx| tx.prune_nonces(at(100))).await.unwrap(), 0);
-    assert_eq!(w(s, |tx| tx.prune_nonces(at(201))).await.unwrap(), 2);
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(100), 100)).await.unwrap(), 0);
+    // At most `limit` of each kind per call, the earliest to expire first.
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(201), 1)).await.unwrap(), 1);
+    assert_eq!(
+        visit(0).await,
+        vec![
+            entry(1, "l-0002", 200),
+            entry(1, "u-0001", 250),
+            entry(2, "l-0001", 300)
+        ],
+        "the nonce expiring at 100 went first"
+    );
+    assert_eq!(w(s, |tx| tx.prune_nonces(at(201), 1)).await.unwrap(), 1);
     assert_eq!(
         visit(0).await,
         vec![entry(1, "u-0001", 250), entry(2, "l-0001", 300)],
@@ -295,7 +308,7 @@ async fn logged_nonces_come_back_until_pruned(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(visit(0).await.contains(&entry(2, "l-0001", 300)));
-    w(s, |tx| tx.prune_nonces(at(301))).await.unwrap();
+    w(s, |tx| tx.prune_nonces(at(301), 100)).await.unwrap();
     assert_eq!(visit(0).await, vec![], "everything expired is pruned");
 
     // A batch as the log loop writes it, of any length (a store may write it in chunks), and
@@ -317,7 +330,7 @@ async fn logged_nonces_come_back_until_pruned(store: Arc<dyn Store>) {
             .collect();
         w(s, move |tx| tx.log_nonces(&batch)).await.unwrap();
         assert_eq!(visit(0).await, expected, "a batch of {n} kept whole");
-        w(s, |tx| tx.prune_nonces(at(5_000))).await.unwrap();
+        w(s, |tx| tx.prune_nonces(at(5_000), 1_000)).await.unwrap();
     }
     let batch = pending(130, "failed");
     let failed = w::<()>(s, move |tx| {

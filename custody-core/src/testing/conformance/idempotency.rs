@@ -119,9 +119,18 @@ async fn pruning_forgets_expired_records(store: Arc<dyn Store>) {
     .await
     .unwrap();
     // A record is expired at its expiry: pruned at `now >= expires_at`.
-    assert_eq!(w(s, |tx| tx.prune_idempotency(at(199))).await.unwrap(), 1);
-    assert_eq!(w(s, |tx| tx.prune_idempotency(at(200))).await.unwrap(), 1);
-    assert_eq!(w(s, |tx| tx.prune_idempotency(at(200))).await.unwrap(), 0);
+    assert_eq!(
+        w(s, |tx| tx.prune_idempotency(at(199), 100)).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        w(s, |tx| tx.prune_idempotency(at(200), 100)).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        w(s, |tx| tx.prune_idempotency(at(200), 100)).await.unwrap(),
+        0
+    );
     let left = r(s, |tx| {
         Ok((
             tx.idempotency_record(&tid("acme"), "key-0002", at(0))?,
@@ -136,6 +145,29 @@ async fn pruning_forgets_expired_records(store: Arc<dyn Store>) {
     })
     .await
     .unwrap();
+    // At most `limit` records per call, the earliest to expire first.
+    assert_eq!(
+        w(s, |tx| tx.prune_idempotency(at(400), 1)).await.unwrap(),
+        1
+    );
+    let kept = r(s, |tx| {
+        Ok((
+            tx.idempotency_record(&tid("acme"), "key-0001", at(0))?
+                .is_some(),
+            tx.idempotency_record(&tid("acme"), "key-0003", at(0))?
+                .is_some(),
+        ))
+    })
+    .await;
+    assert_eq!(kept, (false, true), "the record expiring at 50 went first");
+    assert_eq!(
+        w(s, |tx| tx.prune_idempotency(at(400), 1)).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        w(s, |tx| tx.prune_idempotency(at(400), 1)).await.unwrap(),
+        0
+    );
 }
 
 async fn idempotent_commands_replay_conflict_and_store_business_refusals(store: Arc<dyn Store>) {
