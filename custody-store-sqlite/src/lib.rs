@@ -171,8 +171,8 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
     conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
     conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
     // A statement or savepoint journal that outgrows the spill size is copied to a temporary
-    // file in chunks of that size, one write call per chunk, and SQLite's Unix VFS writes at most
-    // 128 KiB - 1 bytes per call: a SQLite built with a larger spill size (a service embedding
+    // file in chunks of that size, one write call per chunk, and SQLite's Unix VFS masks each
+    // write's length to 17 bits: a SQLite built with a spill size past that (a service embedding
     // this crate with its own flags) would fail such a statement with SQLITE_FULL. There, keep
     // the journals in memory; SQLite's default (64 KiB, this workspace's build) spills safely.
     if sub_journal_spill_bytes(conn)? > UNIX_WRITE_MAX {
@@ -185,9 +185,9 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
 /// savepoint, whose sub-journal keeps the original of every page the job changes; past the
 /// spill size (64 KiB) it went to a temporary file, which nearly every job of such a batch did.
 /// In memory (kept in 1 KiB chunks) it costs no file, but it holds every page a job changes:
-/// writer jobs stay bounded (the pruner deletes in batches). Set after the migrations, which keep their sorts
-/// and journals in temporary files: a migration that builds an index of a large table would
-/// otherwise hold the whole sort in memory.
+/// writer jobs stay bounded (the pruner deletes in batches). Set after the migrations, which
+/// keep their sorts and journals in temporary files: a migration that builds an index of a
+/// large table would otherwise hold the whole sort in memory.
 fn configure_writer(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "temp_store", "MEMORY")
 }

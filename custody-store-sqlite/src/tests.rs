@@ -739,9 +739,9 @@ fn table_changed_in_a_transaction(conn: &Connection, pages: usize) {
 /// Journals of a statement or a savepoint larger than SQLite's spill size work, on the
 /// migrating connection (temporary files) and on the writer's (memory). SQLite copies a
 /// journal that outgrows the spill size to a file in chunks of that size, one write call each,
-/// and its Unix VFS writes at most 128 KiB - 1 bytes per call: this workspace once built SQLite
-/// with a 1 MiB spill size, and every journal past 1 MiB failed with "database or disk is full"
-/// (a migration rebuilding a large table, a job changing more than 256 pages).
+/// and its Unix VFS masks each write's length to 17 bits: this workspace once built SQLite with
+/// a 1 MiB spill size, and every journal past 1 MiB failed with "database or disk is full" (a
+/// migration rebuilding a large table, a job changing 256 or more existing pages).
 #[test]
 fn journals_past_the_spill_size_do_not_fail() {
     let dir = tempfile::tempdir().unwrap();

@@ -217,7 +217,6 @@ fn constraint(what: impl std::fmt::Display) -> PortError {
     PortError::permanent("store", format!("constraint failed: {what}"))
 }
 
-/// Rows newest first (by `at`, then latest inserted first), at most `limit`.
 /// The first `limit` of `items` by `expiry` (earliest first), as a pruning store takes them.
 fn earliest<T>(
     items: impl Iterator<Item = T>,
@@ -230,6 +229,7 @@ fn earliest<T>(
     items
 }
 
+/// Rows newest first (by `at`, then latest inserted first), at most `limit`.
 fn newest_first<T: Clone>(rows: &[T], at: impl Fn(&T) -> Timestamp, limit: usize) -> Vec<T> {
     let mut sorted: Vec<&T> = rows.iter().rev().collect();
     sorted.sort_by_key(|r| Reverse(at(r)));

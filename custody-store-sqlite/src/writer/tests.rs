@@ -18,6 +18,8 @@ fn writer_connection(dir: &tempfile::TempDir) -> Connection {
     let mut conn = Connection::open(dir.path().join("custody.db")).unwrap();
     crate::configure(&conn, 5_000).unwrap();
     crate::migrations::migrate(&mut conn).unwrap();
+    // As `SqliteStore::open` leaves the writer's connection.
+    crate::configure_writer(&conn).unwrap();
     conn
 }
 
