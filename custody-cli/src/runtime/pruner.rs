@@ -24,17 +24,18 @@ impl Pruner {
             if *shutdown.borrow() {
                 break;
             }
-            self.prune_once().await;
+            self.prune_once(&shutdown).await;
         }
     }
 
     /// Prunes everything expired, `PRUNE_BATCH` rows of each kind per write job, so that a
     /// backlog is many small jobs between the others rather than one that holds the writer
-    /// (and, in a batch run with savepoints, journals every page it deletes in memory).
-    async fn prune_once(&self) {
+    /// (and, in a batch run with savepoints, journals every page it deletes in memory). A stop
+    /// asked meanwhile ends the round after the job under way; the next start goes on.
+    async fn prune_once(&self, shutdown: &watch::Receiver<bool>) {
         let now = self.clock.now();
         let (mut nonces, mut records) = (0, 0);
-        loop {
+        while !*shutdown.borrow() {
             let pruned = write(self.store.as_ref(), move |tx| {
                 Ok((
                     tx.prune_nonces(now, PRUNE_BATCH)?,
@@ -114,21 +115,32 @@ mod tests {
             clock: Arc::new(At(Timestamp::from_unix_millis(5_000))),
             interval: Duration::from_secs(60),
         };
-        pruner.prune_once().await;
-        let left = read(store.as_ref(), move |tx| {
-            let mut left = 0;
-            for i in 0..=expired {
-                let key = format!("key-{i:08}");
-                let at = Timestamp::from_unix_millis(0);
-                left += usize::from(
-                    tx.idempotency_record(&TenantId::parse("acme").unwrap(), &key, at)?
-                        .is_some(),
-                );
-            }
-            Ok(left)
-        })
-        .await
-        .unwrap();
+        let (_stop, stopping) = watch::channel(true);
+        pruner.prune_once(&stopping).await;
+        let count_left = |store: Arc<dyn Store>| async move {
+            read(store.as_ref(), move |tx| {
+                let mut left = 0;
+                for i in 0..=expired {
+                    let key = format!("key-{i:08}");
+                    let at = Timestamp::from_unix_millis(0);
+                    left += usize::from(
+                        tx.idempotency_record(&TenantId::parse("acme").unwrap(), &key, at)?
+                            .is_some(),
+                    );
+                }
+                Ok(left)
+            })
+            .await
+            .unwrap()
+        };
+        assert_eq!(
+            count_left(Arc::clone(&store)).await,
+            expired + 1,
+            "a stop asked before the round prunes nothing"
+        );
+        let (_stop, running) = watch::channel(false);
+        pruner.prune_once(&running).await;
+        let left = count_left(Arc::clone(&store)).await;
         assert_eq!(left, 1, "every expired record pruned, the live one kept");
     }
 }
