@@ -9,10 +9,12 @@ use custody_chain_tron::{TronChain, TronSettings};
 use custody_cli::runtime::holdings::HoldingsCheck;
 use custody_cli::runtime::scanner::Scanner;
 use custody_cli::runtime::Background;
+use custody_core::chain::ChainAddress;
 use custody_core::deposit::holdings::HoldingsReport;
 use custody_core::deposit::{PipelineSettings, WatchSet};
 use custody_core::ports::store::read;
 use custody_core::ports::{ChainSender, ChainSource, Clock, Entropy, Signer, Store};
+use custody_core::withdrawal::HotWallet;
 use custody_core::{AssetCatalog, Network};
 use custody_http::ScanStatus;
 
@@ -115,8 +117,9 @@ pub fn start_scanners(
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     watch_set: Arc<WatchSet>,
+    hot_wallets: &BTreeMap<Network, HotWallet>,
     exclusive: Arc<dyn custody_core::ports::Exclusive>,
-) {
+) -> Result<(), String> {
     let catalog = Arc::new(catalog.clone());
     for (&network, chain) in &chains.sources {
         let c = config.chain(network);
@@ -131,6 +134,7 @@ pub fn start_scanners(
                 network,
                 required_confirmations: c.confirmations,
                 blocks_kept: c.blocks_kept,
+                hot_wallets: hot_wallet_addresses(hot_wallets, network)?,
             },
             poll_interval: Duration::from_millis(c.poll_interval_ms.max(10)),
             blocks_per_tick_max: 100,
@@ -155,6 +159,22 @@ pub fn start_scanners(
             background.spawn("holdings", move |stop| check.run(stop));
         }
     }
+    Ok(())
+}
+
+/// The hot wallet of `network` as the deposit pipeline compares senders with it.
+fn hot_wallet_addresses(
+    hot_wallets: &BTreeMap<Network, HotWallet>,
+    network: Network,
+) -> Result<Vec<ChainAddress>, String> {
+    hot_wallets
+        .get(&network)
+        .map(|h| {
+            ChainAddress::parse(network, &h.address)
+                .map_err(|e| format!("the {network} hot wallet address {}: {e}", h.address))
+        })
+        .into_iter()
+        .collect()
 }
 
 /// What every broadcaster shares: the store, the signer, the clock and the entropy.

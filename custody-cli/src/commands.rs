@@ -454,8 +454,9 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             Arc::clone(&clock),
             Arc::new(OsEntropy),
             watch,
+            &hot_wallets,
             exclusive,
-        );
+        )?;
         crate::chains::start_broadcasters(
             &mut background,
             &chains,

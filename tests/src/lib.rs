@@ -629,6 +629,60 @@ impl Client {
             .unwrap()
     }
 
+    /// Every asset of a wallet: asset → [available, reserved, pending] ledger units.
+    pub fn all_balances(&self, wallet: &Value) -> std::collections::BTreeMap<String, [u128; 3]> {
+        let id = wallet["id"].as_str().unwrap();
+        let r = self.get(&format!("/v1/wallets/{id}/balances"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let units = |v: &Value| v.as_str().unwrap().parse::<u128>().unwrap();
+        r.json()["balances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                let l = &b["ledger"];
+                (
+                    b["asset"].as_str().unwrap().to_owned(),
+                    [
+                        units(&l["available_units"]),
+                        units(&l["reserved_units"]),
+                        units(&l["pending_units"]),
+                    ],
+                )
+            })
+            .collect()
+    }
+
+    /// Every ledger account that any posted entry touched, with its posted credits minus its
+    /// posted debits, from `/v1/admin/transactions` (an admin client; one page of 100).
+    pub fn ledger_books(&self) -> std::collections::BTreeMap<String, i128> {
+        let r = self.get("/v1/admin/transactions?limit=100");
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let page = r.json();
+        assert_eq!(
+            page["has_more"], false,
+            "more than one page of transactions"
+        );
+        let mut books = std::collections::BTreeMap::new();
+        for t in page["data"].as_array().unwrap() {
+            for e in t["entries"].as_array().unwrap() {
+                if !matches!(e["phase"].as_str(), Some("posted" | "pending_posted")) {
+                    continue;
+                }
+                let amount: i128 = e["amount_units"].as_str().unwrap().parse().unwrap();
+                let signed = if e["direction"] == "credit" {
+                    amount
+                } else {
+                    -amount
+                };
+                *books
+                    .entry(e["account"].as_str().unwrap().to_owned())
+                    .or_insert(0) += signed;
+            }
+        }
+        books
+    }
+
     /// The ledger figures of one asset of a wallet.
     pub fn ledger_balance(&self, wallet_id: &str, asset: &str) -> Value {
         let r = self.get(&format!("/v1/wallets/{wallet_id}/balances"));

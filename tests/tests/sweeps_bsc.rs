@@ -154,8 +154,37 @@ fn a_bep20_deposit_is_swept_after_its_funding_is_final() {
         funded - fee,
         "the funding paid exactly the sweep's gas"
     );
-    // The user's balance never moved; the books follow the chain.
-    assert_eq!(client.available(&alice, "USDT"), 100 * E18);
+    // Every party, every asset. The user holds the USDT deposit and nothing else: the gas
+    // top-up is the treasury's own move, never a deposit (it passed every test that looked at
+    // USDT alone).
+    let units = |v: &Value| v.as_str().unwrap().parse::<u128>().unwrap();
+    let funding_fee = units(&funding["network_cost_units"]);
+    let deposits = client.deposits("");
+    assert_eq!(deposits.len(), 1, "one deposit, the USDT: {deposits:?}");
+    assert_eq!(deposits[0]["asset"], "USDT");
+    for (asset, figures) in client.all_balances(&alice) {
+        let held = if asset == "USDT" { 100 * E18 } else { 0 };
+        assert_eq!(
+            figures,
+            [held, 0, 0],
+            "alice's {asset}: available, reserved, pending"
+        );
+    }
+    assert_eq!(anvil.balance(&s.hot), E18 - funded - funding_fee);
+    let i = |u: u128| i128::try_from(u).unwrap();
+    let expected: std::collections::BTreeMap<String, i128> = [
+        ("user:acme:BSC:USDT:alice", i(100 * E18)),
+        ("system:deposit_clearing:BSC:USDT", 0),
+        ("system:treasury:BSC:USDT", -i(100 * E18)),
+        // What the deposit address still holds of the top-up.
+        ("system:deposit_clearing:BSC:BNB", -i(funded - fee)),
+        ("system:treasury:BSC:BNB", i(funded + funding_fee)),
+        ("system:network_fees:BSC:BNB", -i(funding_fee + fee)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(s.custody.client(&s.ops).ledger_books(), expected);
     s.reconciles();
     // The BNB left on the address is below the minimum: nothing more is swept.
     std::thread::sleep(std::time::Duration::from_millis(800));

@@ -111,11 +111,42 @@ fn a_trc20_deposit_is_swept_after_a_final_trx_funding() {
     assert!(!done["tx_hash"].as_str().unwrap().starts_with("0x"));
     assert_eq!(api.trc20_balance(USDT, &a), 0);
     assert_eq!(api.trc20_balance(USDT, &hot), 50_000_000);
-    assert_eq!(
-        client.available(&alice, "USDT"),
-        50_000_000,
-        "users' balances never move"
+    // Every party, every asset: the user holds the USDT deposit and nothing else (the TRX
+    // top-up is the treasury's own move, never a deposit), and the books follow the chain.
+    let units = |v: &Value| v.as_str().unwrap().parse::<i128>().unwrap();
+    let (funding_fee, sweep_fee) = (
+        units(&funding["network_cost_units"]),
+        units(&done["network_cost_units"]),
     );
+    let deposits = client.deposits("");
+    assert_eq!(deposits.len(), 1, "one deposit, the USDT: {deposits:?}");
+    assert_eq!(deposits[0]["asset"], "USDT");
+    for (asset, figures) in client.all_balances(&alice) {
+        let held = if asset == "USDT" { 50_000_000 } else { 0 };
+        assert_eq!(
+            figures,
+            [held, 0, 0],
+            "alice's {asset}: available, reserved, pending"
+        );
+    }
+    let funded = i128::from(funded);
+    assert_eq!(
+        i128::from(api.trx_balance(&hot).unwrap()),
+        i128::from(1_000 * SUN) - funded - funding_fee
+    );
+    assert_eq!(i128::from(api.trx_balance(&a).unwrap()), funded - sweep_fee);
+    let expected: std::collections::BTreeMap<String, i128> = [
+        ("user:acme:TRON:USDT:alice", 50_000_000),
+        ("system:deposit_clearing:TRON:USDT", 0),
+        ("system:treasury:TRON:USDT", -50_000_000),
+        ("system:deposit_clearing:TRON:TRX", -(funded - sweep_fee)),
+        ("system:treasury:TRON:TRX", funded + funding_fee),
+        ("system:network_fees:TRON:TRX", -(funding_fee + sweep_fee)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(custody.client(&ops).ledger_books(), expected);
     let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
     assert!(ok, "{out}");
     custody.stop();

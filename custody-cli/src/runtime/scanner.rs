@@ -579,6 +579,7 @@ mod tests {
                 network: Network::Bsc,
                 required_confirmations: 3,
                 blocks_kept: 100,
+                hot_wallets: Vec::new(),
             },
             poll_interval: Duration::from_millis(1),
             blocks_per_tick_max: 100,

@@ -316,12 +316,14 @@ pub fn refuse_if_owing(
     .into())
 }
 
+mod classify;
 pub mod holdings;
 mod pipeline;
 #[cfg(test)]
 mod tests;
 mod watch;
 
+pub use classify::{classify, Arrival, TreasuryMove};
 pub use pipeline::{advance, apply_block, rewind, Applied, BlockOutcome, PipelineSettings};
 pub use watch::WatchSet;
 

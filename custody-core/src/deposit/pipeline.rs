@@ -6,11 +6,11 @@
 //! cursor ([`Applied::CannotConnect`], as BDK's `apply_update` does), and the caller rewinds
 //! only to a block that [`crate::chain::find_fork`] found both we and the node agree on.
 
-use super::{Deposit, DepositStatus, HistoryStep, WatchSet};
+use super::{Arrival, Deposit, DepositStatus, HistoryStep, TreasuryMove, WatchSet};
 use crate::admin::{restricted, Alert};
 use crate::asset::AssetCatalog;
 use crate::balance_event;
-use crate::chain::{connects, ChainCursor};
+use crate::chain::{connects, ChainAddress, ChainCursor};
 use crate::error::{CoreError, CoreResult};
 use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
 use crate::network::Network;
@@ -27,6 +27,9 @@ pub struct PipelineSettings {
     pub required_confirmations: u32,
     /// Recorded block hashes kept for reorg detection; a deeper reorg raises an alert.
     pub blocks_kept: u64,
+    /// The network's hot wallet addresses (the current one and any former one): native coin
+    /// from them that is no withdrawal is the treasury's own move, never a deposit.
+    pub hot_wallets: Vec<ChainAddress>,
 }
 
 /// Whether a block was applied.
@@ -100,6 +103,14 @@ pub fn apply_block(
         let Some(wallet) = tx.wallet_by_address(network, &t.to)? else {
             continue;
         };
+        match super::classify(tx, network, &settings.hot_wallets, t)? {
+            Arrival::Deposit => {}
+            Arrival::Treasury(TreasuryMove::Own { .. }) => continue,
+            Arrival::Treasury(TreasuryMove::FromHotWallet { from }) => {
+                unrecognized_treasury_move(tx, entropy, network, t, &from, now)?;
+                continue;
+            }
+        }
         match tx.deposit_by_identity(network, &t.tx_hash, t.log_index)? {
             Some(mut d)
                 if matches!(d.status, DepositStatus::Orphaned | DepositStatus::Reversed) =>
@@ -181,6 +192,39 @@ pub fn apply_block(
     outcome.confirmed = advanced.confirmed;
     outcome.credited = advanced.credited;
     Ok(Applied::Block(outcome))
+}
+
+/// Native coin from a hot wallet reached a deposit address in a transaction that is none of the
+/// service's known payments (an operator's manual top-up, most likely): the treasury's money
+/// still, so it is not credited, and admins are told where it went.
+fn unrecognized_treasury_move(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    network: Network,
+    t: &crate::ports::chain::ObservedTransfer,
+    from: &str,
+    now: Timestamp,
+) -> CoreResult<()> {
+    tx.raise_alert(&Alert {
+        id: new_uuid(entropy),
+        kind: "treasury_transfer_unrecognized".into(),
+        severity: "warning".into(),
+        message: format!(
+            "{network} transaction {} moved {} {} units from hot wallet {from} to deposit address \
+             {}; it is no payment of the service, so it was not credited to the address's user: \
+             the coins are still the treasury's",
+            crate::chain::display_hash(network, &t.tx_hash.to_hex()),
+            t.amount,
+            t.asset_code,
+            t.to.as_str()
+        ),
+        reference_type: None,
+        reference_id: None,
+        created_at: now,
+        acknowledged_at: None,
+        acknowledged_by: None,
+    })?;
+    Ok(())
 }
 
 /// Brings every pending deposit of the network up to date with the tip `tip`: confirmations,

@@ -72,6 +72,7 @@ impl Chain {
             network: Network::Bsc,
             required_confirmations: 3,
             blocks_kept: 100,
+            hot_wallets: Vec::new(),
         };
         Chain {
             store,
@@ -512,4 +513,296 @@ fn deposits_to_a_migrated_wallets_old_and_new_addresses_are_both_its_own() {
 
 fn tid(s: &str) -> crate::TenantId {
     crate::TenantId::parse(s).expect("a valid tenant id")
+}
+
+/// The service's own moves into deposit addresses (decisions §13, the treasury's gas top-ups)
+/// against a user's deposit: each test snapshots every ledger account, every deposit and every
+/// event, so a credit of the wrong asset cannot hide.
+mod treasury_moves {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::chain::{ChainAddress, TxHash};
+    use crate::deposit::{classify, Arrival, TreasuryMove};
+    use crate::ledger::AccountBalances;
+    use crate::outgoing::{Attempt, Bid, OutgoingTx, Purpose};
+    use crate::page::Page;
+    use crate::ports::sender::Payment;
+    use crate::wallet::{hot_wallet_address, hot_wallet_path};
+
+    fn hot() -> ChainAddress {
+        let address = hot_wallet_address(&test_signer(), Network::Bsc).unwrap();
+        ChainAddress::parse(Network::Bsc, &address).unwrap()
+    }
+
+    fn tx_hash(tag: &str) -> TxHash {
+        TxHash::parse(&format!("{tag:0>64}")).unwrap()
+    }
+
+    /// Native BNB from `from` to `to` in transaction `tag`.
+    fn bnb(from: &ChainAddress, to: &str, units: u128, tag: &str) -> ObservedTransfer {
+        ObservedTransfer {
+            tx_hash: tx_hash(tag),
+            log_index: None,
+            asset_code: "BNB".into(),
+            from: from.clone(),
+            to: ChainAddress::parse(Network::Bsc, to).unwrap(),
+            amount: Amount::from_units(units),
+            succeeded: true,
+        }
+    }
+
+    /// An outgoing transaction of `purpose` whose one attempt is transaction `tag`.
+    fn outgoing(purpose: Purpose, id: u128, from: &str, to: &str, tag: &str) -> OutgoingTx {
+        let mut out = OutgoingTx::new(
+            uuid::Uuid::from_u128(id),
+            Network::Bsc,
+            purpose,
+            uuid::Uuid::from_u128(id + 1000),
+            from.to_owned(),
+            hot_wallet_path(Network::Bsc),
+            Payment::Native {
+                to: to.to_owned(),
+                amount: Amount::from_units(7),
+            },
+            Some(u64::try_from(id).unwrap()),
+            NOW,
+        );
+        out.attempts.push(Attempt {
+            hash: tx_hash(tag).to_hex(),
+            raw: vec![1, 2, 3],
+            bid: Bid::Gas {
+                gas_limit: 21_000,
+                gas_price_wei: 1,
+            },
+            expires_at_ms: None,
+            signed_at: NOW,
+            sent_at: Some(NOW),
+            last_answer: None,
+            plan: None,
+        });
+        out
+    }
+
+    /// Everything a credit could touch: every ledger account, deposit and event.
+    #[derive(Debug, PartialEq)]
+    struct Books {
+        accounts: BTreeMap<String, AccountBalances>,
+        deposits: Vec<(String, String, DepositStatus)>,
+        events: Vec<String>,
+    }
+
+    impl Chain {
+        async fn record(&self, out: OutgoingTx) {
+            write(&self.store, move |tx| Ok(tx.insert_outgoing(&out)?))
+                .await
+                .unwrap();
+        }
+
+        async fn books(&self) -> Books {
+            read(&self.store, |tx| {
+                let mut accounts = BTreeMap::new();
+                tx.scan_ledger_accounts(&mut |k, b| {
+                    accounts.insert(k.to_string(), *b);
+                })?;
+                let deposits = tx
+                    .list_deposits(&tid("acme"), &DepositFilter::default(), 100)?
+                    .into_iter()
+                    .map(|d| (d.external_user_id, d.asset, d.status))
+                    .collect();
+                let events = tx
+                    .list_webhook_events(Page::first(100))?
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|e| e.event_type.to_string())
+                    .collect();
+                Ok(Books {
+                    accounts,
+                    deposits,
+                    events,
+                })
+            })
+            .await
+            .unwrap()
+        }
+
+        async fn alerts(&self) -> Vec<String> {
+            read(&self.store, |tx| {
+                Ok(tx
+                    .list_alerts(Page::first(100))?
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|a| a.kind)
+                    .collect())
+            })
+            .await
+            .unwrap()
+        }
+
+        /// Applies `transfers` in block 10, then enough blocks to credit anything credible.
+        async fn mine(&self, transfers: Vec<ObservedTransfer>) {
+            self.apply(block(10, 0, 0, transfers)).await;
+            for n in 11..14 {
+                self.apply(block(n, 0, 0, vec![])).await;
+            }
+        }
+    }
+
+    async fn chain_with_hot_wallet() -> Chain {
+        let mut chain = Chain::new().await;
+        chain.settings.hot_wallets = vec![hot()];
+        chain
+    }
+
+    #[test]
+    fn a_funding_a_sweep_and_a_withdrawal_to_a_deposit_address_are_classified() {
+        block_on(async {
+            let chain = chain_with_hot_wallet().await;
+            let alice = chain.wallet.address.clone();
+            let hot = hot();
+            let outsider =
+                ChainAddress::parse(Network::Bsc, "0x00000000000000000000000000000000000000aa")
+                    .unwrap();
+            let funding = outgoing(Purpose::Funding, 1, hot.as_str(), &alice, "f1");
+            let sweep = outgoing(Purpose::Sweep, 2, &alice, hot.as_str(), "f2");
+            let withdrawal = outgoing(Purpose::Withdrawal, 3, hot.as_str(), &alice, "f3");
+            for out in [funding.clone(), sweep.clone(), withdrawal.clone()] {
+                chain.record(out).await;
+            }
+            let classified = |t: ObservedTransfer| {
+                let settings = chain.settings.clone();
+                read(&chain.store, move |tx| {
+                    Ok(classify(tx, Network::Bsc, &settings.hot_wallets, &t)?)
+                })
+            };
+            assert_eq!(
+                classified(bnb(&hot, &alice, 7, "f1")).await.unwrap(),
+                Arrival::Treasury(TreasuryMove::Own {
+                    purpose: Purpose::Funding,
+                    outgoing_id: funding.id
+                })
+            );
+            let mut swept = usdt_to(hot.as_str(), 7, "f2");
+            swept.from = ChainAddress::parse(Network::Bsc, &alice).unwrap();
+            assert_eq!(
+                classified(swept).await.unwrap(),
+                Arrival::Treasury(TreasuryMove::Own {
+                    purpose: Purpose::Sweep,
+                    outgoing_id: sweep.id
+                })
+            );
+            assert_eq!(
+                classified(bnb(&hot, &alice, 7, "f3")).await.unwrap(),
+                Arrival::Deposit,
+                "a withdrawal to another user's deposit address is that user's deposit"
+            );
+            assert_eq!(
+                classified(bnb(&hot, &alice, 7, "f4")).await.unwrap(),
+                Arrival::Treasury(TreasuryMove::FromHotWallet {
+                    from: hot.as_str().to_owned()
+                }),
+                "native coin from the hot wallet that is no payment of ours"
+            );
+            assert_eq!(
+                classified(bnb(&outsider, &alice, 7, "f5")).await.unwrap(),
+                Arrival::Deposit
+            );
+        });
+    }
+
+    #[test]
+    fn a_gas_top_up_is_never_credited_and_the_token_deposit_is_credited_once() {
+        block_on(async {
+            let chain = chain_with_hot_wallet().await;
+            let alice = chain.wallet.address.clone();
+            let hot = hot();
+            chain
+                .record(outgoing(Purpose::Funding, 1, hot.as_str(), &alice, "f1"))
+                .await;
+            let before = chain.books().await;
+            chain
+                .mine(vec![usdt_to(&alice, 500, "aa"), bnb(&hot, &alice, 7, "f1")])
+                .await;
+            let after = chain.books().await;
+            assert_eq!(
+                after.deposits,
+                [("alice".into(), "USDT".into(), DepositStatus::Credited)],
+                "one deposit: the token's"
+            );
+            let user =
+                |asset: &str| UserAccount::new("acme", "alice", AssetId::new(Network::Bsc, asset));
+            let changed: Vec<_> = after
+                .accounts
+                .iter()
+                .filter(|(k, v)| before.accounts.get(*k) != Some(*v))
+                .map(|(k, _)| k.clone())
+                .collect();
+            assert_eq!(
+                changed,
+                [
+                    crate::ledger::AccountKey::system(
+                        crate::ledger::SystemAccount::DepositClearing,
+                        AssetId::new(Network::Bsc, "USDT")
+                    )
+                    .to_string(),
+                    user("USDT").key().to_string(),
+                ],
+                "only the USDT deposit moved the books: {after:?}"
+            );
+            let bnb_balance = read(&chain.store, move |tx| {
+                Ok(ledger::user_balance(tx, &user("BNB"))?)
+            })
+            .await
+            .unwrap();
+            assert_eq!(
+                (bnb_balance.available, bnb_balance.reserved),
+                (Amount::ZERO, Amount::ZERO)
+            );
+            assert_eq!(
+                after.events.len(),
+                before.events.len() + 4,
+                "detected, confirmed, credited and balance.updated of the USDT deposit only: {:?}",
+                after.events
+            );
+            assert!(chain.alerts().await.is_empty());
+        });
+    }
+
+    #[test]
+    fn a_withdrawal_to_a_deposit_address_is_credited_to_its_user() {
+        block_on(async {
+            let chain = chain_with_hot_wallet().await;
+            let alice = chain.wallet.address.clone();
+            let hot = hot();
+            chain
+                .record(outgoing(Purpose::Withdrawal, 3, hot.as_str(), &alice, "f3"))
+                .await;
+            chain.mine(vec![bnb(&hot, &alice, 7, "f3")]).await;
+            let after = chain.books().await;
+            assert_eq!(
+                after.deposits,
+                [("alice".into(), "BNB".into(), DepositStatus::Credited)]
+            );
+            let bnb_balance = read(&chain.store, move |tx| {
+                let a = UserAccount::new("acme", "alice", AssetId::new(Network::Bsc, "BNB"));
+                Ok(ledger::user_balance(tx, &a)?.available)
+            })
+            .await
+            .unwrap();
+            assert_eq!(bnb_balance, Amount::from_units(7));
+            assert_eq!(chain.available().await, Amount::ZERO, "no USDT moved");
+        });
+    }
+
+    #[test]
+    fn native_coin_from_the_hot_wallet_that_is_no_payment_is_not_credited_and_is_reported() {
+        block_on(async {
+            let chain = chain_with_hot_wallet().await;
+            let alice = chain.wallet.address.clone();
+            let before = chain.books().await;
+            chain.mine(vec![bnb(&hot(), &alice, 9, "e1")]).await;
+            assert_eq!(chain.books().await, before, "nothing of any user moved");
+            assert_eq!(chain.alerts().await, ["treasury_transfer_unrecognized"]);
+        });
+    }
 }

@@ -491,6 +491,13 @@ pub trait OutgoingReads {
         purpose: Purpose,
         reference_id: Uuid,
     ) -> Result<Option<OutgoingTx>, PortError>;
+    /// The transaction one of whose attempts has hash `hash` (lowercase hex without `0x`) on
+    /// `network`, if any: how the deposit scanner tells the service's own moves from deposits.
+    fn outgoing_by_attempt(
+        &mut self,
+        network: Network,
+        hash: &str,
+    ) -> Result<Option<OutgoingTx>, PortError>;
     /// The next nonce the allocator would hand out on (network, address), if it was seeded.
     fn next_nonce(&mut self, network: Network, address: &str) -> Result<Option<u64>, PortError>;
     /// The unfinished transactions sent from `from` on `network`: what the hot wallet must keep

@@ -1586,6 +1586,19 @@ impl OutgoingReads for Tx {
             .map(|(t, _)| t.clone()))
     }
 
+    fn outgoing_by_attempt(
+        &mut self,
+        network: Network,
+        hash: &str,
+    ) -> Result<Option<OutgoingTx>, PortError> {
+        Ok(self
+            .state
+            .outgoing
+            .iter()
+            .find(|(t, _)| t.network == network && t.attempts.iter().any(|a| a.hash == hash))
+            .map(|(t, _)| t.clone()))
+    }
+
     fn next_nonce(&mut self, network: Network, address: &str) -> Result<Option<u64>, PortError> {
         Ok(self
             .state

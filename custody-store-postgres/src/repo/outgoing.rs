@@ -338,6 +338,20 @@ impl OutgoingReads for PgTx<'_> {
             .pop())
     }
 
+    fn outgoing_by_attempt(
+        &mut self,
+        network: Network,
+        hash: &str,
+    ) -> Result<Option<OutgoingTx>, PortError> {
+        Ok(self
+            .outgoing_where(
+                "id = (SELECT outgoing_id FROM outgoing_attempt_hashes \
+                 WHERE network = ?1 AND hash = ?2)",
+                params![network.as_str(), hash],
+            )?
+            .pop())
+    }
+
     fn next_nonce(&mut self, network: Network, address: &str) -> Result<Option<u64>, PortError> {
         let next: Option<i64> = self
             .conn

@@ -140,6 +140,7 @@ pub fn settings() -> PipelineSettings {
         network: Network::Bsc,
         required_confirmations: 2,
         blocks_kept: 10,
+        hot_wallets: Vec::new(),
     }
 }
 

@@ -156,6 +156,7 @@ fn scanner(store: &Arc<dyn Store>, node: &Arc<Node>, watch: &Arc<WatchSet>) -> S
             network: Network::Bsc,
             required_confirmations: CONFIRMATIONS,
             blocks_kept: 64,
+            hot_wallets: Vec::new(),
         },
         poll_interval: Duration::from_millis(1),
         blocks_per_tick_max: 5,

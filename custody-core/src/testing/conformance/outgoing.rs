@@ -23,6 +23,7 @@ suite!(
         a_stale_lease_cannot_write_over_the_broadcaster_that_took_over,
         a_nonce_is_set_once_at_signing_and_stays_unique,
         an_attempt_belongs_to_one_transaction,
+        a_transaction_is_found_by_any_of_its_attempts,
     }
 );
 
@@ -427,4 +428,39 @@ async fn an_attempt_belongs_to_one_transaction(store: Arc<dyn Store>) {
     tron.network = Network::Tron;
     tron.add_attempt(attempt("cafe"), at(20)).unwrap();
     w(s, move |tx| tx.insert_outgoing(&tron)).await.unwrap();
+}
+
+async fn a_transaction_is_found_by_any_of_its_attempts(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let mut a = outgoing(1, 100, Some(0), 10);
+    a.add_attempt(attempt("a1"), at(20)).unwrap();
+    a.add_attempt(attempt("a2"), at(21)).unwrap();
+    let mut tron = outgoing(2, 200, None, 10);
+    tron.network = Network::Tron;
+    tron.add_attempt(attempt("b1"), at(20)).unwrap();
+    let (a2, tron2) = (a.clone(), tron.clone());
+    w(s, move |tx| {
+        tx.insert_outgoing(&a2)?;
+        tx.insert_outgoing(&tron2)
+    })
+    .await
+    .unwrap();
+    // An attempt added later (a replacement) is found too.
+    let mut replaced = a.clone();
+    replaced.add_attempt(attempt("a3"), at(22)).unwrap();
+    let stored = replaced.clone();
+    w(s, move |tx| tx.update_outgoing(&stored)).await.unwrap();
+    for hash in ["a1", "a2", "a3"] {
+        let found = r(s, move |tx| tx.outgoing_by_attempt(Network::Bsc, hash)).await;
+        assert_eq!(found.map(|t| t.id), Some(uid(1)), "attempt {hash}");
+    }
+    let found = r(s, |tx| tx.outgoing_by_attempt(Network::Tron, "b1")).await;
+    assert_eq!(found.map(|t| t.id), Some(uid(2)));
+    // Another network's attempt, or a hash of no attempt, is nobody's.
+    assert!(r(s, |tx| tx.outgoing_by_attempt(Network::Tron, "a1"))
+        .await
+        .is_none());
+    assert!(r(s, |tx| tx.outgoing_by_attempt(Network::Bsc, "ffff"))
+        .await
+        .is_none());
 }
