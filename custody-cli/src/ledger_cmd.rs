@@ -3,6 +3,7 @@
 use custody_cli::runtime::system::{OsEntropy, SystemClock};
 use custody_core::adjustment::{self, AdjustmentIds, AdjustmentRequest};
 use custody_core::asset::AssetLookup;
+use custody_core::deposit::repair::{self, RepairRequest, SettleRequest, Settlement};
 use custody_core::ledger::{Direction, LedgerTx};
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, write};
@@ -12,7 +13,7 @@ use serde_json::json;
 
 use crate::commands::{open_store, print_json, runtime};
 use crate::datadir::DataDir;
-use crate::AdjustArgs;
+use crate::{AdjustArgs, SettleOwedArgs};
 
 pub fn ledger_tx_json(t: &LedgerTx) -> serde_json::Value {
     json!({
@@ -83,7 +84,7 @@ pub fn adjust(dir: &DataDir, args: &AdjustArgs) -> Result<(), String> {
             adjustment::execute(tx, ids, &req, now)
         }))
         .map_err(|e| match e {
-            custody_core::CoreError::Refused(r) => format!("{}: {}", r.code, r.message),
+            custody_core::CoreError::Refused(r) => refusal_text(&r),
             other => format!("the adjustment failed: {other}"),
         })?;
     store.close();
@@ -113,4 +114,92 @@ pub fn reconcile(dir: &DataDir) -> Result<(), String> {
     } else {
         Err("the ledger does not balance".into())
     }
+}
+
+/// `custody ledger repair-treasury-deposits`: every network, batch after batch, each batch one
+/// write transaction (`custody_core::deposit::repair`). Prints every deposit it changed (or
+/// would change, with `--dry-run`).
+pub fn repair_treasury_deposits(dir: &DataDir, dry_run: bool) -> Result<(), String> {
+    let config = dir.load_config()?;
+    let (store, unlocked) = open_store(dir, &config)?;
+    let signer = crate::seeds::load(store.as_ref(), &unlocked)?;
+    drop(unlocked);
+    let actor = format!(
+        "cli:{}",
+        std::env::var("USER").unwrap_or_else(|_| "operator".into())
+    );
+    let rt = runtime()?;
+    let mut repaired = Vec::new();
+    for network in Network::ALL {
+        let hot = custody_core::wallet::hot_wallet_address(&signer, network)
+            .map_err(|e| format!("cannot derive the {network} hot wallet: {e}"))?;
+        let hot = custody_core::chain::ChainAddress::parse(network, &hot)
+            .map_err(|e| format!("the {network} hot wallet address {hot}: {e}"))?;
+        let request = RepairRequest {
+            network,
+            hot_wallets: vec![hot],
+            dry_run,
+            actor: actor.clone(),
+        };
+        let mut after = None;
+        loop {
+            let (request, now) = (request.clone(), SystemClock.now());
+            let batch = rt
+                .block_on(write(store.as_ref(), move |tx| {
+                    repair::repair_treasury_deposits(tx, &OsEntropy, &request, after, now)
+                }))
+                .map_err(|e| format!("the {network} repair failed: {e}"))?;
+            repaired.extend(batch.repaired);
+            match batch.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+    }
+    store.close();
+    print_json(&json!({ "dry_run": dry_run, "data": repaired }))
+}
+
+/// `custody ledger settle-owed`: prints what was settled and what is still owed.
+pub fn settle_owed(dir: &DataDir, args: &SettleOwedArgs) -> Result<(), String> {
+    let request = SettleRequest {
+        tenant: custody_core::TenantId::parse(&args.tenant)
+            .map_err(|e| format!("--tenant: {e}"))?,
+        deposit_id: args
+            .deposit_id
+            .parse()
+            .map_err(|e| format!("--deposit-id: {e}"))?,
+        how: if args.write_off {
+            Settlement::WriteOff
+        } else {
+            Settlement::FromUser
+        },
+        reason: args.reason.clone(),
+        actor: format!(
+            "cli:{}",
+            std::env::var("USER").unwrap_or_else(|_| "operator".into())
+        ),
+    };
+    let config = dir.load_config()?;
+    let (store, _) = open_store(dir, &config)?;
+    let now = SystemClock.now();
+    let settled = runtime()?
+        .block_on(write(store.as_ref(), move |tx| {
+            repair::settle_owed(tx, &OsEntropy, &request, now)
+        }))
+        .map_err(|e| match e {
+            custody_core::CoreError::Refused(r) => refusal_text(&r),
+            other => format!("the settlement failed: {other}"),
+        })?;
+    store.close();
+    print_json(&json!(settled))
+}
+
+/// A refusal as one line: its code, message and each field's issue.
+fn refusal_text(r: &custody_core::error::Refusal) -> String {
+    let mut text = format!("{}: {}", r.code, r.message);
+    for d in &r.details {
+        text.push_str(&format!("; {}: {}", d.field, d.issue));
+    }
+    text
 }

@@ -71,6 +71,34 @@ enum LedgerCommand {
     Adjust(AdjustArgs),
     /// Check that every transaction balances and every account equals its entries.
     Reconcile,
+    /// Find the treasury's own moves (gas top-ups) that older versions credited to users as
+    /// deposits, and take each back: reversed (what was spent is owed) or orphaned if still
+    /// pending. Audited; prints what it did. Safe to run again.
+    RepairTreasuryDeposits {
+        /// Report what would be done, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Settle what a reversed deposit leaves a user owing (audited): from the user's balance
+    /// of the asset, or written off by the house.
+    SettleOwed(SettleOwedArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("how").required(true).args(["from_user", "write_off"])))]
+pub struct SettleOwedArgs {
+    #[arg(long)]
+    pub tenant: String,
+    #[arg(long)]
+    pub deposit_id: String,
+    /// Take it from what the user holds now (at most what is owed).
+    #[arg(long)]
+    pub from_user: bool,
+    /// The house pays it from the adjustments account.
+    #[arg(long)]
+    pub write_off: bool,
+    #[arg(long)]
+    pub reason: String,
 }
 
 #[derive(Debug, Args)]
@@ -177,6 +205,10 @@ fn main() -> ExitCode {
         Command::Webhooks(command) => webhooks::run(&dir, &command),
         Command::Ledger(LedgerCommand::Adjust(args)) => ledger_cmd::adjust(&dir, &args),
         Command::Ledger(LedgerCommand::Reconcile) => ledger_cmd::reconcile(&dir),
+        Command::Ledger(LedgerCommand::RepairTreasuryDeposits { dry_run }) => {
+            ledger_cmd::repair_treasury_deposits(&dir, dry_run)
+        }
+        Command::Ledger(LedgerCommand::SettleOwed(args)) => ledger_cmd::settle_owed(&dir, &args),
         Command::Treasury(TreasuryCommand::Show) => treasury::show(&dir),
         Command::Wallets(command) => wallets_cmd::run(&dir, &command),
     };

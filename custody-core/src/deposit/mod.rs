@@ -245,6 +245,16 @@ pub trait DepositReads {
         filter: &DepositFilter,
         limit: usize,
     ) -> Result<Vec<Deposit>, PortError>;
+    /// Deposits of `network` whose sender is `from_address` (canonical form), by id ascending,
+    /// those after `after` only, at most `limit`: how an upgrade finds the treasury's own moves
+    /// that older versions recorded as deposits ([`crate::deposit::repair`]).
+    fn deposits_from(
+        &mut self,
+        network: Network,
+        from_address: &str,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Deposit>, PortError>;
     /// Deposits of `network` in a pending state, or credited at or above `min_block` (the ones a
     /// reorganization or a new block can still change).
     fn open_deposits(
@@ -319,6 +329,7 @@ pub fn refuse_if_owing(
 mod classify;
 pub mod holdings;
 mod pipeline;
+pub mod repair;
 #[cfg(test)]
 mod tests;
 mod watch;

@@ -805,4 +805,325 @@ mod treasury_moves {
             assert_eq!(chain.alerts().await, ["treasury_transfer_unrecognized"]);
         });
     }
+
+    mod repair {
+        use super::*;
+        use crate::adjustment::{self, AdjustmentIds, AdjustmentRequest};
+        use crate::deposit::repair::{
+            repair_treasury_deposits, settle_owed, RepairRequest, SettleRequest, Settlement,
+        };
+        use crate::ledger::Direction;
+
+        fn bnb_of(user: &str) -> UserAccount {
+            UserAccount::new("acme", user, AssetId::new(Network::Bsc, "BNB"))
+        }
+
+        /// The store as an older version left it: a funding of alice's address (transaction
+        /// f1) credited to her, and a withdrawal to it (f3), credited too, as it should be.
+        async fn credited_by_an_older_version() -> Chain {
+            let mut chain = Chain::new().await;
+            let alice = chain.wallet.address.clone();
+            let hot = hot();
+            chain
+                .mine(vec![bnb(&hot, &alice, 7, "f1"), bnb(&hot, &alice, 5, "f3")])
+                .await;
+            chain
+                .record(outgoing(Purpose::Funding, 1, hot.as_str(), &alice, "f1"))
+                .await;
+            chain
+                .record(outgoing(Purpose::Withdrawal, 3, hot.as_str(), &alice, "f3"))
+                .await;
+            chain.settings.hot_wallets = vec![hot];
+            assert_eq!(chain.bnb("alice").await, Amount::from_units(12));
+            chain
+        }
+
+        impl Chain {
+            async fn bnb(&self, user: &'static str) -> Amount {
+                read(&self.store, move |tx| {
+                    Ok(ledger::user_balance(tx, &bnb_of(user))?.available)
+                })
+                .await
+                .unwrap()
+            }
+
+            async fn repair(&self, dry_run: bool) -> Vec<(String, &'static str, Amount)> {
+                let (e, hot_wallets) =
+                    (Arc::clone(&self.entropy), self.settings.hot_wallets.clone());
+                let request = RepairRequest {
+                    network: Network::Bsc,
+                    hot_wallets,
+                    dry_run,
+                    actor: "cli:test".into(),
+                };
+                let batch = write(&self.store, move |tx| {
+                    repair_treasury_deposits(tx, e.as_ref(), &request, None, NOW)
+                })
+                .await
+                .unwrap();
+                assert_eq!(batch.next, None);
+                batch
+                    .repaired
+                    .into_iter()
+                    .map(|r| (r.tx_hash, r.action, r.owed_units))
+                    .collect()
+            }
+
+            async fn debit_bnb(&self, units: u128) {
+                self.debit_bnb_with(units, 901).await;
+            }
+
+            async fn debit_bnb_with(&self, units: u128, ids_from: u128) {
+                self.adjust_bnb(Direction::Debit, units, ids_from).await;
+            }
+
+            async fn credit_bnb(&self, units: u128) {
+                self.adjust_bnb(Direction::Credit, units, 931 + units * 10)
+                    .await;
+            }
+
+            async fn adjust_bnb(&self, direction: Direction, units: u128, ids_from: u128) {
+                let req = AdjustmentRequest {
+                    tenant: tid("acme"),
+                    external_user_id: "alice".into(),
+                    network: Network::Bsc,
+                    asset: "BNB".into(),
+                    direction,
+                    amount: Amount::from_units(units),
+                    reason: "spent".into(),
+                    actor: "cli:test".into(),
+                };
+                let ids = AdjustmentIds {
+                    audit: uuid::Uuid::from_u128(ids_from),
+                    ledger_tx: uuid::Uuid::from_u128(ids_from + 1),
+                    event: uuid::Uuid::from_u128(ids_from + 2),
+                };
+                write(&self.store, move |tx| {
+                    adjustment::execute(tx, ids, &req, NOW)
+                })
+                .await
+                .unwrap();
+            }
+
+            async fn statuses_by_tx(&self) -> Vec<(String, DepositStatus, Amount)> {
+                let mut all: Vec<_> = read(&self.store, |tx| {
+                    Ok(tx.list_deposits(&tid("acme"), &DepositFilter::default(), 100)?)
+                })
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|d| (d.tx_hash, d.status, d.shortfall))
+                .collect();
+                all.sort_by(|a, b| a.0.cmp(&b.0));
+                all
+            }
+        }
+
+        #[test]
+        fn a_credited_funding_is_reversed_once_and_a_withdrawal_stays_credited() {
+            block_on(async {
+                let chain = credited_by_an_older_version().await;
+                let before = chain.books().await;
+                let planned = chain.repair(true).await;
+                assert_eq!(
+                    planned,
+                    [(tx_hash("f1").to_hex(), "would_reverse", Amount::ZERO)]
+                );
+                assert_eq!(chain.books().await, before, "a dry run changes nothing");
+
+                let done = chain.repair(false).await;
+                assert_eq!(done, [(tx_hash("f1").to_hex(), "reversed", Amount::ZERO)]);
+                assert_eq!(chain.bnb("alice").await, Amount::from_units(5));
+                assert_eq!(
+                    chain.statuses_by_tx().await,
+                    [
+                        (
+                            tx_hash("f1").to_hex(),
+                            DepositStatus::Reversed,
+                            Amount::ZERO
+                        ),
+                        (
+                            tx_hash("f3").to_hex(),
+                            DepositStatus::Credited,
+                            Amount::ZERO
+                        ),
+                    ]
+                );
+                let after = chain.books().await;
+                let clearing = crate::ledger::AccountKey::system(
+                    crate::ledger::SystemAccount::DepositClearing,
+                    AssetId::new(Network::Bsc, "BNB"),
+                )
+                .to_string();
+                let net = |b: &Books, k: &str| {
+                    b.accounts.get(k).map_or(0_i128, |a| {
+                        i128::try_from(a.credits_posted.units()).unwrap()
+                            - i128::try_from(a.debits_posted.units()).unwrap()
+                    })
+                };
+                assert_eq!(
+                    net(&after, &clearing),
+                    -5,
+                    "only the withdrawal is still owed"
+                );
+                assert_eq!(net(&after, &bnb_of("alice").key().to_string()), 5);
+                assert_eq!(
+                    after.events.len(),
+                    before.events.len() + 1,
+                    "one balance.updated"
+                );
+                assert_eq!(chain.alerts().await, ["treasury_deposit_repaired"]);
+                assert!(
+                    chain.repair(false).await.is_empty(),
+                    "a second run does nothing"
+                );
+                // The reversed transfer stays the treasury's on later blocks.
+                chain.apply(block(14, 0, 0, vec![])).await;
+                assert_eq!(chain.bnb("alice").await, Amount::from_units(5));
+            });
+        }
+
+        #[test]
+        fn what_the_user_spent_of_a_credited_funding_is_owed_not_overdrawn() {
+            block_on(async {
+                let chain = credited_by_an_older_version().await;
+                chain.debit_bnb(10).await;
+                assert_eq!(chain.bnb("alice").await, Amount::from_units(2));
+                let done = chain.repair(false).await;
+                assert_eq!(
+                    done,
+                    [(tx_hash("f1").to_hex(), "reversed", Amount::from_units(5))]
+                );
+                assert_eq!(chain.bnb("alice").await, Amount::ZERO, "never below zero");
+                assert_eq!(
+                    chain.statuses_by_tx().await[0],
+                    (
+                        tx_hash("f1").to_hex(),
+                        DepositStatus::Reversed,
+                        Amount::from_units(5)
+                    )
+                );
+                // She owes the rest: her BNB debits are refused until it is settled.
+                let req = AdjustmentRequest {
+                    tenant: tid("acme"),
+                    external_user_id: "alice".into(),
+                    network: Network::Bsc,
+                    asset: "BNB".into(),
+                    direction: Direction::Debit,
+                    amount: Amount::from_units(1),
+                    reason: "again".into(),
+                    actor: "cli:test".into(),
+                };
+                let ids = AdjustmentIds {
+                    audit: uuid::Uuid::from_u128(911),
+                    ledger_tx: uuid::Uuid::from_u128(912),
+                    event: uuid::Uuid::from_u128(913),
+                };
+                let refused = write(&chain.store, move |tx| {
+                    adjustment::execute(tx, ids, &req, NOW)
+                })
+                .await;
+                assert!(refused.is_err(), "{refused:?}");
+                let alerts = read(&chain.store, |tx| {
+                    Ok(tx.list_alerts(Page::first(10))?.unwrap_or_default())
+                })
+                .await
+                .unwrap();
+                assert_eq!(alerts[0].severity, "critical");
+
+                // An operator settles it: from what she holds (3 of the 5), then writes off the rest.
+                let f1 = read(&chain.store, |tx| {
+                    Ok(tx.deposit_by_identity(Network::Bsc, &tx_hash("f1"), None)?)
+                })
+                .await
+                .unwrap()
+                .unwrap();
+                let settle = |how| {
+                    let (e, request) = (
+                        Arc::clone(&chain.entropy),
+                        SettleRequest {
+                            tenant: tid("acme"),
+                            deposit_id: f1.id,
+                            how,
+                            reason: "top-up credited by an older version".into(),
+                            actor: "cli:test".into(),
+                        },
+                    );
+                    write(&chain.store, move |tx| {
+                        settle_owed(tx, e.as_ref(), &request, NOW)
+                    })
+                };
+                assert!(
+                    settle(Settlement::FromUser).await.is_err(),
+                    "she holds nothing"
+                );
+                chain.credit_bnb(3).await;
+                let s = settle(Settlement::FromUser).await.unwrap();
+                assert_eq!(
+                    (s.settled_units, s.still_owed_units),
+                    (Amount::from_units(3), Amount::from_units(2))
+                );
+                assert_eq!(chain.bnb("alice").await, Amount::ZERO);
+                let s = settle(Settlement::WriteOff).await.unwrap();
+                assert_eq!(
+                    (s.settled_units, s.still_owed_units),
+                    (Amount::from_units(2), Amount::ZERO)
+                );
+                assert!(settle(Settlement::WriteOff).await.is_err(), "nothing owed");
+                let books = chain.books().await;
+                let net = |k: crate::ledger::AccountKey| {
+                    books.accounts.get(&k.to_string()).map_or(0_i128, |a| {
+                        i128::try_from(a.credits_posted.units()).unwrap()
+                            - i128::try_from(a.debits_posted.units()).unwrap()
+                    })
+                };
+                let bnb = AssetId::new(Network::Bsc, "BNB");
+                let system = |a| crate::ledger::AccountKey::system(a, bnb.clone());
+                assert_eq!(
+                    net(system(crate::ledger::SystemAccount::ReorgReceivable)),
+                    0
+                );
+                // The adjustments account paid the 2 written off, and took in what alice
+                // spent (10) less what she was credited (3).
+                assert_eq!(
+                    net(system(crate::ledger::SystemAccount::Adjustments)),
+                    10 - 3 - 2
+                );
+                // She owes nothing more: her debits go through again.
+                chain.credit_bnb(1).await;
+                chain.debit_bnb_with(1, 921).await;
+                assert_eq!(chain.bnb("alice").await, Amount::ZERO);
+            });
+        }
+
+        #[test]
+        fn a_pending_funding_is_orphaned_and_never_credited() {
+            block_on(async {
+                let mut chain = Chain::new().await;
+                let alice = chain.wallet.address.clone();
+                let hot = hot();
+                chain
+                    .apply(block(10, 0, 0, vec![bnb(&hot, &alice, 7, "f1")]))
+                    .await;
+                chain
+                    .record(outgoing(Purpose::Funding, 1, hot.as_str(), &alice, "f1"))
+                    .await;
+                chain.settings.hot_wallets = vec![hot];
+                let done = chain.repair(false).await;
+                assert_eq!(done, [(tx_hash("f1").to_hex(), "orphaned", Amount::ZERO)]);
+                for n in 11..20 {
+                    chain.apply(block(n, 0, 0, vec![])).await;
+                }
+                assert_eq!(chain.bnb("alice").await, Amount::ZERO);
+                assert_eq!(
+                    chain.statuses_by_tx().await,
+                    [(
+                        tx_hash("f1").to_hex(),
+                        DepositStatus::Orphaned,
+                        Amount::ZERO
+                    )]
+                );
+            });
+        }
+    }
 }

@@ -1310,6 +1310,29 @@ impl DepositReads for Tx {
         Ok(newest_first(&matching, |d| d.created_at, limit))
     }
 
+    fn deposits_from(
+        &mut self,
+        network: Network,
+        from_address: &str,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Deposit>, PortError> {
+        let mut matching: Vec<Deposit> = self
+            .state
+            .deposits
+            .iter()
+            .filter(|d| {
+                d.network == network
+                    && d.from_address == from_address
+                    && after.is_none_or(|a| d.id.to_string() > a.to_string())
+            })
+            .cloned()
+            .collect();
+        matching.sort_by_key(|d| d.id.to_string());
+        matching.truncate(limit);
+        Ok(matching)
+    }
+
     fn open_deposits(
         &mut self,
         network: Network,

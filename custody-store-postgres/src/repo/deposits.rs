@@ -314,6 +314,24 @@ impl DepositReads for PgTx<'_> {
         )
     }
 
+    fn deposits_from(
+        &mut self,
+        network: Network,
+        from_address: &str,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Deposit>, PortError> {
+        self.deposits_where(
+            "network = ?1 AND from_address = ?2 AND id > ?3 ORDER BY id LIMIT ?4",
+            params![
+                network.as_str(),
+                from_address,
+                after.map(|a| a.to_string()).unwrap_or_default(),
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+        )
+    }
+
     fn open_deposits(
         &mut self,
         network: Network,
