@@ -20,8 +20,19 @@ use crate::database::Database;
 use crate::datadir::{DataDir, PASSPHRASE_CHARS_MIN, PASSPHRASE_ENV};
 use crate::{CreateCredentialArgs, InitArgs, ServeArgs};
 
-fn passphrase_from_env() -> Option<String> {
-    std::env::var(PASSPHRASE_ENV).ok().filter(|p| !p.is_empty())
+/// The passphrase, taken out of the environment once at start-up ([`take_passphrase`]).
+static PASSPHRASE: std::sync::OnceLock<Option<zeroize::Zeroizing<String>>> =
+    std::sync::OnceLock::new();
+
+/// Moves `CUSTODY_PASSPHRASE` out of the environment; `main` calls it before any thread starts.
+pub(crate) fn take_passphrase() {
+    PASSPHRASE.get_or_init(|| custody_cli::harden::take_secret_env(PASSPHRASE_ENV));
+}
+
+fn passphrase_from_env() -> Option<zeroize::Zeroizing<String>> {
+    PASSPHRASE
+        .get_or_init(|| custody_cli::harden::take_secret_env(PASSPHRASE_ENV))
+        .clone()
 }
 
 pub(crate) fn print_json(value: &serde_json::Value) -> Result<(), String> {
@@ -45,7 +56,8 @@ pub(crate) fn open_store(
     dir: &DataDir,
     config: &Config,
 ) -> Result<(Arc<Database>, crate::datadir::Unlocked), String> {
-    let unlocked = dir.unlock(passphrase_from_env().as_deref())?;
+    let passphrase = passphrase_from_env();
+    let unlocked = dir.unlock(passphrase.as_ref().map(|p| p.as_str()))?;
     let store = Database::open(dir, config)?;
     let bound = crate::seeds::fingerprint(&unlocked.mnemonic).and_then(|f| store.check_seed(&f));
     if let Err(e) = bound {
@@ -98,7 +110,7 @@ pub fn init(dir: &DataDir, args: &InitArgs) -> Result<(), String> {
     let protection = if args.insecure_dev_seed {
         None
     } else {
-        passphrase.as_deref()
+        passphrase.as_ref().map(|p| p.as_str())
     };
     let built = build_data_dir(&staging, &mnemonic, protection)
         .and_then(|opened| staging.move_to(dir).map(|()| opened));

@@ -185,6 +185,12 @@ fn init_logging() {
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists and before any key is in memory.
+    commands::take_passphrase();
+    if let Err(message) = custody_cli::harden::forbid_core_dumps() {
+        eprintln!("error: {message}");
+        return ExitCode::FAILURE;
+    }
     init_logging();
     let cli = Cli::parse();
     let Some(data_dir) = cli.data_dir else {

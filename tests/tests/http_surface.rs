@@ -136,6 +136,21 @@ fn a_passphrase_protected_seed_needs_the_passphrase_to_serve() {
     let seed = std::fs::read_to_string(c.data_dir().join("seed.json")).unwrap();
     assert!(seed.contains("\"protection\": \"passphrase\""));
 
+    // The process that holds the decrypted seed writes no core file.
+    let mut c = c;
+    c.start();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", c.pid().unwrap())).unwrap();
+    let core = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))
+        .unwrap();
+    assert_eq!(
+        core.split_whitespace().skip(4).take(2).collect::<Vec<_>>(),
+        ["0", "0"],
+        "{core}"
+    );
+    c.stop();
+
     let out = std::process::Command::new(custody_e2e::custody_bin())
         .args([
             "--data-dir",
