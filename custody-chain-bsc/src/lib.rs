@@ -80,5 +80,5 @@ mod settings;
 pub use chain::BscChain;
 pub use dex::{BscDexRouter, DexSettings};
 pub use rpc::{Answers, CallFailure, RpcClient, RpcError, RpcHealth, RpcSettings, UrlError};
-pub use sender::{BscSender, BscSenderSettings};
+pub use sender::{BscSender, BscSenderSettings, CONTRACT_NATIVE_GAS};
 pub use settings::{BscConfigError, BscSettings};

@@ -26,7 +26,7 @@ use custody_core::amount::Amount;
 use custody_core::error::PortError;
 use custody_core::ports::sender::{
     BroadcastOutcome, BuildRequest, ChainSender, FeeBid, FeeEstimate, Inclusion, MoveKind, Payment,
-    SignedTx, TokenMove, TxLookup, UnsignedTx,
+    SignedTx, TokenMove, TxLookup, UnsignedTx, DESTINATION_REFUSES,
 };
 use custody_core::ports::signer::RecoverableSignature;
 use custody_core::Network;
@@ -39,6 +39,10 @@ use crate::BscChain;
 const PORT: &str = "chain.bsc.sender";
 /// Gas of a plain BNB transfer.
 pub const NATIVE_TRANSFER_GAS: u64 = 21_000;
+
+/// Gas of a BNB transfer to a contract when the node cannot estimate it because the hot wallet
+/// holds less than the transfer (the payment waits for funds; it is priced again at signing).
+pub const CONTRACT_NATIVE_GAS: u64 = 100_000;
 
 /// Gas of a router swap when the node cannot estimate it (the hot wallet has not approved the
 /// router yet, or holds the tokens only once an earlier payment lands): a Uniswap V2 swap
@@ -370,18 +374,39 @@ pub fn classify_refusal(message: &str) -> BroadcastOutcome {
     }
 }
 
+/// What the node said of a call's gas.
+enum Estimate {
+    Gas(u64),
+    /// The call would revert as things stand.
+    Reverts,
+    /// The sender holds less than the call's value or its gas: nothing is known of the call.
+    SenderShort,
+}
+
 impl BscSender {
     pub fn new(chain: Arc<BscChain>, settings: BscSenderSettings) -> Self {
         BscSender { chain, settings }
     }
 
-    /// The node's gas estimate of `payment` from `from`; `None` when the call would revert or
-    /// the sender cannot pay for it now.
+    /// Whether `address` holds code (a contract, or an EIP-7702 delegated account).
+    async fn has_code(&self, address: &BscAddress) -> Result<bool, PortError> {
+        let v = self
+            .chain
+            .rpc()
+            .call("eth_getCode", json!([address.to_lowercase_hex(), "latest"]))
+            .await?;
+        let code = v
+            .as_str()
+            .ok_or_else(|| malformed("eth_getCode is not a string"))?;
+        Ok(!matches!(code, "0x" | "0x0" | ""))
+    }
+
+    /// The node's gas estimate of `payment` from `from`.
     async fn estimate_gas(
         &self,
         from: &BscAddress,
         payment: &Payment,
-    ) -> Result<Option<u64>, PortError> {
+    ) -> Result<Estimate, PortError> {
         let (to, value, data) = call_of(payment)?;
         let answer = self
             .chain
@@ -397,15 +422,11 @@ impl BscSender {
             )
             .await?;
         match answer {
-            Ok(v) => Ok(Some(codec::quantity_u64(&v).map_err(malformed)?)),
-            // The call would revert (no allowance, no tokens yet): the caller bounds it.
-            Err(refusal) if refusal.is_permanent() => {
-                tracing::debug!(error = %refusal.message, "gas estimate reverted");
-                Ok(None)
-            }
+            Ok(v) => Ok(Estimate::Gas(codec::quantity_u64(&v).map_err(malformed)?)),
             // The sender holds less than the call's value (a BNB→token swap larger than the hot
             // wallet's BNB) or its gas: the node cannot estimate it now, which says nothing of
             // the node's health. The caller bounds it; sending waits until the wallet is funded.
+            // Checked first: nodes answer it with the code of a revert.
             Err(refusal)
                 if refusal
                     .message
@@ -413,7 +434,12 @@ impl BscSender {
                     .contains("insufficient funds") =>
             {
                 tracing::debug!(error = %refusal.message, "gas estimate beyond the sender's funds");
-                Ok(None)
+                Ok(Estimate::SenderShort)
+            }
+            // The call would revert (no allowance, no tokens yet): the caller decides.
+            Err(refusal) if refusal.is_permanent() => {
+                tracing::debug!(error = %refusal.message, "gas estimate reverted");
+                Ok(Estimate::Reverts)
             }
             Err(refusal) => Err(PortError::transient(
                 PORT,
@@ -450,10 +476,32 @@ impl ChainSender for BscSender {
             Payment::DelegateEnergy { .. } | Payment::UndelegateEnergy { .. } => {
                 return Err(tron_only(payment))
             }
-            Payment::Native { .. } => (NATIVE_TRANSFER_GAS, NATIVE_TRANSFER_GAS),
+            Payment::Native { to, .. } => {
+                let to = parse_address("to", to)?;
+                if self.has_code(&to).await? {
+                    // A contract (a Safe, an exchange's deposit contract, an EIP-7702
+                    // account): its code runs on receipt and 21,000 gas would fail and burn.
+                    match self.estimate_gas(&from, payment).await? {
+                        Estimate::Gas(gas) => (gas, margin(gas)),
+                        Estimate::SenderShort => (CONTRACT_NATIVE_GAS, CONTRACT_NATIVE_GAS),
+                        Estimate::Reverts => {
+                            return Err(PortError::permanent(
+                                DESTINATION_REFUSES,
+                                format!(
+                                "the contract at {to} refuses a BNB transfer (its code reverts)"
+                            ),
+                            ))
+                        }
+                    }
+                } else {
+                    (NATIVE_TRANSFER_GAS, NATIVE_TRANSFER_GAS)
+                }
+            }
             Payment::Token { .. } => match self.estimate_gas(&from, payment).await? {
-                Some(estimate) => (estimate, margin(estimate)),
-                None => (TOKEN_TRANSFER_GAS, TOKEN_TRANSFER_GAS),
+                Estimate::Gas(estimate) => (estimate, margin(estimate)),
+                Estimate::Reverts | Estimate::SenderShort => {
+                    (TOKEN_TRANSFER_GAS, TOKEN_TRANSFER_GAS)
+                }
             },
             Payment::Approve { .. } | Payment::Swap { .. } => {
                 // Before the router is approved (or the tokens are in) the node's estimate
@@ -467,8 +515,8 @@ impl ChainSender for BscSender {
                     _ => APPROVE_GAS,
                 };
                 match self.estimate_gas(&from, payment).await? {
-                    Some(estimate) => (estimate, margin(estimate).max(bound)),
-                    None => (bound, bound),
+                    Estimate::Gas(estimate) => (estimate, margin(estimate).max(bound)),
+                    Estimate::Reverts | Estimate::SenderShort => (bound, bound),
                 }
             }
         };

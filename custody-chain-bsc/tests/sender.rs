@@ -322,3 +322,84 @@ async fn a_node_that_never_answers_is_unknown_never_a_refusal() {
         "{outcome:?}"
     );
 }
+
+/// BNB to a contract (F7): the node's estimate with a margin instead of 21,000 gas (which would
+/// fail and burn), and a contract that reverts on BNB is refused at pricing, never sent.
+#[tokio::test]
+async fn bnb_to_a_contract_is_priced_by_the_node_and_a_refusing_contract_is_refused() {
+    let Some(f) = fixture() else { return };
+    // A receiver whose code stores what it is sent (CALLVALUE PUSH1 0 SSTORE STOP), as a Safe
+    // or an exchange's deposit contract runs code on receipt: about 43,000 gas.
+    let receiver = eip55("0x00000000000000000000000000000000000000c1");
+    f.anvil.rpc(
+        "anvil_setCode",
+        serde_json::json!([receiver, "0x3460005500"]),
+    );
+    let to = |address: &str, units: u128| Payment::Native {
+        to: address.to_owned(),
+        amount: Amount::from_units(units),
+    };
+    let estimate = f
+        .sender
+        .price(&f.from, &to(&receiver, 3 * GWEI))
+        .await
+        .unwrap();
+    let FeeBid::Gas { gas_limit, .. } = estimate.bid else {
+        panic!("gas")
+    };
+    assert!(gas_limit > 40_000, "{estimate:?}");
+    let signed = f
+        .signed(to(&receiver, 3 * GWEI), f.nonce().await, estimate.bid)
+        .await;
+    assert_eq!(
+        f.sender.broadcast(&signed).await,
+        BroadcastOutcome::Accepted
+    );
+    let TxLookup::Included(i) = f.included(&signed.hash).await else {
+        panic!("automine includes it")
+    };
+    assert!(i.succeeded, "the contract took the BNB");
+    assert_eq!(f.anvil.balance(&receiver), 3 * GWEI);
+    // With 21,000 gas the same payment fails on chain and burns its gas: what F7 prevents.
+    let starved = f
+        .signed(to(&receiver, GWEI), f.nonce().await, gas(21_000, GWEI * 5))
+        .await;
+    f.sender.broadcast(&starved).await;
+    let looked = f.included(&starved.hash).await;
+    assert!(
+        !matches!(looked, TxLookup::Included(ref i) if i.succeeded),
+        "{looked:?}"
+    );
+    // A token contract has no payable fallback: it reverts on BNB, and is refused.
+    let token = f.anvil.deploy_token(&f.from, "Token", "TKN");
+    let refused = f
+        .sender
+        .price(&f.from, &to(&eip55(&token), 1))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.port,
+        custody_core::ports::sender::DESTINATION_REFUSES,
+        "{refused:?}"
+    );
+    // Beyond the hot wallet's balance the node cannot tell: the contract bound stands in.
+    let held = f.anvil.balance(&f.from);
+    let bounded = f
+        .sender
+        .price(&f.from, &to(&receiver, held + 1))
+        .await
+        .unwrap();
+    assert!(
+        matches!(bounded.bid, FeeBid::Gas { gas_limit, .. } if gas_limit == custody_chain_bsc::CONTRACT_NATIVE_GAS),
+        "{bounded:?}"
+    );
+    // An address without code is priced at 21,000 as before.
+    let plain = f.sender.price(&f.from, &native(1)).await.unwrap();
+    assert!(matches!(
+        plain.bid,
+        FeeBid::Gas {
+            gas_limit: 21_000,
+            ..
+        }
+    ));
+}

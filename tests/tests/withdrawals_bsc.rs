@@ -329,3 +329,94 @@ fn a_withdrawal_the_hot_wallet_cannot_fund_waits_reserved_with_an_alert_then_goe
     assert_eq!(raised, 1, "one alert for the wait");
     custody.stop();
 }
+
+/// BNB to a contract (a Safe, an exchange's deposit contract): quoted and sent with the node's
+/// gas estimate, since 21,000 gas would fail on chain and burn the house's gas; a contract that
+/// reverts on BNB is refused at the quote (422), and nothing is reserved or sent.
+#[test]
+fn a_bnb_withdrawal_to_a_contract_is_priced_by_its_code_and_a_refusing_one_is_refused() {
+    let Some(anvil) = Anvil::start() else { return };
+    let mut custody = Custody::init_with(
+        &["--insecure-dev-seed"],
+        &[("CUSTODY_BSC_RPC_URLS", anvil.url().as_str())],
+    );
+    set_config(&custody.data_dir(), "bsc", "poll_interval_ms", "100");
+    set_config(
+        &custody.data_dir(),
+        "bsc",
+        "start_block",
+        &anvil.block_number().to_string(),
+    );
+    let cred = custody.credential("acme", &["--rate-limit", "100000"]);
+    let hot = custody.hot_wallet("BSC");
+    let funder = anvil.account(0).to_owned();
+    anvil.send_value(&funder, &hot, 5 * ETH);
+    // A receiver that stores what it is sent (CALLVALUE PUSH1 0 SSTORE STOP), and a token
+    // contract, which has no payable fallback.
+    let receiver = "0x00000000000000000000000000000000000000C1";
+    anvil.rpc("anvil_setCode", json!([receiver, "0x3460005500"]));
+    let token = anvil.deploy_token(&funder, "Token", "TKN");
+    custody.start();
+    let client = custody.client(&cred);
+    let alice = client.wallet("alice", "BSC");
+    custody.adjust("acme", "alice", "BSC", "BNB", true, &(2 * ETH).to_string());
+    let quote = |dest: &str| {
+        client.post(
+            "/v1/withdrawals/quote",
+            &json!({ "external_user_id": "alice", "network": "BSC", "asset": "BNB",
+                     "destination_address": dest, "amount_units": (ETH / 10).to_string() }),
+            None,
+        )
+    };
+    let refused = quote(&token);
+    assert_eq!(
+        (refused.status, refused.code()),
+        (422, "VALIDATION_FAILED".to_owned()),
+        "{:?}",
+        refused.json()
+    );
+    assert_eq!(refused.json()["details"][0]["field"], "destination");
+    let units = |v: &Value| v.as_str().unwrap().parse::<u128>().unwrap();
+    let plain = quote(DESTINATION).json();
+    let q = quote(receiver);
+    assert_eq!(q.status, 201, "{:?}", q.json());
+    let q = q.json();
+    assert!(
+        units(&q["costs"]["network_cost_units"]) > 2 * units(&plain["costs"]["network_cost_units"]),
+        "priced from the node's estimate of the contract's code: {q} against {plain}"
+    );
+    let total = units(&q["costs"]["total_debited_units"]);
+    let created = client.post(
+        "/v1/withdrawals",
+        &json!({ "quote_id": q["id"] }),
+        Some("withdraw-contract-1"),
+    );
+    assert_eq!(created.status, 201, "{:?}", created.json());
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    custody.wait_for(30, "broadcasted", || {
+        let v = client.get(&format!("/v1/withdrawals/{id}")).json();
+        (v["status"] == "broadcasted").then_some(v)
+    });
+    anvil.mine(16);
+    let done: Value = custody.wait_for(60, "confirmed", || {
+        let v = client.get(&format!("/v1/withdrawals/{id}")).json();
+        (v["status"] == "confirmed").then_some(v)
+    });
+    assert_eq!(
+        anvil.receipt(done["tx_hash"].as_str().unwrap()).unwrap()["status"],
+        "0x1"
+    );
+    // Every party, every asset.
+    assert_eq!(anvil.balance(receiver), ETH / 10, "paid exactly once");
+    assert_eq!(anvil.token_balance(&token, receiver), 0);
+    let fee = units(&done["actual_network_cost_units"]);
+    assert!(fee > 21_000, "more than a plain transfer's gas was used");
+    assert_eq!(anvil.balance(&hot), 5 * ETH - ETH / 10 - fee);
+    for (asset, figures) in client.all_balances(&alice) {
+        let held = if asset == "BNB" { 2 * ETH - total } else { 0 };
+        assert_eq!(figures, [held, 0, 0], "alice's {asset}");
+    }
+    let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
+    assert!(ok, "{out}");
+    custody.stop();
+}

@@ -136,6 +136,12 @@ pub enum FeeBid {
     FeeLimit { sun: u64 },
 }
 
+/// The `port` of a [`crate::error::PortError`] from [`ChainSender::price`] saying that the
+/// destination itself refuses the payment (a contract whose code reverts on it): it can never
+/// succeed as asked, so a quote answers it as a validation failure of the destination, not as
+/// an unavailable chain, and nothing is sent.
+pub const DESTINATION_REFUSES: &str = "destination";
+
 /// A priced payment: what it is expected to cost in the native coin's smallest unit, and the
 /// bid to build it with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

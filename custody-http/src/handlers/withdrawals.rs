@@ -164,7 +164,17 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let estimate = sender
         .price(&hot.address, &payment)
         .await
-        .map_err(|e| chain_failed(network, "the node cannot price the transfer now", e.message))?;
+        .map_err(|e| {
+            if e.port == custody_core::ports::sender::DESTINATION_REFUSES {
+                // A contract that reverts on this payment: it would only burn the house's gas.
+                Refusal::validation(
+                    "destination",
+                    "this address is a contract that refuses the transfer (the node's gas estimate reverts)",
+                )
+            } else {
+                chain_failed(network, "the node cannot price the transfer now", e.message)
+            }
+        })?;
     let request = QuoteRequest {
         tenant: call.credential().tenant.clone(),
         external_user_id: user,
