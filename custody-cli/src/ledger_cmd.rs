@@ -131,13 +131,12 @@ pub fn repair_treasury_deposits(dir: &DataDir, dry_run: bool) -> Result<(), Stri
     let rt = runtime()?;
     let mut repaired = Vec::new();
     for network in Network::ALL {
-        let hot = custody_core::wallet::hot_wallet_address(&signer, network)
-            .map_err(|e| format!("cannot derive the {network} hot wallet: {e}"))?;
-        let hot = custody_core::chain::ChainAddress::parse(network, &hot)
-            .map_err(|e| format!("the {network} hot wallet address {hot}: {e}"))?;
         let request = RepairRequest {
             network,
-            hot_wallets: vec![hot],
+            hot_wallets: hot_wallets_of(&signer)?
+                .into_iter()
+                .filter(|h| h.network() == network)
+                .collect(),
             dry_run,
             actor: actor.clone(),
         };
@@ -162,9 +161,15 @@ pub fn repair_treasury_deposits(dir: &DataDir, dry_run: bool) -> Result<(), Stri
 
 /// `custody ledger settle-owed`: prints what was settled and what is still owed.
 pub fn settle_owed(dir: &DataDir, args: &SettleOwedArgs) -> Result<(), String> {
+    let config = dir.load_config()?;
+    let (store, unlocked) = open_store(dir, &config)?;
+    let signer = crate::seeds::load(store.as_ref(), &unlocked)?;
+    drop(unlocked);
+    let hot_wallets = hot_wallets_of(&signer)?;
     let request = SettleRequest {
         tenant: custody_core::TenantId::parse(&args.tenant)
             .map_err(|e| format!("--tenant: {e}"))?,
+        hot_wallets,
         deposit_id: args
             .deposit_id
             .parse()
@@ -180,8 +185,6 @@ pub fn settle_owed(dir: &DataDir, args: &SettleOwedArgs) -> Result<(), String> {
             std::env::var("USER").unwrap_or_else(|_| "operator".into())
         ),
     };
-    let config = dir.load_config()?;
-    let (store, _) = open_store(dir, &config)?;
     let now = SystemClock.now();
     let settled = runtime()?
         .block_on(write(store.as_ref(), move |tx| {
@@ -202,4 +205,19 @@ fn refusal_text(r: &custody_core::error::Refusal) -> String {
         text.push_str(&format!("; {}: {}", d.field, d.issue));
     }
     text
+}
+
+/// Every network's hot wallet, as the deposit rules compare senders with it.
+fn hot_wallets_of(
+    signer: &dyn custody_core::ports::Signer,
+) -> Result<Vec<custody_core::chain::ChainAddress>, String> {
+    Network::ALL
+        .into_iter()
+        .map(|network| {
+            let hot = custody_core::wallet::hot_wallet_address(signer, network)
+                .map_err(|e| format!("cannot derive the {network} hot wallet: {e}"))?;
+            custody_core::chain::ChainAddress::parse(network, &hot)
+                .map_err(|e| format!("the {network} hot wallet address {hot}: {e}"))
+        })
+        .collect()
 }

@@ -202,8 +202,14 @@ fn credited_top_ups_of_an_older_version_are_taken_back_once_and_reported() {
         spent.to_string(),
         "never overdrawn: owed"
     );
+    // A second run changes nothing and lists what is still owed.
     let again = custody.cli_ok(&["ledger", "repair-treasury-deposits"]);
-    assert_eq!(again["data"], Value::Array(Vec::new()), "{again}");
+    let rows = again["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{again}");
+    assert_eq!(
+        (&rows[0]["action"], &rows[0]["owed_units"]),
+        (&Value::from("owes"), &Value::from(spent.to_string()))
+    );
     // Owed, she can send no BNB until an operator settles it; the house writes it off.
     let deposit = rows[0]["deposit_id"].as_str().unwrap();
     let settle = |how: &str| {
@@ -228,6 +234,8 @@ fn credited_top_ups_of_an_older_version_are_taken_back_once_and_reported() {
     assert_eq!(settled["still_owed_units"], "0");
     let (ok, _, err) = settle("--write-off");
     assert!(!ok && err.contains("nothing owed"), "{err}");
+    let done = custody.cli_ok(&["ledger", "repair-treasury-deposits"]);
+    assert_eq!(done["data"], Value::Array(Vec::new()), "{done}");
 
     custody.start();
     let client = custody.client(&cred);

@@ -246,6 +246,26 @@ pub fn advance(
         if !d.status.is_pending() {
             continue;
         }
+        if let Some(why) = super::repair::treasury_move_of(tx, &settings.hot_wallets, &d)? {
+            // Recorded as a deposit by an older version, still pending: never credited.
+            super::repair::void_pending(tx, &mut d, now)?;
+            tx.raise_alert(&Alert {
+                id: new_uuid(entropy),
+                kind: "treasury_deposit_voided".into(),
+                severity: "warning".into(),
+                message: format!(
+                    "deposit {} ({} {} units to user {} of tenant {}) is the treasury's own move \
+                     ({why}) that an older version recorded as a deposit: orphaned, never credited",
+                    d.id, d.asset, d.amount, d.external_user_id, d.tenant
+                ),
+                reference_type: Some("deposit".into()),
+                reference_id: Some(d.id),
+                created_at: now,
+                acknowledged_at: None,
+                acknowledged_by: None,
+            })?;
+            continue;
+        }
         let depth = tip.saturating_sub(block).saturating_add(1);
         let confirmations = u32::try_from(depth).unwrap_or(u32::MAX);
         let mut changed = confirmations != d.confirmations;

@@ -11,8 +11,14 @@
 //! - still pending (detected, confirming, confirmed): orphaned, so it is never credited;
 //! - anything else (orphaned, reversed): left as it is.
 //!
-//! Each change gets an audit record and an alert; the user gets `balance.updated`. It is
-//! idempotent: a second run finds nothing left to do.
+//! Each change gets an audit record; a reversal that leaves the user owing raises a critical
+//! alert; the user gets `balance.updated`. A treasury move that a reorganization reversed
+//! before the repair, with something still owed, is reported as `owes` for an operator to
+//! settle ([`settle_owed`]). It is idempotent: a second run changes nothing.
+//!
+//! The deposit pipeline applies the same rule to what is still pending when a new version
+//! starts: `advance` orphans such a deposit instead of crediting it, so the repair need not
+//! run before `custody serve` does.
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -125,6 +131,44 @@ fn transfer_of(d: &Deposit) -> CoreResult<ObservedTransfer> {
     })
 }
 
+/// Why deposit `d` is the treasury's own move (the outgoing purpose, or `hot_wallet`), or
+/// `None` when it is a real deposit. Only a deposit sent by a hot wallet can be one.
+pub(super) fn treasury_move_of(
+    tx: &mut dyn WriteTx,
+    hot_wallets: &[ChainAddress],
+    d: &Deposit,
+) -> CoreResult<Option<String>> {
+    if !hot_wallets.iter().any(|h| h.as_str() == d.from_address) {
+        return Ok(None);
+    }
+    let transfer = transfer_of(d)?;
+    Ok(
+        match super::classify(tx, d.network, hot_wallets, &transfer)? {
+            Arrival::Deposit => None,
+            Arrival::Treasury(TreasuryMove::Own { purpose, .. }) => {
+                Some(purpose.as_str().to_owned())
+            }
+            Arrival::Treasury(TreasuryMove::FromHotWallet { .. }) => Some("hot_wallet".to_owned()),
+        },
+    )
+}
+
+/// Takes a pending treasury move out of the pipeline for good: orphaned, so it is never
+/// credited (the transfer itself stays on chain; the scanner skips it from now on).
+pub(super) fn void_pending(
+    tx: &mut dyn WriteTx,
+    d: &mut Deposit,
+    now: Timestamp,
+) -> CoreResult<()> {
+    d.transition(DepositStatus::Orphaned, now)
+        .map_err(CoreError::Invariant)?;
+    d.block_number = None;
+    d.block_hash = None;
+    d.confirmations = 0;
+    tx.update_deposit(d)?;
+    Ok(())
+}
+
 fn repair_one(
     tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
@@ -132,15 +176,14 @@ fn repair_one(
     d: &mut Deposit,
     now: Timestamp,
 ) -> CoreResult<Option<Repaired>> {
-    let transfer = transfer_of(d)?;
-    let why = match super::classify(tx, d.network, &request.hot_wallets, &transfer)? {
-        Arrival::Deposit => return Ok(None),
-        Arrival::Treasury(TreasuryMove::Own { purpose, .. }) => purpose.as_str().to_owned(),
-        Arrival::Treasury(TreasuryMove::FromHotWallet { .. }) => "hot_wallet".to_owned(),
+    let Some(why) = treasury_move_of(tx, &request.hot_wallets, d)? else {
+        return Ok(None);
     };
-    let status_before = d.status;
     let reversing = d.status == DepositStatus::Credited;
-    if !reversing && !d.status.is_pending() {
+    // Reversed by a reorganization before the repair, with something still owed: the transfer
+    // is never credited again (the scanner skips it), so only an operator can settle it.
+    let owes = d.status == DepositStatus::Reversed && !d.shortfall.is_zero();
+    if !reversing && !owes && !d.status.is_pending() {
         return Ok(None);
     }
     let mut done = Repaired {
@@ -151,28 +194,24 @@ fn repair_one(
         asset: d.asset.clone(),
         amount_units: d.amount,
         tx_hash: d.tx_hash.clone(),
-        status_before,
-        action: match (reversing, request.dry_run) {
-            (true, false) => "reversed",
-            (true, true) => "would_reverse",
-            (false, false) => "orphaned",
-            (false, true) => "would_orphan",
+        status_before: d.status,
+        action: match (reversing, owes, request.dry_run) {
+            (true, _, false) => "reversed",
+            (true, _, true) => "would_reverse",
+            (false, true, _) => "owes",
+            (false, false, false) => "orphaned",
+            (false, false, true) => "would_orphan",
         },
-        owed_units: Amount::ZERO,
+        owed_units: if owes { d.shortfall } else { Amount::ZERO },
         treasury_move: why,
     };
-    if request.dry_run {
+    if request.dry_run || owes {
         return Ok(Some(done));
     }
     if reversing {
         done.owed_units = reverse(tx, entropy, d, now)?;
     } else {
-        d.transition(DepositStatus::Orphaned, now)
-            .map_err(CoreError::Invariant)?;
-        d.block_number = None;
-        d.block_hash = None;
-        d.confirmations = 0;
-        tx.update_deposit(d)?;
+        void_pending(tx, d, now)?;
     }
     record(tx, entropy, request, &done, now)?;
     Ok(Some(done))
@@ -235,36 +274,27 @@ fn record(
         reason: reason.clone(),
         created_at: now,
     })?;
-    let owes = !done.owed_units.is_zero();
+    if done.owed_units.is_zero() {
+        // Nothing for an operator to do: the audit record and the printed report say it.
+        return Ok(());
+    }
     tx.raise_alert(&Alert {
         id: new_uuid(entropy),
         kind: "treasury_deposit_repaired".into(),
-        severity: if owes { "critical" } else { "warning" }.into(),
-        message: if owes {
-            format!(
-                "deposit {} ({} {} units to user {} of tenant {}) was {}: {reason}; the user had \
-                 spent {} units of it, now owed (reorg_receivable): their outgoing {} operations \
-                 are refused until an operator settles it",
-                done.deposit_id,
-                done.asset,
-                done.amount_units,
-                done.external_user_id,
-                done.tenant,
-                done.action,
-                done.owed_units,
-                done.asset
-            )
-        } else {
-            format!(
-                "deposit {} ({} {} units to user {} of tenant {}) was {}: {reason}",
-                done.deposit_id,
-                done.asset,
-                done.amount_units,
-                done.external_user_id,
-                done.tenant,
-                done.action
-            )
-        },
+        severity: "critical".into(),
+        message: format!(
+            "deposit {} ({} {} units to user {} of tenant {}) was {}: {reason}; the user had \
+             spent {} units of it, now owed (reorg_receivable): their outgoing {} operations \
+             are refused until an operator settles it (custody ledger settle-owed)",
+            done.deposit_id,
+            done.asset,
+            done.amount_units,
+            done.external_user_id,
+            done.tenant,
+            done.action,
+            done.owed_units,
+            done.asset
+        ),
         reference_type: Some("deposit".into()),
         reference_id: Some(done.deposit_id),
         created_at: now,
@@ -296,6 +326,8 @@ pub struct Settled {
 #[derive(Debug, Clone)]
 pub struct SettleRequest {
     pub tenant: crate::tenant::TenantId,
+    /// The network's hot wallets: only the debt of a treasury move is settled here.
+    pub hot_wallets: Vec<ChainAddress>,
     pub deposit_id: Uuid,
     pub how: Settlement,
     pub reason: String,
@@ -303,10 +335,9 @@ pub struct SettleRequest {
     pub actor: String,
 }
 
-/// Settles the debt that a repair (or a reorganization) left on a deposit, audited. A
-/// reorganization's debt is normally settled by the transfer being mined again; a repaired
-/// top-up is never mined again, so an operator decides here. Refused when the deposit owes
-/// nothing.
+/// Settles the debt that a treasury move recorded as a deposit left, audited. Such a move is
+/// never credited again, so an operator decides here. Refused when the deposit owes nothing,
+/// and for a user's real deposit (its reorganization debt is settled when it is mined again).
 pub fn settle_owed(
     tx: &mut dyn WriteTx,
     entropy: &dyn Entropy,
@@ -324,6 +355,15 @@ pub fn settle_owed(
     };
     if d.shortfall.is_zero() {
         return Err(Refusal::validation("deposit_id", "this deposit leaves nothing owed").into());
+    }
+    if treasury_move_of(tx, &request.hot_wallets, &d)?.is_none() {
+        // A reorganization's debt is settled by the transfer being mined again; settling it
+        // here too would pay the user twice when it is.
+        return Err(Refusal::validation(
+            "deposit_id",
+            "this deposit is a user's deposit that left the chain: its debt is settled when the transfer is mined again",
+        )
+        .into());
     }
     let asset = AssetId::new(d.network, d.asset.clone());
     let account = UserAccount::new(d.tenant.clone(), d.external_user_id.clone(), asset.clone());

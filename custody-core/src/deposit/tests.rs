@@ -972,7 +972,17 @@ mod treasury_moves {
                     before.events.len() + 1,
                     "one balance.updated"
                 );
-                assert_eq!(chain.alerts().await, ["treasury_deposit_repaired"]);
+                assert!(
+                    chain.alerts().await.is_empty(),
+                    "nothing owed: nothing for an operator to do"
+                );
+                let audited = read(&chain.store, |tx| {
+                    Ok(tx.list_audit(Page::first(10))?.unwrap_or_default())
+                })
+                .await
+                .unwrap();
+                assert_eq!(audited.len(), 1);
+                assert_eq!(audited[0].action, "deposit.treasury_move_repaired");
                 assert!(
                     chain.repair(false).await.is_empty(),
                     "a second run does nothing"
@@ -1043,6 +1053,7 @@ mod treasury_moves {
                         Arc::clone(&chain.entropy),
                         SettleRequest {
                             tenant: tid("acme"),
+                            hot_wallets: chain.settings.hot_wallets.clone(),
                             deposit_id: f1.id,
                             how,
                             reason: "top-up credited by an older version".into(),
@@ -1093,6 +1104,96 @@ mod treasury_moves {
                 chain.credit_bnb(1).await;
                 chain.debit_bnb_with(1, 921).await;
                 assert_eq!(chain.bnb("alice").await, Amount::ZERO);
+            });
+        }
+
+        #[test]
+        fn a_pending_funding_left_by_an_older_version_is_voided_by_the_pipeline_itself() {
+            block_on(async {
+                let mut chain = Chain::new().await;
+                let alice = chain.wallet.address.clone();
+                let hot = hot();
+                chain
+                    .apply(block(10, 0, 0, vec![bnb(&hot, &alice, 7, "f1")]))
+                    .await;
+                chain
+                    .record(outgoing(Purpose::Funding, 1, hot.as_str(), &alice, "f1"))
+                    .await;
+                // The new version starts; its scanner goes on before anyone runs the repair.
+                chain.settings.hot_wallets = vec![hot];
+                for n in 11..20 {
+                    chain.apply(block(n, 0, 0, vec![])).await;
+                }
+                assert_eq!(chain.bnb("alice").await, Amount::ZERO, "never credited");
+                assert_eq!(
+                    chain.statuses_by_tx().await,
+                    [(
+                        tx_hash("f1").to_hex(),
+                        DepositStatus::Orphaned,
+                        Amount::ZERO
+                    )]
+                );
+                assert_eq!(chain.alerts().await, ["treasury_deposit_voided"]);
+                assert!(chain.repair(false).await.is_empty());
+            });
+        }
+
+        #[test]
+        fn a_top_up_a_reorganization_reversed_before_the_repair_is_reported_owed() {
+            block_on(async {
+                let chain = credited_by_an_older_version().await;
+                chain.debit_bnb(10).await;
+                // The old version's scanner saw the top-up's block leave the chain.
+                let (e, mut s) = (Arc::clone(&chain.entropy), chain.settings.clone());
+                s.hot_wallets.clear();
+                write(&chain.store, move |tx| {
+                    deposit::rewind(tx, e.as_ref(), &s, 9, NOW)
+                })
+                .await
+                .unwrap();
+                let owed = chain.repair(false).await;
+                assert!(
+                    owed.contains(&(tx_hash("f1").to_hex(), "owes", Amount::from_units(5))),
+                    "{owed:?}"
+                );
+            });
+        }
+
+        #[test]
+        fn a_real_deposits_reorganization_debt_is_not_settled_by_hand() {
+            block_on(async {
+                let mut chain = Chain::new().await;
+                let alice = chain.wallet.address.clone();
+                let outsider =
+                    ChainAddress::parse(Network::Bsc, "0x00000000000000000000000000000000000000aa")
+                        .unwrap();
+                chain.mine(vec![bnb(&outsider, &alice, 7, "d1")]).await;
+                chain.debit_bnb(5).await;
+                chain.rewind(9).await;
+                chain.settings.hot_wallets = vec![hot()];
+                let d1 = read(&chain.store, |tx| {
+                    Ok(tx.deposit_by_identity(Network::Bsc, &tx_hash("d1"), None)?)
+                })
+                .await
+                .unwrap()
+                .unwrap();
+                assert_eq!(d1.shortfall, Amount::from_units(5));
+                let (e, request) = (
+                    Arc::clone(&chain.entropy),
+                    SettleRequest {
+                        tenant: tid("acme"),
+                        hot_wallets: chain.settings.hot_wallets.clone(),
+                        deposit_id: d1.id,
+                        how: Settlement::WriteOff,
+                        reason: "no".into(),
+                        actor: "cli:test".into(),
+                    },
+                );
+                let refused = write(&chain.store, move |tx| {
+                    settle_owed(tx, e.as_ref(), &request, NOW)
+                })
+                .await;
+                assert!(refused.is_err(), "{refused:?}");
             });
         }
 

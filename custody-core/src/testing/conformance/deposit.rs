@@ -19,6 +19,7 @@ suite!(
         open_deposits_are_pending_or_credited_recently,
         pending_figures_count_and_sum_pending_deposits,
         shortfalls_and_credited_sums_are_summed_per_user_and_address,
+        deposits_from_a_sender_are_paged_by_id,
     }
 );
 
@@ -475,4 +476,38 @@ async fn shortfalls_and_credited_sums_are_summed_per_user_and_address(store: Arc
             ),
         ]
     );
+}
+
+async fn deposits_from_a_sender_are_paged_by_id(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    with_wallets(s).await;
+    const HOT: &str = "0x00000000000000000000000000000000000000aa";
+    let from_hot = |mut d: Deposit| {
+        d.from_address = HOT.into();
+        d
+    };
+    // Inserted out of id order, across tenants and networks; one from somebody else.
+    insert(
+        s,
+        vec![
+            from_hot(deposit(0x30, ALICE_WALLET, "c1", None, 10)),
+            from_hot(deposit(0x10, OTHER_WALLET, "c2", None, 11)),
+            deposit(0x15, BOB_WALLET, "c3", None, 12),
+            from_hot(deposit(0x20, BOB_WALLET, "c4", Some(2), 13)),
+            from_hot(deposit(0x25, TRON_WALLET, "c5", None, 14)),
+        ],
+    )
+    .await;
+    let page = |after: Option<uuid::Uuid>, limit: usize| {
+        r(s, move |tx| {
+            tx.deposits_from(Network::Bsc, HOT, after, limit)
+        })
+    };
+    let ids = |v: Vec<Deposit>| v.into_iter().map(|d| d.id).collect::<Vec<_>>();
+    assert_eq!(ids(page(None, 10).await), [uid(0x10), uid(0x20), uid(0x30)]);
+    assert_eq!(ids(page(None, 2).await), [uid(0x10), uid(0x20)]);
+    assert_eq!(ids(page(Some(uid(0x20)), 2).await), [uid(0x30)]);
+    assert!(page(Some(uid(0x30)), 2).await.is_empty());
+    let tron = r(s, |tx| tx.deposits_from(Network::Tron, HOT, None, 10)).await;
+    assert_eq!(ids(tron), [uid(0x25)]);
 }
