@@ -107,6 +107,9 @@ pub fn decide(
         };
     }
     let Some(latest) = tx.latest() else {
+        if let Some(reason) = swap_too_late_to_sign(tx, now) {
+            return Decision::Fail { reason };
+        }
         return Decision::FirstAttempt;
     };
     let Some(obs) = observation else {
@@ -231,6 +234,28 @@ pub fn decide(
             wait
         }
     }
+}
+
+/// How long before a swap's deadline its first attempt is still signed: one signed later would
+/// most likely be mined after the deadline, where the router reverts it and the gas is lost.
+pub const SWAP_SIGN_MARGIN_MS: i64 = 30_000;
+
+/// Why a swap that has waited (for funds, a switch, a price) until its deadline is near or
+/// past must fail unsent: signed now, it would revert on chain. Only a swap that holds no
+/// nonce yet (nothing signed), so failing it leaves no gap in its sender's nonces.
+fn swap_too_late_to_sign(tx: &OutgoingTx, now: Timestamp) -> Option<String> {
+    let Payment::Swap { deadline_s, .. } = &tx.payment else {
+        return None;
+    };
+    if tx.nonce.is_some() || !tx.attempts.is_empty() {
+        return None;
+    }
+    let deadline_ms = i64::try_from(deadline_s.saturating_mul(1_000)).unwrap_or(i64::MAX);
+    (now.unix_millis() > deadline_ms.saturating_sub(SWAP_SIGN_MARGIN_MS)).then(|| {
+        format!(
+            "the swap was not sent before its deadline ({deadline_s} s): nothing was signed or spent"
+        )
+    })
 }
 
 /// TRON: the newest attempt expired on chain — the block at confirmation depth is past its
@@ -420,6 +445,64 @@ mod tests {
             final_time_ms: Some(head_time),
             lookups,
         }
+    }
+
+    fn swap(deadline_s: u64, nonce: Option<u64>) -> OutgoingTx {
+        let mut t = tx(Network::Bsc);
+        t.purpose = Purpose::Swap;
+        t.nonce = nonce;
+        t.payment = Payment::Swap {
+            router: "router".into(),
+            path: vec!["wbnb".into(), "usdt".into()],
+            amount_in: Amount::from_units(1_000),
+            min_out: Amount::from_units(990),
+            native_in: true,
+            native_out: false,
+            to: "sender".into(),
+            deadline_s,
+        };
+        t
+    }
+
+    #[test]
+    fn a_swap_not_signed_before_its_deadline_fails_unsent() {
+        let p = policy();
+        let deadline_s = 1_000;
+        // Well before the deadline: signed.
+        assert_eq!(
+            decide(&swap(deadline_s, None), None, &p, at(900_000)),
+            Decision::FirstAttempt
+        );
+        assert_eq!(
+            decide(
+                &swap(deadline_s, None),
+                None,
+                &p,
+                at(1_000_000 - SWAP_SIGN_MARGIN_MS)
+            ),
+            Decision::FirstAttempt,
+            "the margin's first instant still signs"
+        );
+        // Too close to it, or past it: it would revert on chain, so it fails unsent.
+        for now in [1_000_000 - SWAP_SIGN_MARGIN_MS + 1, 1_000_000, 5_000_000] {
+            let Decision::Fail { reason } = decide(&swap(deadline_s, None), None, &p, at(now))
+            else {
+                panic!("fails at {now}")
+            };
+            assert!(reason.contains("deadline"), "{reason}");
+        }
+        // A swap that already holds a nonce must not leave a gap: it is signed (and reverts).
+        assert_eq!(
+            decide(&swap(deadline_s, Some(3)), None, &p, at(5_000_000)),
+            Decision::FirstAttempt
+        );
+        // Anything but a swap has no deadline.
+        let mut plain = tx(Network::Bsc);
+        plain.nonce = None;
+        assert_eq!(
+            decide(&plain, None, &p, at(i64::MAX / 2)),
+            Decision::FirstAttempt
+        );
     }
 
     #[test]

@@ -57,6 +57,9 @@ struct ScriptedChain {
     min_price: Mutex<u128>,
     /// A permanent refusal to price anything (a frozen recipient, a paused token).
     price_refusal: Mutex<Option<String>>,
+    /// A control an operator turns on while the next payment is built and signed: after the
+    /// broadcaster's check, before the write that stores the attempt.
+    switch_on_build: Mutex<Option<(Arc<dyn Store>, &'static str)>>,
 }
 
 impl ScriptedChain {
@@ -141,6 +144,22 @@ impl ChainSender for ScriptedChain {
     }
 
     async fn build(&self, r: &BuildRequest) -> Result<UnsignedTx, PortError> {
+        let switch = self.switch_on_build.lock().unwrap().take();
+        if let Some((store, key)) = switch {
+            write(store.as_ref(), move |tx| {
+                set_control(
+                    tx,
+                    Uuid::new_v4(),
+                    "ops",
+                    key,
+                    true,
+                    "test",
+                    Timestamp::from_unix_millis(T0),
+                )
+            })
+            .await
+            .unwrap();
+        }
         let FeeBid::Gas { gas_price_wei, .. } = r.bid else {
             panic!("an EVM bid");
         };
@@ -689,11 +708,12 @@ async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> Stri
             f.clock.now(),
         )
         .unwrap();
-    write(f.b.store.as_ref(), move |tx| {
+    let recorded = write(f.b.store.as_ref(), move |tx| {
         custody_core::outgoing::record_signed(tx, &stored, Some(next))
     })
     .await
     .unwrap();
+    assert_eq!(recorded, Recorded::Stored);
     signed.hash
 }
 
@@ -1318,4 +1338,201 @@ async fn no_replacement_is_signed_for_an_account_of_a_seed_this_process_has_not_
         "{}",
         alerts[0].message
     );
+}
+
+/// Every ledger account the fixture's payments touch, BNB and USDT: alice's and the house's.
+async fn books(f: &Fixture) -> Vec<(String, Option<custody_core::ledger::AccountBalances>)> {
+    use custody_core::ledger::{AccountKey, SystemAccount, UserAccount};
+    read(f.b.store.as_ref(), |tx| {
+        let mut keys = Vec::new();
+        for code in ["BNB", "USDT"] {
+            let asset = custody_core::AssetId::new(Network::Bsc, code.to_owned());
+            keys.push(UserAccount::new("acme".to_owned(), "alice".to_owned(), asset.clone()).key());
+            for system in SystemAccount::ALL {
+                keys.push(AccountKey::system(system, asset.clone()));
+            }
+        }
+        let mut books = Vec::new();
+        for key in keys {
+            books.push((key.to_string(), tx.ledger_account(&key)?));
+        }
+        Ok(books)
+    })
+    .await
+    .unwrap()
+}
+
+/// The sender's next nonce as the store's allocator would hand it out (`None`: never seeded).
+async fn next_nonce(f: &Fixture, id: Uuid) -> Option<u64> {
+    let out = f.get(id).await;
+    read(f.b.store.as_ref(), move |tx| {
+        Ok(tx.next_nonce(out.network, &out.from)?)
+    })
+    .await
+    .unwrap()
+}
+
+async fn switch_off(f: &Fixture, key: &'static str) {
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        set_control(tx, Uuid::new_v4(), "ops", key, false, "test", now)
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_switch_turned_on_while_a_payment_is_signed_stops_it_in_the_write_that_stores_it() {
+    for key in [
+        "kill_switch.withdrawals",
+        "maintenance.BSC",
+        "kill_switch.global",
+        "treasury_shortfall.BSC.BNB",
+    ] {
+        let f = Fixture::new();
+        let id = f.create().await;
+        let before = books(&f).await;
+        *f.chain.switch_on_build.lock().unwrap() = Some((Arc::clone(&f.b.store), key));
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+        assert!(
+            f.chain.switch_on_build.lock().unwrap().is_none(),
+            "{key}: turned on mid-signature"
+        );
+        let out = f.get(id).await;
+        assert!(
+            out.attempts.is_empty(),
+            "{key}: the signed bytes were dropped"
+        );
+        assert_eq!((out.status, out.nonce), (OutStatus::Built, None), "{key}");
+        assert_eq!(next_nonce(&f, id).await, None, "{key}: no nonce taken");
+        assert!(f.chain.broadcasts.lock().unwrap().is_empty(), "{key}");
+        assert_eq!(
+            f.withdrawal(id).await.status,
+            custody_core::withdrawal::WithdrawalStatus::Reserved,
+            "{key}"
+        );
+        assert_eq!(books(&f).await, before, "{key}: the hold stays as it was");
+        // It waits like a payment refused before pricing, then goes out once allowed, under
+        // the first nonce.
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+        assert!(f.get(id).await.attempts.is_empty(), "{key}: still held");
+        switch_off(&f, key).await;
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+        let out = f.get(id).await;
+        assert_eq!((out.attempts.len(), out.nonce), (1, Some(0)), "{key}");
+        assert_eq!(f.chain.broadcasts.lock().unwrap().len(), 1, "{key}");
+        assert_eq!(books(&f).await, before, "{key}: sent, not yet settled");
+    }
+}
+
+#[tokio::test]
+async fn a_swap_switch_turned_on_while_a_swap_is_signed_stops_it_in_the_write_that_stores_it() {
+    let f = Fixture::new();
+    let id = f.create_swap().await;
+    let before = books(&f).await;
+    *f.chain.switch_on_build.lock().unwrap() = Some((Arc::clone(&f.b.store), "kill_switch.swaps"));
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert!(out.attempts.is_empty());
+    assert_eq!((out.status, out.nonce), (OutStatus::Built, None));
+    assert_eq!(next_nonce(&f, id).await, None);
+    assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+    assert_eq!(books(&f).await, before);
+}
+
+#[tokio::test]
+async fn a_replacement_a_switch_stops_at_record_time_sends_the_bytes_already_out() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    let first = f.get(id).await.attempts[0].hash.clone();
+    // The pool drops it; after replace_after a replacement is due, and the switch is turned
+    // on while it is signed.
+    f.chain.drop_pool();
+    *f.chain.switch_on_build.lock().unwrap() = Some((Arc::clone(&f.b.store), "kill_switch.global"));
+    f.advance(61_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert_eq!(out.attempts.len(), 1, "the replacement was not stored");
+    assert_eq!(out.nonce, Some(0));
+    assert_eq!(
+        *f.chain.broadcasts.lock().unwrap(),
+        [first.clone(), first],
+        "only bytes already out went out again"
+    );
+}
+
+#[tokio::test]
+async fn a_swap_that_waited_past_its_deadline_fails_unsent_and_its_hold_is_released() {
+    let f = Fixture::new();
+    let id = f.create_swap().await;
+    let swap_id = f.get(id).await.reference_id;
+    let before = books(&f).await;
+    // The hot wallet cannot fund it: it waits, holding no nonce.
+    *f.chain.balance.lock().unwrap() = 0;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert!(f.get(id).await.attempts.is_empty());
+    // Funded only after its deadline (600 s after it was executed).
+    *f.chain.balance.lock().unwrap() = 10u128.pow(24);
+    f.advance(600_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert_eq!(out.status, OutStatus::Failed);
+    assert!(out.attempts.is_empty(), "nothing signed");
+    assert_eq!(out.nonce, None);
+    assert_eq!(next_nonce(&f, id).await, None, "no nonce taken");
+    assert!(
+        f.chain.broadcasts.lock().unwrap().is_empty(),
+        "nothing sent"
+    );
+    let swap = read(f.b.store.as_ref(), move |tx| Ok(tx.swap_by_id(swap_id)?))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(swap.status, custody_core::swap::SwapStatus::Failed);
+    assert!(
+        swap.failure_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("deadline")),
+        "{:?}",
+        swap.failure_reason
+    );
+    // The hold is released in full: alice has back all her BNB, none of it reserved; the
+    // house's accounts are as before the swap was executed (nothing spent, no fee).
+    let after = books(&f).await;
+    let alice_bnb =
+        |b: &[(String, Option<custody_core::ledger::AccountBalances>)]| b[0].1.unwrap_or_default();
+    let (was, is) = (alice_bnb(&before), alice_bnb(&after));
+    assert!(!was.reserved().is_zero(), "held before");
+    assert_eq!(is.reserved(), Amount::ZERO, "released");
+    assert_eq!(is.available(), Some(Amount::from_units(1_000_000)));
+    for ((key, was), (_, is)) in before.iter().zip(&after).skip(1) {
+        assert_eq!(
+            was.map(|b| (b.debits_posted, b.credits_posted)),
+            is.map(|b| (b.debits_posted, b.credits_posted)),
+            "{key}: nothing posted"
+        );
+        assert_eq!(
+            is.map_or(Amount::ZERO, |b| b.debits_pending.max(b.credits_pending)),
+            Amount::ZERO,
+            "{key}: nothing pending"
+        );
+    }
+    let events: Vec<String> = read(f.b.store.as_ref(), |tx| {
+        Ok(tx
+            .list_webhook_events(custody_core::page::Page::first(100))?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.event_type)
+            .collect())
+    })
+    .await
+    .unwrap();
+    assert!(events.iter().any(|e| e == "swap.failed"), "{events:?}");
 }
