@@ -9,7 +9,7 @@
 //! it: none of these is a reason to sign a transaction that could be included beside the first.
 
 use crate::network::Network;
-use crate::ports::sender::{FeeBid, Inclusion, Payment, TxLookup};
+use crate::ports::sender::{FeeBid, Inclusion, MoveKind, Payment, TxLookup};
 use crate::time::Timestamp;
 
 use super::{Bid, OutStatus, OutgoingTx};
@@ -131,6 +131,9 @@ pub fn decide(
             _ => None,
         });
     if let Some((hash, inclusion)) = included {
+        if let Some(reason) = token_transfer_missing(tx, &hash, &inclusion) {
+            return Decision::Stuck { reason };
+        }
         let same = tx.included.as_ref().is_some_and(|r| {
             r.hash == hash
                 && r.block_number == inclusion.block_number
@@ -234,6 +237,42 @@ pub fn decide(
             wait
         }
     }
+}
+
+/// BSC: why a token payment (a withdrawal or a sweep of a BEP20) whose receipt succeeded cannot
+/// be counted paid: its receipt does not show the token contract's `Transfer(from → to,
+/// amount)` the payment asked for. A status of 1 alone is not proof: a token whose `transfer`
+/// returns false without reverting, takes a fee, or a node that lies about the logs would
+/// confirm a payment the destination never got. Nor is it proof that nothing moved, so it is
+/// not failed either (that would release the user's hold): it stays unsettled for an operator
+/// (a lying node is corrected by the next look). A reverted receipt moved nothing and needs no
+/// such proof.
+fn token_transfer_missing(tx: &OutgoingTx, hash: &str, inclusion: &Inclusion) -> Option<String> {
+    let Payment::Token {
+        contract,
+        to,
+        amount,
+    } = &tx.payment
+    else {
+        return None;
+    };
+    if tx.network != Network::Bsc || !inclusion.succeeded {
+        return None;
+    }
+    let shown = inclusion.moves.iter().any(|m| {
+        m.kind == MoveKind::Transfer
+            && m.contract.eq_ignore_ascii_case(contract)
+            && m.from.eq_ignore_ascii_case(&tx.from)
+            && m.to.eq_ignore_ascii_case(to)
+            && m.amount == *amount
+    });
+    (!shown).then(|| {
+        format!(
+            "{hash} succeeded in block {} but its receipt shows no Transfer of {amount} of {contract} \
+             from {} to {to}: neither counted paid nor failed until an operator has checked the chain",
+            inclusion.block_number, tx.from
+        )
+    })
 }
 
 /// How long before a swap's deadline its first attempt is still signed: one signed later would
@@ -503,6 +542,80 @@ mod tests {
             decide(&plain, None, &p, at(i64::MAX / 2)),
             Decision::FirstAttempt
         );
+    }
+
+    #[test]
+    fn a_bsc_token_payment_is_included_only_with_its_transfer_in_the_receipt() {
+        use crate::ports::sender::TokenMove;
+        let p = policy();
+        let mut t = tx(Network::Bsc);
+        t.payment = Payment::Token {
+            contract: "0xToken".into(),
+            to: "0xDest".into(),
+            amount: Amount::from_units(500),
+        };
+        t.add_attempt(attempt("a1", 0, Some(0), None), at(0))
+            .unwrap();
+        t.transition(OutStatus::Sent, "sent", at(0)).unwrap();
+        let transfer = |contract: &str, from: &str, to: &str, units: u128| TokenMove {
+            contract: contract.into(),
+            kind: MoveKind::Transfer,
+            from: from.into(),
+            to: to.into(),
+            amount: Amount::from_units(units),
+        };
+        let with = |moves: Vec<TokenMove>, ok: bool| {
+            let mut i = inclusion(10, ok);
+            i.moves = moves;
+            obs(10, 0, vec![TxLookup::Included(i)])
+        };
+        // The exact transfer (addresses compared without case): included.
+        let exact = with(vec![transfer("0xtoken", "SENDER", "0xdest", 500)], true);
+        assert!(matches!(
+            decide(&t, Some(&exact), &p, at(1)),
+            Decision::Included { .. }
+        ));
+        // A status of 1 without it (no logs, another amount, recipient, sender, token or an
+        // approval-like move): neither included nor failed, stuck for an operator.
+        for moves in [
+            vec![],
+            vec![transfer("0xtoken", "sender", "0xdest", 499)],
+            vec![transfer("0xtoken", "sender", "0xother", 500)],
+            vec![transfer("0xtoken", "0xother", "0xdest", 500)],
+            vec![transfer("0xother", "sender", "0xdest", 500)],
+            vec![TokenMove {
+                kind: MoveKind::Wrap,
+                ..transfer("0xtoken", "sender", "0xdest", 500)
+            }],
+        ] {
+            let Decision::Stuck { reason } =
+                decide(&t, Some(&with(moves.clone(), true)), &p, at(1))
+            else {
+                panic!("stuck with {moves:?}")
+            };
+            assert!(reason.contains("no Transfer of 500"), "{reason}");
+        }
+        // A reverted receipt moved nothing: recorded (and failed at depth) as before.
+        assert!(matches!(
+            decide(&t, Some(&with(vec![], false)), &p, at(1)),
+            Decision::Included { .. }
+        ));
+        // A native payment has no token log to show; TRON reads no moves.
+        let mut native = t.clone();
+        native.payment = Payment::Native {
+            to: "0xdest".into(),
+            amount: Amount::from_units(500),
+        };
+        assert!(matches!(
+            decide(&native, Some(&with(vec![], true)), &p, at(1)),
+            Decision::Included { .. }
+        ));
+        let mut tron = t.clone();
+        tron.network = Network::Tron;
+        assert!(matches!(
+            decide(&tron, Some(&with(vec![], true)), &p, at(1)),
+            Decision::Included { .. }
+        ));
     }
 
     #[test]

@@ -24,6 +24,8 @@ use super::*;
 use crate::runtime::system::OsEntropy;
 
 const T0: i64 = 1_800_000_000_000;
+/// The fixture's hot wallet.
+const HOT: &str = "0x00000000000000000000000000000000000000aa";
 
 struct ManualClock(Mutex<i64>);
 
@@ -60,6 +62,11 @@ struct ScriptedChain {
     /// A control an operator turns on while the next payment is built and signed: after the
     /// broadcaster's check, before the write that stores the attempt.
     switch_on_build: Mutex<Option<(Arc<dyn Store>, &'static str)>>,
+    /// hash -> the payment its bytes make, for the receipt's logs.
+    payments: Mutex<HashMap<String, Payment>>,
+    /// Receipts of token payments show no `Transfer` (a token whose `transfer` returns false
+    /// without reverting, or a node that strips logs).
+    hide_transfers: std::sync::atomic::AtomicBool,
 }
 
 impl ScriptedChain {
@@ -205,6 +212,11 @@ impl ChainSender for ScriptedChain {
             .lock()
             .unwrap()
             .insert(signed.hash.clone(), (nonce, price));
+        let v: serde_json::Value = serde_json::from_slice(&signed.raw).unwrap();
+        self.payments.lock().unwrap().insert(
+            signed.hash.clone(),
+            serde_json::from_value(v["payment"].clone()).unwrap(),
+        );
         if self
             .refuse_after_pooling
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -224,12 +236,29 @@ impl ChainSender for ScriptedChain {
 
     async fn lookup(&self, hash: &str) -> Result<TxLookup, PortError> {
         if let Some(&block) = self.mined.lock().unwrap().get(hash) {
+            // A token transfer logs its `Transfer(hot wallet → to, amount)`.
+            let moves = match self.payments.lock().unwrap().get(hash) {
+                Some(Payment::Token {
+                    contract,
+                    to,
+                    amount,
+                }) if !self.hide_transfers.load(Ordering::SeqCst) => {
+                    vec![custody_core::ports::sender::TokenMove {
+                        contract: contract.clone(),
+                        kind: custody_core::ports::sender::MoveKind::Transfer,
+                        from: HOT.into(),
+                        to: to.clone(),
+                        amount: *amount,
+                    }]
+                }
+                _ => Vec::new(),
+            };
             return Ok(TxLookup::Included(Inclusion {
                 block_number: block,
                 block_hash: format!("{block:064x}"),
                 succeeded: true,
                 fee_native: Amount::from_units(21_000_000_000_000),
-                moves: Vec::new(),
+                moves,
                 resources: None,
                 block_time_ms: None,
             }));
@@ -369,7 +398,7 @@ impl Fixture {
             };
             withdrawal::create_quote(tx, quote_id, &request, now)?;
             let hot = HotWallet {
-                address: "0x00000000000000000000000000000000000000aa".into(),
+                address: HOT.into(),
                 path: hot_wallet_path(Network::Bsc),
             };
             withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, now)
@@ -438,7 +467,7 @@ impl Fixture {
             };
             swap::create_quote(tx, quote_id, &request, now)?;
             let hot = HotWallet {
-                address: "0x00000000000000000000000000000000000000aa".into(),
+                address: HOT.into(),
                 path: hot_wallet_path(Network::Bsc),
             };
             let router = RouterSettings {
@@ -1535,4 +1564,67 @@ async fn a_swap_that_waited_past_its_deadline_fails_unsent_and_its_hold_is_relea
     .await
     .unwrap();
     assert!(events.iter().any(|e| e == "swap.failed"), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_token_payment_whose_receipt_shows_no_transfer_is_neither_paid_nor_failed() {
+    let f = Fixture::new();
+    *f.chain.token_balance.lock().unwrap() = 1_000;
+    let id = f.create_of("USDT").await;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(id).await.status, OutStatus::Sent);
+    let sent = books(&f).await;
+    // Mined with status 1 but no Transfer in its receipt, and buried past the depth.
+    f.chain.hide_transfers.store(true, Ordering::SeqCst);
+    f.chain.mine();
+    for _ in 0..4 {
+        f.chain.empty_blocks(2);
+        f.advance(61_000);
+        f.b.round().await.unwrap();
+    }
+    let out = f.get(id).await;
+    assert!(
+        out.included.is_none(),
+        "not counted as paid: {:?}",
+        out.included
+    );
+    assert!(!out.status.is_terminal(), "nor failed: {:?}", out.status);
+    assert_eq!(
+        f.withdrawal(id).await.status,
+        custody_core::withdrawal::WithdrawalStatus::Broadcasted
+    );
+    assert_eq!(
+        books(&f).await,
+        sent,
+        "the hold neither settled nor released"
+    );
+    let stuck = alerts_of(&f, "outgoing_stuck").await;
+    assert_eq!(stuck.len(), 1, "one critical alert: {stuck:?}");
+    assert_eq!(stuck[0].severity, "critical");
+    assert!(
+        stuck[0].message.contains("no Transfer"),
+        "{}",
+        stuck[0].message
+    );
+    // A sound answer (the node that stripped the logs is corrected) shows the transfer: paid.
+    f.chain.hide_transfers.store(false, Ordering::SeqCst);
+    let done = f.rounds_until_done(id, 4, 61_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(
+        f.withdrawal(id).await.status,
+        custody_core::withdrawal::WithdrawalStatus::Confirmed
+    );
+    let settled = books(&f).await;
+    let alice_usdt = settled
+        .iter()
+        .find(|(k, _)| k.contains("alice") && k.contains("USDT"))
+        .and_then(|(_, b)| *b)
+        .unwrap();
+    assert_eq!(alice_usdt.reserved(), Amount::ZERO, "settled");
+    assert_eq!(
+        alice_usdt.available(),
+        Some(Amount::from_units(1_000_000 - 5 - 100)),
+        "the amount and its quoted cost left alice"
+    );
 }
