@@ -97,6 +97,9 @@ pub struct BscSender {
 /// The unsigned fields, as [`UnsignedTx::payload`] (read back only by `assemble`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Fields {
+    /// The sender: not part of the signed bytes (a node recovers it from the signature), kept
+    /// so that `assemble` can check the signature recovers to it.
+    from: [u8; 20],
     nonce: u64,
     gas_price: u128,
     gas: u64,
@@ -171,6 +174,18 @@ impl Fields {
             &s,
         ])
     }
+}
+
+/// The address whose key made `signature` of `digest`; `None` for a signature that is not a
+/// valid secp256k1 one.
+fn recovered_signer(digest: &[u8; 32], signature: &RecoverableSignature) -> Option<[u8; 20]> {
+    use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
+    let sig = Signature::from_scalars(signature.r, signature.s).ok()?;
+    let recovery = RecoveryId::from_byte(signature.recovery_id)?;
+    let key = VerifyingKey::recover_from_prehash(digest, &sig, recovery).ok()?;
+    let point = key.to_encoded_point(false);
+    let uncompressed: [u8; 65] = point.as_bytes().try_into().ok()?;
+    Some(*BscAddress::from_uncompressed_public_key(&uncompressed).as_bytes())
 }
 
 fn parse_address(what: &str, s: &str) -> Result<BscAddress, PortError> {
@@ -561,9 +576,10 @@ impl ChainSender for BscSender {
         else {
             return Err(PortError::permanent(PORT, "a BSC transaction bids gas"));
         };
-        parse_address("from", &request.from)?;
+        let from = parse_address("from", &request.from)?;
         let (to, value, data) = call_of(&request.payment)?;
         let fields = Fields {
+            from: *from.as_bytes(),
             nonce,
             gas_price: gas_price_wei,
             gas: gas_limit,
@@ -594,6 +610,17 @@ impl ChainSender for BscSender {
         }
         if signature.recovery_id > 1 {
             return Err(PortError::permanent(PORT, "recovery id out of range"));
+        }
+        // A key of the wrong path would send from another account (spending its funds, or
+        // refused by the node while our nonce waits): never assembled.
+        if recovered_signer(&unsigned.digest, signature) != Some(fields.from) {
+            return Err(PortError::permanent(
+                PORT,
+                format!(
+                    "the signature does not recover to the sender {}",
+                    BscAddress::from_bytes(fields.from)
+                ),
+            ));
         }
         let raw = fields.signed_bytes(signature);
         Ok(SignedTx {
@@ -788,6 +815,7 @@ mod tests {
     fn the_eip155_example_signs_the_published_hash() {
         // EIP-155's example: nonce 9, 20 gwei, 21000 gas, to 0x3535…35, 1 ether, chain id 1.
         let f = Fields {
+            from: [0; 20],
             nonce: 9,
             gas_price: 20_000_000_000,
             gas: 21_000,
@@ -804,6 +832,83 @@ mod tests {
             hex::encode(keccak256(&f.signing_bytes())),
             "daf5a779ae972f972197303d7b574746c7ef83eadac0f2791ad23db92e4c8e53"
         );
+    }
+
+    /// A sender over no endpoint: building and assembling need none.
+    fn offline_sender() -> BscSender {
+        let chain = BscChain::new(crate::BscSettings {
+            urls: Vec::new(),
+            chain_id: 56,
+            assets: vec![custody_core::asset::Asset {
+                network: Network::Bsc,
+                code: "BNB".into(),
+                kind: custody_core::asset::AssetKind::Native,
+                decimals: 18,
+                contract: None,
+            }],
+            ..crate::BscSettings::default()
+        })
+        .unwrap();
+        BscSender::new(Arc::new(chain), BscSenderSettings::default())
+    }
+
+    #[tokio::test]
+    async fn only_a_signature_that_recovers_to_the_sender_is_assembled() {
+        use custody_core::keys::{HdSigner, Mnemonic};
+        use custody_core::ports::signer::HdPath;
+        use custody_core::ports::Signer;
+        let signer = HdSigner::from_seed(
+            &Mnemonic::parse(
+                "abandon abandon abandon abandon abandon abandon abandon abandon abandon \
+                 abandon abandon about",
+            )
+            .unwrap()
+            .to_seed(),
+        )
+        .unwrap();
+        let path = |index| HdPath {
+            network: Network::Bsc,
+            account: 0,
+            index,
+        };
+        let from = signer.keys().address(&path(0)).unwrap().0;
+        let sender = offline_sender();
+        let unsigned = sender
+            .build(&BuildRequest {
+                from: from.clone(),
+                payment: Payment::Native {
+                    to: addr(0xbb),
+                    amount: Amount::from_units(1),
+                },
+                nonce: Some(0),
+                bid: FeeBid::Gas {
+                    gas_limit: 21_000,
+                    gas_price_wei: 1_000_000_000,
+                },
+            })
+            .await
+            .unwrap();
+        let own = signer.sign_digest(&path(0), &unsigned.digest).unwrap();
+        let signed = sender.assemble(&unsigned, &own).unwrap();
+        assert_eq!(signed.hash, hex::encode(keccak256(&signed.raw)));
+        // Another key of the same seed (a wrong path): refused, for good.
+        let other = signer.sign_digest(&path(1), &unsigned.digest).unwrap();
+        let e = sender.assemble(&unsigned, &other).unwrap_err();
+        assert_eq!(e.retry, custody_core::error::Retry::Permanent, "{e}");
+        assert!(e.message.contains("does not recover to the sender"), "{e}");
+        // The sender's own signature with the other recovery id recovers another key.
+        let flipped = RecoverableSignature {
+            recovery_id: 1 - own.recovery_id,
+            ..own
+        };
+        assert!(sender.assemble(&unsigned, &flipped).is_err());
+        // Not a signature at all.
+        let zero = RecoverableSignature {
+            r: [0; 32],
+            s: [0; 32],
+            recovery_id: 0,
+        };
+        assert!(sender.assemble(&unsigned, &zero).is_err());
     }
 
     #[test]

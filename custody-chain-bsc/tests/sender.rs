@@ -9,7 +9,7 @@ use custody_core::amount::Amount;
 use custody_core::asset::{Asset, AssetKind};
 use custody_core::keys::{HdSigner, Mnemonic};
 use custody_core::ports::sender::{
-    BroadcastOutcome, BuildRequest, ChainSender, FeeBid, Payment, SignedTx, TxLookup,
+    BroadcastOutcome, BuildRequest, ChainSender, FeeBid, MoveKind, Payment, SignedTx, TxLookup,
 };
 use custody_core::ports::signer::HdPath;
 use custody_core::ports::Signer;
@@ -172,10 +172,35 @@ async fn token_payments_are_priced_by_the_node_and_a_revert_is_included_failed()
         f.sender.broadcast(&signed).await,
         BroadcastOutcome::Accepted
     );
-    assert!(matches!(
-        f.included(&signed.hash).await,
-        TxLookup::Included(i) if i.succeeded
-    ));
+    let TxLookup::Included(paid) = f.included(&signed.hash).await else {
+        panic!("included")
+    };
+    assert!(paid.succeeded);
+    // Its receipt shows the Transfer the core requires before it counts a token payment paid,
+    // in address forms it compares without case.
+    let transfers: Vec<_> = paid
+        .moves
+        .iter()
+        .map(|m| {
+            (
+                m.kind,
+                m.contract.to_lowercase(),
+                m.from.to_lowercase(),
+                m.to.to_lowercase(),
+                m.amount,
+            )
+        })
+        .collect();
+    assert_eq!(
+        transfers,
+        [(
+            MoveKind::Transfer,
+            token.to_lowercase(),
+            f.from.to_lowercase(),
+            RECIPIENT.to_lowercase(),
+            Amount::from_units(400)
+        )]
+    );
     assert_eq!(f.anvil.token_balance(&token, RECIPIENT), 400);
     let (_, held) = f
         .sender
@@ -208,6 +233,27 @@ async fn token_payments_are_priced_by_the_node_and_a_revert_is_included_failed()
         "with its block's time: {i:?}"
     );
     assert!(i.fee_native.units() > 0, "and still pays its gas");
+}
+
+#[tokio::test]
+async fn a_signature_of_another_account_is_never_assembled() {
+    let Some(f) = fixture() else { return };
+    let unsigned = f
+        .sender
+        .build(&BuildRequest {
+            from: f.from.clone(),
+            payment: native(GWEI),
+            nonce: Some(f.nonce().await),
+            bid: gas(21_000, 2 * GWEI),
+        })
+        .await
+        .unwrap();
+    // Anvil's second account, funded like the first: a node would take it, from the wrong
+    // account.
+    let other = HdPath { index: 1, ..PATH };
+    let sig = f.signer.sign_digest(&other, &unsigned.digest).unwrap();
+    let e = f.sender.assemble(&unsigned, &sig).unwrap_err();
+    assert!(e.message.contains("does not recover to the sender"), "{e}");
 }
 
 #[tokio::test]

@@ -16,13 +16,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use custody_core::admin::{restricted, Alert};
+use custody_core::admin::Alert;
 use custody_core::amount::Amount;
 use custody_core::error::{CoreError, CoreResult};
 use custody_core::outgoing::funds::{shortfall, Holdings};
 use custody_core::outgoing::{
     decide, repriced, Attempt, Decision, EnginePolicy, Included, Observation, OutStatus,
-    OutgoingTx, Purpose, ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX,
+    OutgoingTx, Purpose, Recorded, ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX,
 };
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid};
@@ -66,18 +66,6 @@ const REFUSED_LONG: &str = "waiting: refused by the node";
 /// A payment whose attempt the node has refused for this many `replace_after` periods raises
 /// an `outgoing_stuck` alert: re-pricing did not cure it, an operator should look.
 const REFUSED_ALERT_AFTER_REPLACES: i64 = 10;
-
-/// The control that stops new payments of `purpose`.
-fn purpose_switch(purpose: Purpose) -> &'static str {
-    match purpose {
-        Purpose::Withdrawal => "kill_switch.withdrawals",
-        // An approval only serves a swap: it stops with swaps.
-        Purpose::Swap | Purpose::Approval => "kill_switch.swaps",
-        // The treasury's own moves have no switch of their own: the global one and the
-        // network's maintenance stop them.
-        Purpose::Sweep | Purpose::Funding => "kill_switch.global",
-    }
-}
 
 fn answer_label(outcome: &BroadcastOutcome) -> String {
     match outcome {
@@ -190,20 +178,17 @@ impl Broadcaster {
                     return self.unfunded(out, now).await;
                 }
                 let seed = self.predict_nonce(&mut out).await?;
-                self.sign_store_send(out, estimate.bid, estimate.plan, seed)
-                    .await
+                match self
+                    .sign_store_send(out, estimate.bid, estimate.plan, seed)
+                    .await?
+                {
+                    None => Ok(()),
+                    Some(out) => self.check_later(out, self.clock.now()).await,
+                }
             }
             Decision::Reprice => {
                 if !self.may_sign_new(&out).await? {
-                    // Only bytes that already left go out again under a switch.
-                    let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
-                    if never_sent {
-                        if out.nonce.is_some() && !out.last_note_starts_with(HOLDS_NONCE) {
-                            self.alert_held_nonce(&mut out, now).await?;
-                        }
-                        return self.check_later(out, now).await;
-                    }
-                    return self.send_latest(out).await;
+                    return self.held_by_control(out, now).await;
                 }
                 if self.lower_nonce_pending(&out).await? {
                     // Nothing of ours below it is in a block yet: no price makes it minable
@@ -221,7 +206,10 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, max_fee(bid), now).await? {
                     return self.check_later(out, now).await;
                 }
-                self.sign_store_send(out, bid, fresh.plan, None).await
+                match self.sign_store_send(out, bid, fresh.plan, None).await? {
+                    None => Ok(()),
+                    Some(out) => self.held_by_control(out, self.clock.now()).await,
+                }
             }
             Decision::Replace { bid } => {
                 // A replacement is a new signature: not while the switches are on, nor while a
@@ -235,7 +223,10 @@ impl Broadcaster {
                     return self.send_latest(out).await;
                 }
                 // A replacement's bid comes from the engine; no plan priced it.
-                self.sign_store_send(out, bid, None, None).await
+                match self.sign_store_send(out, bid, None, None).await? {
+                    None => Ok(()),
+                    Some(out) => self.held_by_control(out, self.clock.now()).await,
+                }
             }
             Decision::Rebuild => {
                 if !self.may_sign_new(&out).await? {
@@ -256,18 +247,20 @@ impl Broadcaster {
                 if !self.can_fund(&mut out, fee, now).await? {
                     return self.unfunded(out, now).await;
                 }
-                self.sign_store_send(out, estimate.bid, estimate.plan, None)
-                    .await
+                match self
+                    .sign_store_send(out, estimate.bid, estimate.plan, None)
+                    .await?
+                {
+                    None => Ok(()),
+                    Some(out) => self.check_later(out, self.clock.now()).await,
+                }
             }
             Decision::Broadcast => {
                 // Money that never left (signed, then refused or interrupted) leaves only if it
                 // still may: a switch turned on since, or a debt of the user, stops it here.
                 let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
                 if never_sent && !self.may_sign_new(&out).await? {
-                    if out.nonce.is_some() && !out.last_note_starts_with(HOLDS_NONCE) {
-                        self.alert_held_nonce(&mut out, now).await?;
-                    }
-                    return self.check_later(out, now).await;
+                    return self.held_by_control(out, now).await;
                 }
                 self.send_latest(out).await
             }
@@ -340,46 +333,17 @@ impl Broadcaster {
         })
     }
 
-    /// Whether new money may leave for `out`: no kill switch of its purpose, no maintenance of
-    /// its network, no TREASURY shortfall control of an asset it moves, and (for a withdrawal
-    /// or a swap) no reorganization debt of its user in the asset it spends.
+    /// Whether new money may leave for `out` now (`outgoing::may_sign_new`: its switches, its
+    /// network's maintenance, a shortfall control, its user's reorganization debt). The write
+    /// that stores a signed attempt checks the same again.
     async fn may_sign_new(&self, out: &OutgoingTx) -> CoreResult<bool> {
-        let keys = [
-            purpose_switch(out.purpose).to_owned(),
-            format!("maintenance.{}", out.network),
-        ];
-        let (purpose, reference) = (out.purpose, out.reference_id);
-        let blocked = read(self.store.as_ref(), move |tx| {
-            for key in &keys {
-                if restricted(tx, key)? {
-                    return Ok(true);
-                }
-            }
-            if custody_core::reconcile::halted_for_payment(tx, purpose, reference)? {
-                return Ok(true);
-            }
-            // The user's money that leaves: a withdrawal's asset, a swap's asset_in.
-            let spender = match purpose {
-                Purpose::Withdrawal => tx
-                    .withdrawal_by_id(reference)?
-                    .map(|w| (w.tenant, w.external_user_id, w.network, w.asset)),
-                Purpose::Swap => tx
-                    .swap_by_id(reference)?
-                    .map(|s| (s.tenant, s.external_user_id, Network::Bsc, s.asset_in)),
-                _ => None,
-            };
-            if let Some((tenant, user, network, asset)) = spender {
-                if !tx
-                    .owed_after_reorg_units(&tenant, &user, network, &asset)?
-                    .is_zero()
-                {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
+        let (purpose, reference, network) = (out.purpose, out.reference_id, out.network);
+        read(self.store.as_ref(), move |tx| {
+            Ok(custody_core::outgoing::may_sign_new(
+                tx, purpose, reference, network,
+            )?)
         })
-        .await?;
-        Ok(!blocked)
+        .await
     }
 
     /// Whether the transaction `out` must follow (`after`: the approval a swap relies on) has
@@ -524,17 +488,27 @@ impl Broadcaster {
     /// only then sends it. Every signature passes here, so this is where a key of a seed this
     /// process has not loaded is refused (first attempts check it earlier too, before a nonce
     /// is predicted): a re-priced or replacing attempt signed with the old seed's key would
-    /// come from another address.
+    /// come from another address. `Some(out)`: a control turned on since the caller's
+    /// [`Self::may_sign_new`] refused the attempt in the write that would have stored it
+    /// (`outgoing::record_signed`); nothing was stored, sent or allocated, and `out` is as it
+    /// was before signing (no predicted nonce), for the caller to hold back as a refusal read
+    /// before pricing.
     async fn sign_store_send(
         &self,
         mut out: OutgoingTx,
         bid: FeeBid,
         plan: Option<ResourcePlan>,
         first_nonce_seed: Option<u64>,
-    ) -> CoreResult<()> {
+    ) -> CoreResult<Option<OutgoingTx>> {
         let checked_at = self.clock.now();
         if !self.seed_loaded(&mut out, checked_at).await? {
-            return self.check_later(out, checked_at).await;
+            self.check_later(out, checked_at).await?;
+            return Ok(None);
+        }
+        let mut unsigned_copy = out.clone();
+        if first_nonce_seed.is_some() {
+            // Only predicted: the allocation is part of the write that was refused.
+            unsigned_copy.nonce = None;
         }
         let request = BuildRequest {
             from: out.from.clone(),
@@ -562,11 +536,34 @@ impl Broadcaster {
         .map_err(CoreError::Invariant)?;
         out.next_check_at = now;
         let stored = out.clone();
-        write(self.store.as_ref(), move |tx| {
+        let recorded = write(self.store.as_ref(), move |tx| {
             custody_core::outgoing::record_signed(tx, &stored, first_nonce_seed)
         })
         .await?;
-        self.send_latest(out).await
+        match recorded {
+            Recorded::Stored => {
+                self.send_latest(out).await?;
+                Ok(None)
+            }
+            Recorded::Refused => {
+                tracing::warn!(network = %self.network, outgoing = %out.id, "a control turned on while it was signed: dropped unsent");
+                Ok(Some(unsigned_copy))
+            }
+        }
+    }
+
+    /// A payment a control holds back (decisions §11): what never left stays (a payment that
+    /// holds its nonce meanwhile raises one `outgoing_stuck` alert, since the sender's later
+    /// payments wait behind it); bytes that already went out are sent again, never new ones.
+    async fn held_by_control(&self, mut out: OutgoingTx, now: Timestamp) -> CoreResult<()> {
+        let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
+        if !never_sent {
+            return self.send_latest(out).await;
+        }
+        if out.nonce.is_some() && !out.last_note_starts_with(HOLDS_NONCE) {
+            self.alert_held_nonce(&mut out, now).await?;
+        }
+        self.check_later(out, now).await
     }
 
     /// Sends the newest attempt's stored bytes and records the answer.

@@ -138,6 +138,18 @@ pub fn nonce_expiry(headers: &CheckedHeaders<'_>, now: Timestamp) -> Timestamp {
     Timestamp::from_unix_millis(0).plus_seconds(latest + TIMESTAMP_WINDOW_S + 1)
 }
 
+/// How long after its expiry a used nonce is kept: longer than the clocks of the instances
+/// sharing a store (and the database's) may disagree. The expiry was set by the clock of the
+/// instance that accepted the nonce, with a margin of one second; an instance whose clock runs
+/// ahead by more would otherwise forget a nonce that the first one still accepts a replay of.
+pub const NONCE_PRUNE_MARGIN_S: i64 = 120;
+
+/// The expiry before which used nonces may be pruned at `now` (the pruning instance's clock):
+/// `now` less [`NONCE_PRUNE_MARGIN_S`].
+pub fn nonce_prune_horizon(now: Timestamp) -> Timestamp {
+    now.plus_seconds(-NONCE_PRUNE_MARGIN_S)
+}
+
 /// Validates an `Idempotency-Key` header on a route that requires one.
 pub fn check_idempotency_key(key: Option<&str>) -> Result<&str, Refusal> {
     let Some(key) = key else {

@@ -9,7 +9,7 @@
 //! it: none of these is a reason to sign a transaction that could be included beside the first.
 
 use crate::network::Network;
-use crate::ports::sender::{FeeBid, Inclusion, Payment, TxLookup};
+use crate::ports::sender::{FeeBid, Inclusion, MoveKind, Payment, TxLookup};
 use crate::time::Timestamp;
 
 use super::{Bid, OutStatus, OutgoingTx};
@@ -107,6 +107,9 @@ pub fn decide(
         };
     }
     let Some(latest) = tx.latest() else {
+        if let Some(reason) = swap_too_late_to_sign(tx, now) {
+            return Decision::Fail { reason };
+        }
         return Decision::FirstAttempt;
     };
     let Some(obs) = observation else {
@@ -128,6 +131,9 @@ pub fn decide(
             _ => None,
         });
     if let Some((hash, inclusion)) = included {
+        if let Some(reason) = token_transfer_missing(tx, &hash, &inclusion) {
+            return Decision::Stuck { reason };
+        }
         let same = tx.included.as_ref().is_some_and(|r| {
             r.hash == hash
                 && r.block_number == inclusion.block_number
@@ -231,6 +237,64 @@ pub fn decide(
             wait
         }
     }
+}
+
+/// BSC: why a token payment (a withdrawal or a sweep of a BEP20) whose receipt succeeded cannot
+/// be counted paid: its receipt does not show the token contract's `Transfer(from → to,
+/// amount)` the payment asked for. A status of 1 alone is not proof: a token whose `transfer`
+/// returns false without reverting, takes a fee, or a node that lies about the logs would
+/// confirm a payment the destination never got. Nor is it proof that nothing moved, so it is
+/// not failed either (that would release the user's hold): it stays unsettled for an operator
+/// (a lying node is corrected by the next look). A reverted receipt moved nothing and needs no
+/// such proof.
+fn token_transfer_missing(tx: &OutgoingTx, hash: &str, inclusion: &Inclusion) -> Option<String> {
+    let Payment::Token {
+        contract,
+        to,
+        amount,
+    } = &tx.payment
+    else {
+        return None;
+    };
+    if tx.network != Network::Bsc || !inclusion.succeeded {
+        return None;
+    }
+    let shown = inclusion.moves.iter().any(|m| {
+        m.kind == MoveKind::Transfer
+            && m.contract.eq_ignore_ascii_case(contract)
+            && m.from.eq_ignore_ascii_case(&tx.from)
+            && m.to.eq_ignore_ascii_case(to)
+            && m.amount == *amount
+    });
+    (!shown).then(|| {
+        format!(
+            "{hash} succeeded in block {} but its receipt shows no Transfer of {amount} of {contract} \
+             from {} to {to}: neither counted paid nor failed until an operator has checked the chain",
+            inclusion.block_number, tx.from
+        )
+    })
+}
+
+/// How long before a swap's deadline its first attempt is still signed: one signed later would
+/// most likely be mined after the deadline, where the router reverts it and the gas is lost.
+pub const SWAP_SIGN_MARGIN_MS: i64 = 30_000;
+
+/// Why a swap that has waited (for funds, a switch, a price) until its deadline is near or
+/// past must fail unsent: signed now, it would revert on chain. Only a swap that holds no
+/// nonce yet (nothing signed), so failing it leaves no gap in its sender's nonces.
+fn swap_too_late_to_sign(tx: &OutgoingTx, now: Timestamp) -> Option<String> {
+    let Payment::Swap { deadline_s, .. } = &tx.payment else {
+        return None;
+    };
+    if tx.nonce.is_some() || !tx.attempts.is_empty() {
+        return None;
+    }
+    let deadline_ms = i64::try_from(deadline_s.saturating_mul(1_000)).unwrap_or(i64::MAX);
+    (now.unix_millis() > deadline_ms.saturating_sub(SWAP_SIGN_MARGIN_MS)).then(|| {
+        format!(
+            "the swap was not sent before its deadline ({deadline_s} s): nothing was signed or spent"
+        )
+    })
 }
 
 /// TRON: the newest attempt expired on chain — the block at confirmation depth is past its
@@ -420,6 +484,138 @@ mod tests {
             final_time_ms: Some(head_time),
             lookups,
         }
+    }
+
+    fn swap(deadline_s: u64, nonce: Option<u64>) -> OutgoingTx {
+        let mut t = tx(Network::Bsc);
+        t.purpose = Purpose::Swap;
+        t.nonce = nonce;
+        t.payment = Payment::Swap {
+            router: "router".into(),
+            path: vec!["wbnb".into(), "usdt".into()],
+            amount_in: Amount::from_units(1_000),
+            min_out: Amount::from_units(990),
+            native_in: true,
+            native_out: false,
+            to: "sender".into(),
+            deadline_s,
+        };
+        t
+    }
+
+    #[test]
+    fn a_swap_not_signed_before_its_deadline_fails_unsent() {
+        let p = policy();
+        let deadline_s = 1_000;
+        // Well before the deadline: signed.
+        assert_eq!(
+            decide(&swap(deadline_s, None), None, &p, at(900_000)),
+            Decision::FirstAttempt
+        );
+        assert_eq!(
+            decide(
+                &swap(deadline_s, None),
+                None,
+                &p,
+                at(1_000_000 - SWAP_SIGN_MARGIN_MS)
+            ),
+            Decision::FirstAttempt,
+            "the margin's first instant still signs"
+        );
+        // Too close to it, or past it: it would revert on chain, so it fails unsent.
+        for now in [1_000_000 - SWAP_SIGN_MARGIN_MS + 1, 1_000_000, 5_000_000] {
+            let Decision::Fail { reason } = decide(&swap(deadline_s, None), None, &p, at(now))
+            else {
+                panic!("fails at {now}")
+            };
+            assert!(reason.contains("deadline"), "{reason}");
+        }
+        // A swap that already holds a nonce must not leave a gap: it is signed (and reverts).
+        assert_eq!(
+            decide(&swap(deadline_s, Some(3)), None, &p, at(5_000_000)),
+            Decision::FirstAttempt
+        );
+        // Anything but a swap has no deadline.
+        let mut plain = tx(Network::Bsc);
+        plain.nonce = None;
+        assert_eq!(
+            decide(&plain, None, &p, at(i64::MAX / 2)),
+            Decision::FirstAttempt
+        );
+    }
+
+    #[test]
+    fn a_bsc_token_payment_is_included_only_with_its_transfer_in_the_receipt() {
+        use crate::ports::sender::TokenMove;
+        let p = policy();
+        let mut t = tx(Network::Bsc);
+        t.payment = Payment::Token {
+            contract: "0xToken".into(),
+            to: "0xDest".into(),
+            amount: Amount::from_units(500),
+        };
+        t.add_attempt(attempt("a1", 0, Some(0), None), at(0))
+            .unwrap();
+        t.transition(OutStatus::Sent, "sent", at(0)).unwrap();
+        let transfer = |contract: &str, from: &str, to: &str, units: u128| TokenMove {
+            contract: contract.into(),
+            kind: MoveKind::Transfer,
+            from: from.into(),
+            to: to.into(),
+            amount: Amount::from_units(units),
+        };
+        let with = |moves: Vec<TokenMove>, ok: bool| {
+            let mut i = inclusion(10, ok);
+            i.moves = moves;
+            obs(10, 0, vec![TxLookup::Included(i)])
+        };
+        // The exact transfer (addresses compared without case): included.
+        let exact = with(vec![transfer("0xtoken", "SENDER", "0xdest", 500)], true);
+        assert!(matches!(
+            decide(&t, Some(&exact), &p, at(1)),
+            Decision::Included { .. }
+        ));
+        // A status of 1 without it (no logs, another amount, recipient, sender, token or an
+        // approval-like move): neither included nor failed, stuck for an operator.
+        for moves in [
+            vec![],
+            vec![transfer("0xtoken", "sender", "0xdest", 499)],
+            vec![transfer("0xtoken", "sender", "0xother", 500)],
+            vec![transfer("0xtoken", "0xother", "0xdest", 500)],
+            vec![transfer("0xother", "sender", "0xdest", 500)],
+            vec![TokenMove {
+                kind: MoveKind::Wrap,
+                ..transfer("0xtoken", "sender", "0xdest", 500)
+            }],
+        ] {
+            let Decision::Stuck { reason } =
+                decide(&t, Some(&with(moves.clone(), true)), &p, at(1))
+            else {
+                panic!("stuck with {moves:?}")
+            };
+            assert!(reason.contains("no Transfer of 500"), "{reason}");
+        }
+        // A reverted receipt moved nothing: recorded (and failed at depth) as before.
+        assert!(matches!(
+            decide(&t, Some(&with(vec![], false)), &p, at(1)),
+            Decision::Included { .. }
+        ));
+        // A native payment has no token log to show; TRON reads no moves.
+        let mut native = t.clone();
+        native.payment = Payment::Native {
+            to: "0xdest".into(),
+            amount: Amount::from_units(500),
+        };
+        assert!(matches!(
+            decide(&native, Some(&with(vec![], true)), &p, at(1)),
+            Decision::Included { .. }
+        ));
+        let mut tron = t.clone();
+        tron.network = Network::Tron;
+        assert!(matches!(
+            decide(&tron, Some(&with(vec![], true)), &p, at(1)),
+            Decision::Included { .. }
+        ));
     }
 
     #[test]

@@ -454,17 +454,89 @@ pub trait OutgoingRepo: OutgoingReads {
     ) -> Result<Vec<OutgoingTx>, PortError>;
 }
 
-/// Records `out`, whose newest attempt was just signed. When `seed` is given, that attempt is
-/// the transaction's first and was signed with the nonce `out.nonce` predicted from the
-/// sender's allocator (seeded from `seed` the first time): the nonce is allocated in this very
-/// write and MUST be that one, else nothing is written (another payment of the sender took it
-/// meanwhile; the caller signs again). So a nonce exists exactly when an attempt signed with it
-/// is stored: a crash or a failure between the two can leave no gap.
+/// The control that stops new payments of `purpose` (decisions §11), beside
+/// `kill_switch.global` and `maintenance.<NETWORK>`.
+pub fn purpose_switch(purpose: Purpose) -> &'static str {
+    match purpose {
+        Purpose::Withdrawal => "kill_switch.withdrawals",
+        // An approval only serves a swap: it stops with swaps.
+        Purpose::Swap | Purpose::Approval => "kill_switch.swaps",
+        // The treasury's own moves have no switch of their own: the global one and the
+        // network's maintenance stop them.
+        Purpose::Sweep | Purpose::Funding => "kill_switch.global",
+    }
+}
+
+/// Whether new money may leave for the payment of (`purpose`, `reference`) on `network`: no
+/// kill switch of its purpose (nor the global one), no maintenance of its network, no TREASURY
+/// shortfall control of an asset it moves, and (for a withdrawal or a swap) no reorganization
+/// debt of its user in the asset it spends. Read before a payment is priced and again in the
+/// write that stores its signed attempt ([`record_signed`]), so a switch turned on meanwhile
+/// still stops it.
+pub fn may_sign_new(
+    tx: &mut dyn crate::ports::store::ReadTx,
+    purpose: Purpose,
+    reference: Uuid,
+    network: Network,
+) -> Result<bool, PortError> {
+    let maintenance = format!("maintenance.{network}");
+    for key in [purpose_switch(purpose), maintenance.as_str()] {
+        if crate::admin::restricted(tx, key)? {
+            return Ok(false);
+        }
+    }
+    if crate::reconcile::halted_for_payment(tx, purpose, reference)? {
+        return Ok(false);
+    }
+    // The user's money that leaves: a withdrawal's asset, a swap's asset_in.
+    let spender = match purpose {
+        Purpose::Withdrawal => tx
+            .withdrawal_by_id(reference)?
+            .map(|w| (w.tenant, w.external_user_id, w.network, w.asset)),
+        Purpose::Swap => tx
+            .swap_by_id(reference)?
+            .map(|s| (s.tenant, s.external_user_id, Network::Bsc, s.asset_in)),
+        _ => None,
+    };
+    if let Some((tenant, user, network, asset)) = spender {
+        if !tx
+            .owed_after_reorg_units(&tenant, &user, network, &asset)?
+            .is_zero()
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// What [`record_signed`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Recorded {
+    /// The attempt (and, for a first one, its nonce) is stored: it may be sent.
+    Stored,
+    /// A control turned on since the payment was checked ([`may_sign_new`]): nothing was
+    /// written, no nonce was taken; the signed bytes are dropped unsent and the payment waits
+    /// as one refused before pricing.
+    Refused,
+}
+
+/// Records `out`, whose newest attempt was just signed, unless a control now stops new money
+/// for it ([`may_sign_new`], checked in this write: a switch an operator turned on after the
+/// broadcaster's read still wins). When `seed` is given, that attempt is the transaction's
+/// first and was signed with the nonce `out.nonce` predicted from the sender's allocator
+/// (seeded from `seed` the first time): the nonce is allocated in this very write and MUST be
+/// that one, else nothing is written (another payment of the sender took it meanwhile; the
+/// caller signs again). So a nonce exists exactly when an attempt signed with it is stored: a
+/// crash or a failure between the two can leave no gap.
 pub fn record_signed(
     tx: &mut dyn crate::ports::store::WriteTx,
     out: &OutgoingTx,
     seed: Option<u64>,
-) -> crate::error::CoreResult<()> {
+) -> crate::error::CoreResult<Recorded> {
+    if !may_sign_new(tx, out.purpose, out.reference_id, out.network)? {
+        return Ok(Recorded::Refused);
+    }
     if let Some(seed) = seed {
         let n = tx.allocate_nonce(out.network, &out.from, seed)?;
         if Some(n) != out.nonce {
@@ -480,7 +552,7 @@ pub fn record_signed(
         }
     }
     tx.update_outgoing(out)?;
-    Ok(())
+    Ok(Recorded::Stored)
 }
 
 pub trait OutgoingReads {

@@ -167,13 +167,23 @@ impl CredentialRepo for PgTx<'_> {
         self.use_nonce(credential, nonce, expires_at)
     }
 
+    /// Several instances share these rows, each with its own clock: besides the caller's
+    /// `now` (the pruning instance's clock, less its margin), the database's clock less
+    /// `auth::NONCE_PRUNE_MARGIN_S` bounds what is forgotten, so one instance whose clock runs
+    /// far ahead cannot forget the nonces the others still accept.
     fn prune_nonces(&mut self, now: Timestamp, limit: usize) -> Result<u64, PortError> {
         let n = self
             .conn
             .execute(
                 "DELETE FROM nonces WHERE (credential_id, nonce) IN (SELECT credential_id, nonce \
-                 FROM nonces WHERE expires_at < ?1 ORDER BY expires_at LIMIT ?2)",
-                params![now.unix_millis(), i64::try_from(limit).unwrap_or(i64::MAX)],
+                 FROM nonces WHERE expires_at < LEAST(?1::BIGINT, \
+                 (EXTRACT(EPOCH FROM now()) * 1000)::BIGINT - ?3::BIGINT) \
+                 ORDER BY expires_at LIMIT ?2)",
+                params![
+                    now.unix_millis(),
+                    i64::try_from(limit).unwrap_or(i64::MAX),
+                    custody_core::auth::NONCE_PRUNE_MARGIN_S.saturating_mul(1_000)
+                ],
             )
             .map_err(db_err)?;
         Ok(n as u64)

@@ -24,6 +24,8 @@ use super::*;
 use crate::runtime::system::OsEntropy;
 
 const T0: i64 = 1_800_000_000_000;
+/// The fixture's hot wallet.
+const HOT: &str = "0x00000000000000000000000000000000000000aa";
 
 struct ManualClock(Mutex<i64>);
 
@@ -57,6 +59,14 @@ struct ScriptedChain {
     min_price: Mutex<u128>,
     /// A permanent refusal to price anything (a frozen recipient, a paused token).
     price_refusal: Mutex<Option<String>>,
+    /// A control an operator turns on while the next payment is built and signed: after the
+    /// broadcaster's check, before the write that stores the attempt.
+    switch_on_build: Mutex<Option<(Arc<dyn Store>, &'static str)>>,
+    /// hash -> the payment its bytes make, for the receipt's logs.
+    payments: Mutex<HashMap<String, Payment>>,
+    /// Receipts of token payments show no `Transfer` (a token whose `transfer` returns false
+    /// without reverting, or a node that strips logs).
+    hide_transfers: std::sync::atomic::AtomicBool,
 }
 
 impl ScriptedChain {
@@ -141,6 +151,22 @@ impl ChainSender for ScriptedChain {
     }
 
     async fn build(&self, r: &BuildRequest) -> Result<UnsignedTx, PortError> {
+        let switch = self.switch_on_build.lock().unwrap().take();
+        if let Some((store, key)) = switch {
+            write(store.as_ref(), move |tx| {
+                set_control(
+                    tx,
+                    Uuid::new_v4(),
+                    "ops",
+                    key,
+                    true,
+                    "test",
+                    Timestamp::from_unix_millis(T0),
+                )
+            })
+            .await
+            .unwrap();
+        }
         let FeeBid::Gas { gas_price_wei, .. } = r.bid else {
             panic!("an EVM bid");
         };
@@ -186,6 +212,11 @@ impl ChainSender for ScriptedChain {
             .lock()
             .unwrap()
             .insert(signed.hash.clone(), (nonce, price));
+        let v: serde_json::Value = serde_json::from_slice(&signed.raw).unwrap();
+        self.payments.lock().unwrap().insert(
+            signed.hash.clone(),
+            serde_json::from_value(v["payment"].clone()).unwrap(),
+        );
         if self
             .refuse_after_pooling
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -205,12 +236,29 @@ impl ChainSender for ScriptedChain {
 
     async fn lookup(&self, hash: &str) -> Result<TxLookup, PortError> {
         if let Some(&block) = self.mined.lock().unwrap().get(hash) {
+            // A token transfer logs its `Transfer(hot wallet → to, amount)`.
+            let moves = match self.payments.lock().unwrap().get(hash) {
+                Some(Payment::Token {
+                    contract,
+                    to,
+                    amount,
+                }) if !self.hide_transfers.load(Ordering::SeqCst) => {
+                    vec![custody_core::ports::sender::TokenMove {
+                        contract: contract.clone(),
+                        kind: custody_core::ports::sender::MoveKind::Transfer,
+                        from: HOT.into(),
+                        to: to.clone(),
+                        amount: *amount,
+                    }]
+                }
+                _ => Vec::new(),
+            };
             return Ok(TxLookup::Included(Inclusion {
                 block_number: block,
                 block_hash: format!("{block:064x}"),
                 succeeded: true,
                 fee_native: Amount::from_units(21_000_000_000_000),
-                moves: Vec::new(),
+                moves,
                 resources: None,
                 block_time_ms: None,
             }));
@@ -350,7 +398,7 @@ impl Fixture {
             };
             withdrawal::create_quote(tx, quote_id, &request, now)?;
             let hot = HotWallet {
-                address: "0x00000000000000000000000000000000000000aa".into(),
+                address: HOT.into(),
                 path: hot_wallet_path(Network::Bsc),
             };
             withdrawal::execute(tx, ids, &tenant, quote_id, &asset, &hot, now)
@@ -419,7 +467,7 @@ impl Fixture {
             };
             swap::create_quote(tx, quote_id, &request, now)?;
             let hot = HotWallet {
-                address: "0x00000000000000000000000000000000000000aa".into(),
+                address: HOT.into(),
                 path: hot_wallet_path(Network::Bsc),
             };
             let router = RouterSettings {
@@ -689,11 +737,12 @@ async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> Stri
             f.clock.now(),
         )
         .unwrap();
-    write(f.b.store.as_ref(), move |tx| {
+    let recorded = write(f.b.store.as_ref(), move |tx| {
         custody_core::outgoing::record_signed(tx, &stored, Some(next))
     })
     .await
     .unwrap();
+    assert_eq!(recorded, Recorded::Stored);
     signed.hash
 }
 
@@ -1317,5 +1366,265 @@ async fn no_replacement_is_signed_for_an_account_of_a_seed_this_process_has_not_
         alerts[0].message.contains("restart"),
         "{}",
         alerts[0].message
+    );
+}
+
+/// Every ledger account the fixture's payments touch, BNB and USDT: alice's and the house's.
+async fn books(f: &Fixture) -> Vec<(String, Option<custody_core::ledger::AccountBalances>)> {
+    use custody_core::ledger::{AccountKey, SystemAccount, UserAccount};
+    read(f.b.store.as_ref(), |tx| {
+        let mut keys = Vec::new();
+        for code in ["BNB", "USDT"] {
+            let asset = custody_core::AssetId::new(Network::Bsc, code.to_owned());
+            keys.push(UserAccount::new("acme".to_owned(), "alice".to_owned(), asset.clone()).key());
+            for system in SystemAccount::ALL {
+                keys.push(AccountKey::system(system, asset.clone()));
+            }
+        }
+        let mut books = Vec::new();
+        for key in keys {
+            books.push((key.to_string(), tx.ledger_account(&key)?));
+        }
+        Ok(books)
+    })
+    .await
+    .unwrap()
+}
+
+/// The sender's next nonce as the store's allocator would hand it out (`None`: never seeded).
+async fn next_nonce(f: &Fixture, id: Uuid) -> Option<u64> {
+    let out = f.get(id).await;
+    read(f.b.store.as_ref(), move |tx| {
+        Ok(tx.next_nonce(out.network, &out.from)?)
+    })
+    .await
+    .unwrap()
+}
+
+async fn switch_off(f: &Fixture, key: &'static str) {
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        set_control(tx, Uuid::new_v4(), "ops", key, false, "test", now)
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_switch_turned_on_while_a_payment_is_signed_stops_it_in_the_write_that_stores_it() {
+    for key in [
+        "kill_switch.withdrawals",
+        "maintenance.BSC",
+        "kill_switch.global",
+        "treasury_shortfall.BSC.BNB",
+    ] {
+        let f = Fixture::new();
+        let id = f.create().await;
+        let before = books(&f).await;
+        *f.chain.switch_on_build.lock().unwrap() = Some((Arc::clone(&f.b.store), key));
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+        assert!(
+            f.chain.switch_on_build.lock().unwrap().is_none(),
+            "{key}: turned on mid-signature"
+        );
+        let out = f.get(id).await;
+        assert!(
+            out.attempts.is_empty(),
+            "{key}: the signed bytes were dropped"
+        );
+        assert_eq!((out.status, out.nonce), (OutStatus::Built, None), "{key}");
+        assert_eq!(next_nonce(&f, id).await, None, "{key}: no nonce taken");
+        assert!(f.chain.broadcasts.lock().unwrap().is_empty(), "{key}");
+        assert_eq!(
+            f.withdrawal(id).await.status,
+            custody_core::withdrawal::WithdrawalStatus::Reserved,
+            "{key}"
+        );
+        assert_eq!(books(&f).await, before, "{key}: the hold stays as it was");
+        // It waits like a payment refused before pricing, then goes out once allowed, under
+        // the first nonce.
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+        assert!(f.get(id).await.attempts.is_empty(), "{key}: still held");
+        switch_off(&f, key).await;
+        f.advance(16_000);
+        f.b.round().await.unwrap();
+        let out = f.get(id).await;
+        assert_eq!((out.attempts.len(), out.nonce), (1, Some(0)), "{key}");
+        assert_eq!(f.chain.broadcasts.lock().unwrap().len(), 1, "{key}");
+        assert_eq!(books(&f).await, before, "{key}: sent, not yet settled");
+    }
+}
+
+#[tokio::test]
+async fn a_swap_switch_turned_on_while_a_swap_is_signed_stops_it_in_the_write_that_stores_it() {
+    let f = Fixture::new();
+    let id = f.create_swap().await;
+    let before = books(&f).await;
+    *f.chain.switch_on_build.lock().unwrap() = Some((Arc::clone(&f.b.store), "kill_switch.swaps"));
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert!(out.attempts.is_empty());
+    assert_eq!((out.status, out.nonce), (OutStatus::Built, None));
+    assert_eq!(next_nonce(&f, id).await, None);
+    assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+    assert_eq!(books(&f).await, before);
+}
+
+#[tokio::test]
+async fn a_replacement_a_switch_stops_at_record_time_sends_the_bytes_already_out() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    let first = f.get(id).await.attempts[0].hash.clone();
+    // The pool drops it; after replace_after a replacement is due, and the switch is turned
+    // on while it is signed.
+    f.chain.drop_pool();
+    *f.chain.switch_on_build.lock().unwrap() = Some((Arc::clone(&f.b.store), "kill_switch.global"));
+    f.advance(61_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert_eq!(out.attempts.len(), 1, "the replacement was not stored");
+    assert_eq!(out.nonce, Some(0));
+    assert_eq!(
+        *f.chain.broadcasts.lock().unwrap(),
+        [first.clone(), first],
+        "only bytes already out went out again"
+    );
+}
+
+#[tokio::test]
+async fn a_swap_that_waited_past_its_deadline_fails_unsent_and_its_hold_is_released() {
+    let f = Fixture::new();
+    let id = f.create_swap().await;
+    let swap_id = f.get(id).await.reference_id;
+    let before = books(&f).await;
+    // The hot wallet cannot fund it: it waits, holding no nonce.
+    *f.chain.balance.lock().unwrap() = 0;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert!(f.get(id).await.attempts.is_empty());
+    // Funded only after its deadline (600 s after it was executed).
+    *f.chain.balance.lock().unwrap() = 10u128.pow(24);
+    f.advance(600_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert_eq!(out.status, OutStatus::Failed);
+    assert!(out.attempts.is_empty(), "nothing signed");
+    assert_eq!(out.nonce, None);
+    assert_eq!(next_nonce(&f, id).await, None, "no nonce taken");
+    assert!(
+        f.chain.broadcasts.lock().unwrap().is_empty(),
+        "nothing sent"
+    );
+    let swap = read(f.b.store.as_ref(), move |tx| Ok(tx.swap_by_id(swap_id)?))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(swap.status, custody_core::swap::SwapStatus::Failed);
+    assert!(
+        swap.failure_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("deadline")),
+        "{:?}",
+        swap.failure_reason
+    );
+    // The hold is released in full: alice has back all her BNB, none of it reserved; the
+    // house's accounts are as before the swap was executed (nothing spent, no fee).
+    let after = books(&f).await;
+    let alice_bnb =
+        |b: &[(String, Option<custody_core::ledger::AccountBalances>)]| b[0].1.unwrap_or_default();
+    let (was, is) = (alice_bnb(&before), alice_bnb(&after));
+    assert!(!was.reserved().is_zero(), "held before");
+    assert_eq!(is.reserved(), Amount::ZERO, "released");
+    assert_eq!(is.available(), Some(Amount::from_units(1_000_000)));
+    for ((key, was), (_, is)) in before.iter().zip(&after).skip(1) {
+        assert_eq!(
+            was.map(|b| (b.debits_posted, b.credits_posted)),
+            is.map(|b| (b.debits_posted, b.credits_posted)),
+            "{key}: nothing posted"
+        );
+        assert_eq!(
+            is.map_or(Amount::ZERO, |b| b.debits_pending.max(b.credits_pending)),
+            Amount::ZERO,
+            "{key}: nothing pending"
+        );
+    }
+    let events: Vec<String> = read(f.b.store.as_ref(), |tx| {
+        Ok(tx
+            .list_webhook_events(custody_core::page::Page::first(100))?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.event_type)
+            .collect())
+    })
+    .await
+    .unwrap();
+    assert!(events.iter().any(|e| e == "swap.failed"), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_token_payment_whose_receipt_shows_no_transfer_is_neither_paid_nor_failed() {
+    let f = Fixture::new();
+    *f.chain.token_balance.lock().unwrap() = 1_000;
+    let id = f.create_of("USDT").await;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(id).await.status, OutStatus::Sent);
+    let sent = books(&f).await;
+    // Mined with status 1 but no Transfer in its receipt, and buried past the depth.
+    f.chain.hide_transfers.store(true, Ordering::SeqCst);
+    f.chain.mine();
+    for _ in 0..4 {
+        f.chain.empty_blocks(2);
+        f.advance(61_000);
+        f.b.round().await.unwrap();
+    }
+    let out = f.get(id).await;
+    assert!(
+        out.included.is_none(),
+        "not counted as paid: {:?}",
+        out.included
+    );
+    assert!(!out.status.is_terminal(), "nor failed: {:?}", out.status);
+    assert_eq!(
+        f.withdrawal(id).await.status,
+        custody_core::withdrawal::WithdrawalStatus::Broadcasted
+    );
+    assert_eq!(
+        books(&f).await,
+        sent,
+        "the hold neither settled nor released"
+    );
+    let stuck = alerts_of(&f, "outgoing_stuck").await;
+    assert_eq!(stuck.len(), 1, "one critical alert: {stuck:?}");
+    assert_eq!(stuck[0].severity, "critical");
+    assert!(
+        stuck[0].message.contains("no Transfer"),
+        "{}",
+        stuck[0].message
+    );
+    // A sound answer (the node that stripped the logs is corrected) shows the transfer: paid.
+    f.chain.hide_transfers.store(false, Ordering::SeqCst);
+    let done = f.rounds_until_done(id, 4, 61_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(
+        f.withdrawal(id).await.status,
+        custody_core::withdrawal::WithdrawalStatus::Confirmed
+    );
+    let settled = books(&f).await;
+    let alice_usdt = settled
+        .iter()
+        .find(|(k, _)| k.contains("alice") && k.contains("USDT"))
+        .and_then(|(_, b)| *b)
+        .unwrap();
+    assert_eq!(alice_usdt.reserved(), Amount::ZERO, "settled");
+    assert_eq!(
+        alice_usdt.available(),
+        Some(Amount::from_units(1_000_000 - 5 - 100)),
+        "the amount and its quoted cost left alice"
     );
 }

@@ -344,11 +344,14 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     signed.nonce = Some(41);
     signed.add_attempt(attempt("a1"), at(20)).unwrap();
     let stored = signed.clone();
-    crate::ports::store::write(s, move |tx| {
-        crate::outgoing::record_signed(tx, &stored, Some(41))
-    })
-    .await
-    .unwrap();
+    assert_eq!(
+        crate::ports::store::write(s, move |tx| {
+            crate::outgoing::record_signed(tx, &stored, Some(41))
+        })
+        .await
+        .unwrap(),
+        crate::outgoing::Recorded::Stored
+    );
     let got = r(s, |tx| tx.outgoing(uid(1))).await.unwrap();
     assert_eq!((got.nonce, got.attempts.len()), (Some(41), 1));
     // A prediction the allocator does not confirm writes nothing: no nonce without its attempt.
@@ -383,11 +386,36 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     let mut next = second.clone();
     next.nonce = Some(42);
     next.add_attempt(attempt("b2"), at(20)).unwrap();
-    crate::ports::store::write(s, move |tx| {
-        crate::outgoing::record_signed(tx, &next, Some(0))
-    })
-    .await
-    .unwrap();
+    // A switch turned on after the broadcaster's check: refused in the write, which stores
+    // nothing and allocates nothing.
+    let record_next = |next: OutgoingTx| {
+        crate::ports::store::write(s, move |tx| {
+            crate::outgoing::record_signed(tx, &next, Some(0))
+        })
+    };
+    let switch = |on: bool| {
+        let audit = uid(if on { 90 } else { 91 });
+        crate::ports::store::write(s, move |tx| {
+            crate::admin::set_control(tx, audit, "ops", "maintenance.BSC", on, "test", at(20))
+        })
+    };
+    switch(true).await.unwrap();
+    assert_eq!(
+        record_next(next.clone()).await.unwrap(),
+        crate::outgoing::Recorded::Refused
+    );
+    let untouched = r(s, |tx| tx.outgoing(uid(2))).await.unwrap();
+    assert_eq!((untouched.nonce, untouched.attempts.len()), (None, 0));
+    assert_eq!(
+        r(s, |tx| tx.next_nonce(Network::Bsc, HOT)).await,
+        Some(42),
+        "no nonce taken under the switch"
+    );
+    switch(false).await.unwrap();
+    assert_eq!(
+        record_next(next).await.unwrap(),
+        crate::outgoing::Recorded::Stored
+    );
     assert_eq!(
         r(s, |tx| tx.outgoing(uid(2))).await.unwrap().nonce,
         Some(42),
