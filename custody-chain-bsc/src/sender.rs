@@ -25,8 +25,8 @@ use custody_core::address::{keccak256, BscAddress};
 use custody_core::amount::Amount;
 use custody_core::error::PortError;
 use custody_core::ports::sender::{
-    BroadcastOutcome, BuildRequest, ChainSender, FeeBid, FeeEstimate, Inclusion, MoveKind, Payment,
-    SignedTx, TokenMove, TxLookup, UnsignedTx, DESTINATION_REFUSES,
+    BlockListing, BroadcastOutcome, BuildRequest, ChainSender, FeeBid, FeeEstimate, Inclusion,
+    MoveKind, Payment, SignedTx, TokenMove, TxLookup, UnsignedTx, DESTINATION_REFUSES,
 };
 use custody_core::ports::signer::RecoverableSignature;
 use custody_core::Network;
@@ -592,6 +592,7 @@ impl ChainSender for BscSender {
             digest: keccak256(&fields.signing_bytes()),
             payload: serde_json::to_vec(&fields).expect("fields serialize"),
             expires_at_ms: None,
+            reference_block: None,
         })
     }
 
@@ -760,6 +761,26 @@ impl ChainSender for BscSender {
         let seconds = codec::quantity_u64(field(&block, "timestamp")?).map_err(malformed)?;
         Ok(Some(
             i64::try_from(seconds.saturating_mul(1_000)).unwrap_or(i64::MAX),
+        ))
+    }
+
+    /// Not used on BSC: one nonce keeps every attempt of a payment exclusive.
+    async fn block_listing(&self, _number: u64) -> Result<Option<BlockListing>, PortError> {
+        Err(PortError::permanent(
+            PORT,
+            "block listings prove TRON attempts absent; BSC attempts share a nonce",
+        ))
+    }
+
+    /// Not used on BSC (see [`Self::block_listing`]).
+    async fn inclusion_in_block(
+        &self,
+        _hash: &str,
+        _number: u64,
+    ) -> Result<Option<Inclusion>, PortError> {
+        Err(PortError::permanent(
+            PORT,
+            "block listings prove TRON attempts absent; BSC attempts share a nonce",
         ))
     }
 

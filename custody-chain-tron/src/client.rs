@@ -480,6 +480,23 @@ pub(crate) struct Pinned {
     index: usize,
 }
 
+/// `wallet/gettransactioninfobyblocknum`: `[]` for an empty block; `{}` (which the node answers
+/// for `num <= 0`) is read as none.
+fn parse_transaction_infos(b: &[u8]) -> Result<Vec<api::TransactionInfo>, CallError> {
+    let first = b.iter().find(|c| !c.is_ascii_whitespace());
+    match first {
+        Some(b'[') => parse_json::<Vec<api::TransactionInfo>>(b),
+        Some(b'{') => {
+            let e: api::EmptyOrError = parse_json(b)?;
+            node_error(&e.error)?;
+            Ok(Vec::new())
+        }
+        _ => Err(CallError::permanent(
+            "answer is neither an array nor an object",
+        )),
+    }
+}
+
 impl Pinned {
     async fn read<T>(
         &self,
@@ -552,6 +569,19 @@ impl Pinned {
             "/wallet/gettransactionbyid",
             json!({ "value": txid }),
             parse_transaction,
+        )
+        .await
+    }
+
+    /// `wallet/gettransactioninfobyblocknum`: the infos of block `number`'s transactions.
+    pub(crate) async fn transaction_infos_by_block_num(
+        &self,
+        number: u64,
+    ) -> Result<Vec<api::TransactionInfo>, CallError> {
+        self.read(
+            "/wallet/gettransactioninfobyblocknum",
+            json!({ "num": number }),
+            parse_transaction_infos,
         )
         .await
     }
@@ -1074,20 +1104,7 @@ impl TronClient {
             .try_read(
                 "/wallet/gettransactioninfobyblocknum",
                 json!({ "num": number }),
-                |b| {
-                    let first = b.iter().find(|c| !c.is_ascii_whitespace());
-                    match first {
-                        Some(b'[') => parse_json::<Vec<api::TransactionInfo>>(b),
-                        Some(b'{') => {
-                            let e: api::EmptyOrError = parse_json(b)?;
-                            node_error(&e.error)?;
-                            Ok(Vec::new())
-                        }
-                        _ => Err(CallError::permanent(
-                            "answer is neither an array nor an object",
-                        )),
-                    }
-                },
+                parse_transaction_infos,
             )
             .await?;
         Ok(infos)

@@ -100,8 +100,8 @@ use custody_core::error::PortError;
 use custody_core::network::Network;
 use custody_core::ports::chain::BlockHeader;
 use custody_core::ports::sender::{
-    BroadcastOutcome, BuildRequest, ChainSender, FeeBid, FeeEstimate, Inclusion, Payment, SignedTx,
-    TxLookup, UnsignedTx,
+    BlockListing, BroadcastOutcome, BuildRequest, ChainSender, FeeBid, FeeEstimate, Inclusion,
+    Payment, SignedTx, TxLookup, UnsignedTx,
 };
 use custody_core::ports::signer::RecoverableSignature;
 
@@ -393,6 +393,45 @@ fn outcome(tx: &api::Transaction, info: &api::TransactionInfo) -> Result<bool, C
     }
 }
 
+/// The header of `block`, which must be block `number`.
+fn checked_header(block: &api::Block, number: u64) -> Result<BlockHeader, CallError> {
+    let block_header = header(&api::BlockHead {
+        block_id: block.block_id.clone(),
+        block_header: block.block_header.clone(),
+        error: None,
+    })?;
+    if block_header.number != number {
+        return Err(CallError::permanent(format!(
+            "asked for block {number}, got block {}",
+            block_header.number
+        )));
+    }
+    Ok(block_header)
+}
+
+/// The inclusion of `tx` in the block of `block_header`, with its `info` (see the module
+/// documentation for how the two must agree).
+fn inclusion_of(
+    tx: &api::Transaction,
+    info: &api::TransactionInfo,
+    block_header: &BlockHeader,
+) -> Result<Inclusion, CallError> {
+    let succeeded = outcome(tx, info)?;
+    let fee = u128::try_from(info.fee).map_err(|_| {
+        CallError::permanent(format!("the info of {} has fee {}", tx.tx_id, info.fee))
+    })?;
+    Ok(Inclusion {
+        block_number: block_header.number,
+        block_hash: block_header.hash.clone(),
+        succeeded,
+        fee_native: Amount::from_units(fee),
+        // Only swaps read moves from a receipt, and swaps are BSC's.
+        moves: Vec::new(),
+        resources: Some(fees::actual_resources(info)),
+        block_time_ms: None,
+    })
+}
+
 /// Classifies a `wallet/broadcasthex` answer for the transaction `hash` (see the table in the
 /// module documentation).
 pub fn classify_broadcast(answer: &client::BroadcastOutcome, hash: &str) -> BroadcastOutcome {
@@ -657,6 +696,37 @@ impl TronSender {
         .await
     }
 
+    /// `hash` in block `number` on one endpoint, from the block's contents and its infos.
+    async fn inclusion_on(
+        &self,
+        p: Pinned,
+        hash: &str,
+        number: u64,
+    ) -> Result<Option<Inclusion>, CallError> {
+        let block = p.block_by_num(number).await?.ok_or_else(|| {
+            CallError::transient(format!("the node does not serve block {number}"))
+        })?;
+        let block_header = checked_header(&block, number)?;
+        let Some(tx) = block
+            .transactions
+            .iter()
+            .find(|t| t.tx_id.eq_ignore_ascii_case(hash))
+        else {
+            return Ok(None);
+        };
+        let infos = p.transaction_infos_by_block_num(number).await?;
+        let info = infos
+            .iter()
+            .find(|i| i.id.eq_ignore_ascii_case(hash))
+            .ok_or_else(|| {
+                CallError::transient(format!(
+                    "block {number} lists {hash} but its infos do not (transaction history off, \
+                     or a block being applied)"
+                ))
+            })?;
+        Ok(Some(inclusion_of(tx, info, &block_header)?))
+    }
+
     /// Where `hash` is on one endpoint (see the module documentation).
     async fn lookup_on(&self, p: Pinned, hash: &str) -> Result<TxLookup, CallError> {
         let head = header(&p.now_block().await?)?;
@@ -676,17 +746,7 @@ impl TronSender {
                     "the info of {hash} names block {number}, which the node does not serve"
                 ))
             })?;
-            let block_header = header(&api::BlockHead {
-                block_id: block.block_id.clone(),
-                block_header: block.block_header.clone(),
-                error: None,
-            })?;
-            if block_header.number != number {
-                return Err(CallError::permanent(format!(
-                    "asked for block {number}, got block {}",
-                    block_header.number
-                )));
-            }
+            let block_header = checked_header(&block, number)?;
             let tx = block
                 .transactions
                 .iter()
@@ -697,20 +757,7 @@ impl TronSender {
                          (reorganization between the reads?)"
                     ))
                 })?;
-            let succeeded = outcome(tx, &info)?;
-            let fee = u128::try_from(info.fee).map_err(|_| {
-                CallError::permanent(format!("the info of {hash} has fee {}", info.fee))
-            })?;
-            return Ok(TxLookup::Included(Inclusion {
-                block_number: number,
-                block_hash: block_header.hash,
-                succeeded,
-                fee_native: Amount::from_units(fee),
-                // Only swaps read moves from a receipt, and swaps are BSC's.
-                moves: Vec::new(),
-                resources: Some(fees::actual_resources(&info)),
-                block_time_ms: None,
-            }));
+            return Ok(TxLookup::Included(inclusion_of(tx, &info, &block_header)?));
         }
         match p.transaction_from_pending(hash).await {
             Ok(Some(_)) => return Ok(TxLookup::Pending),
@@ -796,6 +843,7 @@ impl ChainSender for TronSender {
             digest: *tx.txid(),
             payload: tx.raw_data().to_vec(),
             expires_at_ms: Some(timing.expiration_ms),
+            reference_block: Some(reference.number),
         })
     }
 
@@ -887,6 +935,38 @@ impl ChainSender for TronSender {
             ));
         }
         Ok(Some(header.timestamp_ms))
+    }
+
+    async fn block_listing(&self, number: u64) -> Result<Option<BlockListing>, PortError> {
+        let Some(block) = self.client.block_by_num(number).await? else {
+            return Ok(None);
+        };
+        let header = scan::header_of(&block.block_id, block.block_header.as_ref())?;
+        if header.number != number {
+            return Err(PortError::permanent(
+                "tron",
+                format!("asked for block {number}, got block {}", header.number),
+            ));
+        }
+        let txids = block
+            .transactions
+            .iter()
+            .map(|t| txid_hex(&t.tx_id))
+            .collect::<Result<_, _>>()?;
+        Ok(Some(BlockListing { header, txids }))
+    }
+
+    async fn inclusion_in_block(
+        &self,
+        hash: &str,
+        number: u64,
+    ) -> Result<Option<Inclusion>, PortError> {
+        let hash = txid_hex(hash)?;
+        self.client
+            .pinned("transaction in a block", |p: Pinned| {
+                self.inclusion_on(p, &hash, number)
+            })
+            .await
     }
 
     async fn balances(

@@ -42,8 +42,9 @@
 //! transactions of dropped blocks do not return to the pool. Tests
 //! can pause inclusion ([`TronApi::set_inclusion_paused`]), lose the answers of a path after
 //! acting on the request ([`TronApi::lose_answers`]), make broadcasts answer a node-state code
-//! such as `SERVER_BUSY` ([`TronApi::refuse_broadcasts`]), and read balances, resources and the
-//! pool back.
+//! such as `SERVER_BUSY` ([`TronApi::refuse_broadcasts`]), hide a transaction from the lookups
+//! by id while its block lists it ([`TronApi::hide_from_lookups`]: a lagging backend behind a
+//! load-balanced URL, or a lying endpoint), and read balances, resources and the pool back.
 //!
 //! **Energy from stake.** Tests give an account TRX staked for energy
 //! ([`TronApi::set_energy_stake`], Stake 2.0 `frozenV2` ENERGY). Its `EnergyLimit` is the
@@ -666,6 +667,8 @@ struct State {
     evicted: Vec<(String, String)>,
     /// Every broadcast is answered with this code (a node in this state) before any check.
     broadcast_refusal: Option<String>,
+    /// Transaction ids (lowercase) the lookups by id answer `{}` for.
+    hidden_from_lookups: std::collections::HashSet<String>,
 }
 
 /// A refusal of `wallet/broadcasthex`: `api.Return.response_code` and message.
@@ -1401,6 +1404,7 @@ impl TronApi {
             lost_answers: HashMap::new(),
             evicted: Vec::new(),
             broadcast_refusal: None,
+            hidden_from_lookups: std::collections::HashSet::new(),
         };
         state.push(BlockSpec::new());
         let state = Arc::new(Mutex::new(state));
@@ -1593,6 +1597,15 @@ impl TronApi {
     /// paused), executed in arrival order. Same as `append(BlockSpec::new())`.
     pub fn produce_block(&self) -> BlockInfo {
         self.append(BlockSpec::new())
+    }
+
+    /// `gettransactioninfobyid`, `gettransactionbyid` and `gettransactionfrompending` answer
+    /// `{}` for `txid` from now on, as a lagging or lying endpoint would; blocks
+    /// (`getblockbynum`) and their infos (`gettransactioninfobyblocknum`) still list it.
+    pub fn hide_from_lookups(&self, txid: &str) {
+        self.state()
+            .hidden_from_lookups
+            .insert(txid.to_ascii_lowercase());
     }
 
     /// While paused, blocks are made without the pool's transactions; the pool keeps them
@@ -1845,6 +1858,18 @@ fn route(state: &Mutex<State>, path: &str, body: &Value) -> Response<Full<Bytes>
                 Some(b) => json_response(b.block_json.clone()),
                 None => value_response(&json!({})),
             }
+        }
+        "/wallet/gettransactioninfobyid"
+        | "/wallet/gettransactionbyid"
+        | "/wallet/gettransactionfrompending"
+            if s.hidden_from_lookups.contains(
+                &body["value"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase(),
+            ) =>
+        {
+            value_response(&json!({}))
         }
         "/wallet/gettransactioninfobyid" => {
             let txid = body["value"].as_str().unwrap_or_default();

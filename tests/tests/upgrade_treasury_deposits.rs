@@ -82,6 +82,7 @@ fn paid_by(purpose: Purpose, id: u128, hot: &str, to: &str, units: u128, tag: &s
         sent_at: Some(now),
         last_answer: None,
         plan: None,
+        reference_block: None,
     });
     out
 }

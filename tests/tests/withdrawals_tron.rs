@@ -303,3 +303,131 @@ fn an_expired_transaction_is_rebuilt_only_after_its_expiration_and_paid_once() {
     let mut custody = s.custody;
     custody.stop();
 }
+
+/// Every ledger account's net balance (credits − debits, posted and pending) in custody.db.
+fn ledger_nets(dir: &Path) -> std::collections::BTreeMap<String, i128> {
+    let db = rusqlite::Connection::open_with_flags(
+        dir.join("custody.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut q = db
+        .prepare(
+            "SELECT id, debits_posted, credits_posted, debits_pending, credits_pending \
+             FROM ledger_accounts",
+        )
+        .unwrap();
+    let rows = q
+        .query_map([], |r| {
+            let n = |i: usize| -> rusqlite::Result<i128> {
+                Ok(r.get::<_, String>(i)?.parse::<i128>().unwrap())
+            };
+            Ok((r.get::<_, String>(0)?, n(2)? - n(1)? + n(4)? - n(3)?))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// The kinds of the alerts raised, in custody.db.
+fn alert_kinds(dir: &Path) -> Vec<String> {
+    let db = rusqlite::Connection::open_with_flags(
+        dir.join("custody.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut q = db.prepare("SELECT kind FROM alerts").unwrap();
+    let kinds = q.query_map([], |r| r.get(0)).unwrap();
+    kinds.map(Result::unwrap).collect()
+}
+
+/// Issue 31, F2: the first transaction of a 5 TRX withdrawal is in a block, but the node
+/// answers `{}` to every lookup of its id (a lagging backend behind a load-balanced URL, or a
+/// lying endpoint). Past its expiration by the confirmation depth the broadcaster used to
+/// sign a second transaction and the destination was paid twice; now the blocks it reads by
+/// number list the first one: it is recorded as included, with a `node_inconsistent` alert,
+/// and the destination is paid once.
+#[test]
+fn a_transaction_hidden_from_lookups_is_found_in_its_block_and_paid_once() {
+    let s = setup();
+    s.api.set_trx_balance(HOLDER, 1);
+    let dir = s.custody.data_dir();
+    let hot_trx = s.api.trx_balance(&s.hot).unwrap();
+    let hot_usdt = s.api.trc20_balance(USDT, &s.hot);
+    let (alice_trx, alice_usdt) = (s.balance("TRX"), s.balance("USDT"));
+    let ledger_before = ledger_nets(&dir);
+    s.api.set_inclusion_paused(true);
+    let q = s.quote("TRX", HOLDER, 5 * TRX);
+    let total = units(&q["costs"]["total_debited_units"]);
+    let id = s.execute(&q, "tron-hidden-0001");
+    let first = s.wait(&id, "broadcasted")["tx_hash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.api.hide_from_lookups(&first);
+    s.api.set_inclusion_paused(false);
+    s.api.produce_block();
+    assert_eq!(s.api.trx_balance(HOLDER), Some(5 * SUN + 1), "in a block");
+    // Blocks keep coming (they would include anything sent), far past its expiration (20
+    // blocks) by the confirmation depth (19): where a second transaction used to be signed.
+    let done = s.custody.wait_for(90, "confirmed", || {
+        s.api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let v = s.get(&id);
+        (v["status"] == "confirmed").then_some(v)
+    });
+    // A while longer with blocks that would include anything sent.
+    for _ in 0..10 {
+        s.api.produce_block();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(done["tx_hash"], first.as_str());
+    let sent: std::collections::BTreeSet<_> = s.api.broadcasts().into_iter().collect();
+    assert_eq!(sent.len(), 1, "one transaction ever signed: {sent:?}");
+    // The destination: exactly 5 TRX, once; no token.
+    assert_eq!(s.api.trx_balance(HOLDER), Some(5 * SUN + 1), "paid once");
+    assert_eq!(s.api.trc20_balance(USDT, HOLDER), 0);
+    // The hot wallet: the one payment and its burn (what the withdrawal books as its cost).
+    let cost = units(&done["actual_network_cost_units"]);
+    assert!(cost > 0, "{done}");
+    assert_eq!(
+        s.api.trx_balance(&s.hot).unwrap(),
+        hot_trx - 5 * SUN - i64::try_from(cost).unwrap()
+    );
+    assert_eq!(s.api.trc20_balance(USDT, &s.hot), hot_usdt);
+    // Alice: debited once, nothing reserved, her USDT untouched.
+    let after = s.balance("TRX");
+    assert_eq!(
+        units(&after["available_units"]),
+        units(&alice_trx["available_units"]) - total
+    );
+    assert_eq!(units(&after["reserved_units"]), 0);
+    assert_eq!(s.balance("USDT"), alice_usdt);
+    let (ok, out, _) = s.custody.cli(&["ledger", "reconcile"]);
+    assert!(ok, "{out}");
+    let mut custody = s.custody;
+    custody.stop();
+    // The house: alice debited the total once, the treasury out by the one payment and its
+    // burn, the markup earned; nothing else moved.
+    let ledger_after = ledger_nets(&dir);
+    let moved: std::collections::BTreeMap<_, _> = ledger_after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - ledger_before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, d)| *d != 0)
+        .collect();
+    let markup = i128::try_from(units(&done["costs"]["markup_units"])).unwrap();
+    let expected: std::collections::BTreeMap<String, i128> = [
+        ("user:acme:TRON:TRX:alice", -i128::try_from(total).unwrap()),
+        (
+            "system:treasury:TRON:TRX",
+            i128::from(5 * SUN) + i128::try_from(cost).unwrap(),
+        ),
+        ("system:revenue:TRON:TRX", markup),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(moved, expected);
+    let kinds = alert_kinds(&dir);
+    assert!(kinds.iter().any(|k| k == "node_inconsistent"), "{kinds:?}");
+    assert!(!kinds.iter().any(|k| k == "double_payment"), "{kinds:?}");
+}

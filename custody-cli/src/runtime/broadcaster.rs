@@ -6,7 +6,10 @@
 //! 1. build and sign a new attempt, and store its exact bytes and hash (a write job);
 //! 2. only then broadcast those bytes, and record the answer;
 //! 3. a lost answer is "unknown": the same bytes go out again and the chain is asked, never a
-//!    second transaction that could be included beside the first.
+//!    second transaction that could be included beside the first;
+//! 4. TRON: a new transaction for the same payment only once the blocks that could include the
+//!    earlier ones, read by number, list none of them (`outgoing::blocks`): an endpoint whose
+//!    lookups say "unknown" may lag or lie.
 //!
 //! A crash between 1 and 2 leaves a stored, unsent attempt: the next round sends exactly it.
 //! Leases run out, so another instance (or the next start) picks up what a dead one held.
@@ -21,11 +24,14 @@ use custody_core::amount::Amount;
 use custody_core::error::{CoreError, CoreResult};
 use custody_core::outgoing::funds::{shortfall, Holdings};
 use custody_core::outgoing::{
-    decide, repriced, Attempt, Decision, EnginePolicy, Included, Observation, OutStatus,
-    OutgoingTx, Purpose, Recorded, ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX,
+    blocks, decide, repriced, Attempt, BlockScan, Decision, DoublePaymentIds, EnginePolicy,
+    Included, Observation, OutStatus, OutgoingTx, Purpose, Recorded, ANSWER_NONCE_USED,
+    ANSWER_REJECTED_PREFIX, DOUBLE_PAYMENT_NOTE,
 };
 use custody_core::ports::clock::new_uuid;
-use custody_core::ports::sender::{BroadcastOutcome, BuildRequest, ChainSender, FeeBid};
+use custody_core::ports::sender::{
+    BroadcastOutcome, BuildRequest, ChainSender, FeeBid, Inclusion, TxLookup,
+};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Signer, Store};
 use custody_core::tron::resources::ResourcePlan;
@@ -265,12 +271,54 @@ impl Broadcaster {
                 self.send_latest(out).await
             }
             Decision::Included { hash, inclusion } => {
-                out.included = Some(Included::new(&hash, &inclusion));
                 let detail = format!("{hash} in block {}", inclusion.block_number);
-                out.transition(OutStatus::Included, detail, now)
-                    .map_err(CoreError::Invariant)?;
-                out.next_check_at = now.plus_millis(self.policy.check_every_ms);
+                self.record_inclusion(&mut out, &hash, &inclusion, detail, now)?;
                 self.save(out).await
+            }
+            Decision::IncludedUnknownToLookups { hash, inclusion } => {
+                let detail = format!(
+                    "{hash} in block {} (listed in the block; the lookups by id do not know it)",
+                    inclusion.block_number
+                );
+                self.record_inclusion(&mut out, &hash, &inclusion, detail, now)?;
+                let alert = Alert {
+                    id: new_uuid(self.entropy.as_ref()),
+                    kind: "node_inconsistent".into(),
+                    severity: "warning".into(),
+                    message: format!(
+                        "{} outgoing transaction {}: attempt {hash} is listed in block {} but \
+                         the node's lookups by id do not know it (a lagging or lying endpoint); \
+                         recorded as included from the block",
+                        self.network, out.id, inclusion.block_number
+                    ),
+                    reference_type: Some("outgoing_transaction".into()),
+                    reference_id: Some(out.id),
+                    created_at: now,
+                    acknowledged_at: None,
+                    acknowledged_by: None,
+                };
+                self.save_with(out, Some(alert), None).await
+            }
+            Decision::DoublePayment {
+                hash,
+                inclusion,
+                hashes,
+            } => {
+                tracing::error!(network = %self.network, outgoing = %out.id, attempts = ?hashes, "a payment went out more than once");
+                let detail = format!(
+                    "{DOUBLE_PAYMENT_NOTE} attempts {} are all in blocks; {hash} in block {}",
+                    hashes.join(", "),
+                    inclusion.block_number
+                );
+                self.record_inclusion(&mut out, &hash, &inclusion, detail, now)?;
+                let ids = DoublePaymentIds {
+                    alert: new_uuid(self.entropy.as_ref()),
+                    latch: custody_core::invariants::LatchIds {
+                        audit: new_uuid(self.entropy.as_ref()),
+                        alert: new_uuid(self.entropy.as_ref()),
+                    },
+                };
+                self.save_with(out, None, Some((ids, hashes))).await
             }
             Decision::Reorged => {
                 out.included = None;
@@ -325,12 +373,131 @@ impl Broadcaster {
         for a in &out.attempts {
             lookups.push(self.sender.lookup(&a.hash).await?);
         }
+        let blocks = self
+            .read_blocks(out, head_number, final_time_ms, &lookups)
+            .await?;
         Ok(Observation {
             head_number,
             head_time_ms,
             final_time_ms,
             lookups,
+            blocks,
         })
+    }
+
+    /// TRON: what blocks read by number say where the lookups by id found nothing: whether
+    /// the recorded inclusion's block still lists it, or, once the newest attempt has expired
+    /// at the final block, whether the blocks that could include an attempt list one
+    /// (`outgoing::blocks`). A read that fails is no evidence: the engine then waits.
+    async fn read_blocks(
+        &self,
+        out: &OutgoingTx,
+        head_number: u64,
+        final_time_ms: Option<i64>,
+        lookups: &[TxLookup],
+    ) -> CoreResult<BlockScan> {
+        if let Some(rec) = blocks::recorded_to_check(out, lookups) {
+            let listing = self.sender.block_listing(rec.block_number).await?;
+            if !listing.is_some_and(|l| blocks::still_listed(rec, &l)) {
+                return Ok(BlockScan::NotRead);
+            }
+            let inclusion = self
+                .inclusion_in_block(out, &rec.hash, rec.block_number)
+                .await;
+            return Ok(BlockScan::Listed {
+                hash: rec.hash.clone(),
+                block_number: rec.block_number,
+                inclusion,
+            });
+        }
+        let confirmations = self.policy.confirmations;
+        let Some(window) =
+            blocks::scan_window(out, head_number, final_time_ms, lookups, confirmations)
+        else {
+            return Ok(BlockScan::NotRead);
+        };
+        let mut listings = Vec::new();
+        for number in window.from..=window.final_block {
+            match self.sender.block_listing(number).await {
+                Ok(Some(listing)) => {
+                    let end = window.ends_with(&listing);
+                    listings.push(listing);
+                    if end {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(network = %self.network, outgoing = %out.id, block = number, error = %e, "cannot read a block to prove the attempts absent");
+                    return Ok(BlockScan::NotRead);
+                }
+            }
+        }
+        let (network, numbers) = (
+            self.network,
+            listings.iter().map(|l| l.header.number).collect::<Vec<_>>(),
+        );
+        let recorded = read(self.store.as_ref(), move |tx| {
+            let mut recorded = std::collections::BTreeMap::new();
+            for &n in &numbers {
+                if let Some(hash) = tx.recorded_block_hash(network, n)? {
+                    recorded.insert(n, hash);
+                }
+            }
+            Ok(recorded)
+        })
+        .await?;
+        match blocks::assess(&window, &listings, &recorded) {
+            BlockScan::Listed {
+                hash, block_number, ..
+            } => {
+                tracing::warn!(network = %self.network, outgoing = %out.id, %hash, block = block_number, "an attempt the lookups do not know is listed in a block");
+                let inclusion = self.inclusion_in_block(out, &hash, block_number).await;
+                Ok(BlockScan::Listed {
+                    hash,
+                    block_number,
+                    inclusion,
+                })
+            }
+            BlockScan::NotRead => {
+                tracing::info!(network = %self.network, outgoing = %out.id, from = window.from, read = listings.len(), "no proof yet that the expired attempts are in no block");
+                Ok(BlockScan::NotRead)
+            }
+            absent => Ok(absent),
+        }
+    }
+
+    /// `hash`'s inclusion read from block `number`'s contents; `None` (logged) when it cannot
+    /// be read now.
+    async fn inclusion_in_block(
+        &self,
+        out: &OutgoingTx,
+        hash: &str,
+        number: u64,
+    ) -> Option<Inclusion> {
+        match self.sender.inclusion_in_block(hash, number).await {
+            Ok(inclusion) => inclusion,
+            Err(e) => {
+                tracing::warn!(network = %self.network, outgoing = %out.id, %hash, block = number, error = %e, "cannot read the receipt of an attempt listed in a block");
+                None
+            }
+        }
+    }
+
+    /// Records attempt `hash` as included (`detail` in the history).
+    fn record_inclusion(
+        &self,
+        out: &mut OutgoingTx,
+        hash: &str,
+        inclusion: &Inclusion,
+        detail: String,
+        now: Timestamp,
+    ) -> CoreResult<()> {
+        out.included = Some(Included::new(hash, inclusion));
+        out.transition(OutStatus::Included, detail, now)
+            .map_err(CoreError::Invariant)?;
+        out.next_check_at = now.plus_millis(self.policy.check_every_ms);
+        Ok(())
     }
 
     /// Whether new money may leave for `out` now (`outgoing::may_sign_new`: its switches, its
@@ -530,6 +697,7 @@ impl Broadcaster {
                 sent_at: None,
                 last_answer: None,
                 plan,
+                reference_block: unsigned.reference_block,
             },
             now,
         )
@@ -795,6 +963,17 @@ impl Broadcaster {
     /// Records `out` and, in the same transaction, what its move means for the record it pays
     /// (a withdrawal or a swap broadcasted, confirmed or failed; an approval that failed).
     async fn save(&self, out: OutgoingTx) -> CoreResult<()> {
+        self.save_with(out, None, None).await
+    }
+
+    /// [`Self::save`], with `alert` raised and a double payment of attempts `double.1`
+    /// recorded (its alert, and `kill_switch.global` latched) in the same transaction.
+    async fn save_with(
+        &self,
+        out: OutgoingTx,
+        alert: Option<Alert>,
+        double: Option<(DoublePaymentIds, Vec<String>)>,
+    ) -> CoreResult<()> {
         let (entropy, native, depth, now) = (
             Arc::clone(&self.entropy),
             self.native.clone(),
@@ -806,6 +985,12 @@ impl Broadcaster {
             tx.update_outgoing(&out)?;
             if let Some(lease) = out.lease {
                 tx.release_outgoing(out.id, lease)?;
+            }
+            if let Some(alert) = &alert {
+                tx.raise_alert(alert)?;
+            }
+            if let Some((ids, hashes)) = &double {
+                custody_core::outgoing::record_double_payment(tx, *ids, &out, hashes, now)?;
             }
             custody_core::withdrawal::on_outgoing(tx, entropy.as_ref(), &out, &native, depth, now)?;
             custody_core::swap::on_outgoing(tx, entropy.as_ref(), &out, &native, now)?;

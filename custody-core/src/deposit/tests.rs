@@ -580,6 +580,7 @@ mod treasury_moves {
             sent_at: Some(NOW),
             last_answer: None,
             plan: None,
+            reference_block: None,
         });
         out
     }

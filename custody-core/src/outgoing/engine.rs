@@ -5,14 +5,20 @@
 //! The rule that keeps money from going out twice: a new attempt is signed only when every
 //! earlier one either shares its EVM nonce (so at most one of them can ever be included) or has
 //! provably expired on a TRON chain whose head is past its expiration while the node knows
-//! none of them. An answer that was lost, a node that does not know a hash, a pool that dropped
-//! it: none of these is a reason to sign a transaction that could be included beside the first.
+//! none of them, and the blocks that could include them, read by number, list none of them
+//! ([`super::blocks`]). An answer that was lost, a node that does not know a hash, a pool that
+//! dropped it: none of these is a reason to sign a transaction that could be included beside
+//! the first.
 
 use crate::network::Network;
 use crate::ports::sender::{FeeBid, Inclusion, MoveKind, Payment, TxLookup};
 use crate::time::Timestamp;
 
+use super::blocks::{self, BlockScan};
 use super::{Bid, OutStatus, OutgoingTx};
+
+/// How the history step that records a double payment begins (its alert is raised once).
+pub const DOUBLE_PAYMENT_NOTE: &str = "double payment:";
 
 /// Tuning of one network's broadcaster, units last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +62,9 @@ pub struct Observation {
     pub final_time_ms: Option<i64>,
     /// One per attempt, in the attempts' order.
     pub lookups: Vec<TxLookup>,
+    /// TRON: what the blocks read by number say ([`blocks::scan_window`],
+    /// [`blocks::recorded_to_check`]); `NotRead` elsewhere.
+    pub blocks: BlockScan,
 }
 
 /// The next step for one transaction.
@@ -79,6 +88,18 @@ pub enum Decision {
     Fail { reason: String },
     /// Attempt `hash` is in a block (new, or in another block than recorded).
     Included { hash: String, inclusion: Inclusion },
+    /// TRON: attempt `hash` is listed in a block read by number though every lookup by id
+    /// says the node does not know it (a lagging or lying endpoint): recorded as included,
+    /// with a `node_inconsistent` warning.
+    IncludedUnknownToLookups { hash: String, inclusion: Inclusion },
+    /// More than one attempt (`hashes`) is in a block: the payment went out twice. `hash` is
+    /// recorded as included (the one recorded before, if it is among them), with a critical
+    /// `double_payment` alert and `kill_switch.global` latched in the same write.
+    DoublePayment {
+        hash: String,
+        inclusion: Inclusion,
+        hashes: Vec<String>,
+    },
     /// The recorded inclusion is gone (a reorganization): follow the attempts again.
     Reorged,
     /// At confirmation depth in the recorded block.
@@ -122,15 +143,28 @@ pub fn decide(
         };
     };
 
-    let included = tx
-        .attempts
+    let found = in_blocks(tx, obs);
+    let recorded_hash = tx.included.as_ref().map(|r| r.hash.as_str());
+    // The recorded attempt while it is still in a block, else the first by attempt order.
+    let included = found
         .iter()
-        .zip(&obs.lookups)
-        .find_map(|(a, l)| match l {
-            TxLookup::Included(i) => Some((a.hash.clone(), i.clone())),
-            _ => None,
-        });
-    if let Some((hash, inclusion)) = included {
+        .find(|f| Some(f.hash.as_str()) == recorded_hash)
+        .or_else(|| found.first())
+        .cloned();
+    if found.len() > 1 && !double_payment_recorded(tx) {
+        let included = included.expect("found is not empty");
+        return Decision::DoublePayment {
+            hash: included.hash,
+            inclusion: included.inclusion,
+            hashes: found.into_iter().map(|f| f.hash).collect(),
+        };
+    }
+    if let Some(Found {
+        hash,
+        inclusion,
+        by_lookup,
+    }) = included
+    {
         if let Some(reason) = token_transfer_missing(tx, &hash, &inclusion) {
             return Decision::Stuck { reason };
         }
@@ -140,7 +174,11 @@ pub fn decide(
                 && r.block_hash == inclusion.block_hash
         });
         if !same {
-            return Decision::Included { hash, inclusion };
+            return if by_lookup {
+                Decision::Included { hash, inclusion }
+            } else {
+                Decision::IncludedUnknownToLookups { hash, inclusion }
+            };
         }
         let depth = obs
             .head_number
@@ -152,7 +190,14 @@ pub fn decide(
         return wait;
     }
     if tx.included.is_some() {
+        // Still listed in its block, its receipt not read this time: nothing moved.
+        if matches!(obs.blocks, BlockScan::Listed { .. }) {
+            return wait;
+        }
         return Decision::Reorged;
+    }
+    if let Some(reason) = tron_unprovable(tx, obs) {
+        return Decision::Stuck { reason };
     }
 
     let pending = obs.lookups.iter().any(|l| matches!(l, TxLookup::Pending));
@@ -170,7 +215,7 @@ pub fn decide(
         if refused && tx.network == Network::Bsc && age >= policy.replace_after_ms {
             return Decision::Reprice;
         }
-        if refused && tx.network == Network::Tron && tron_void(tx, obs) {
+        if refused && tx.network == Network::Tron && tron_void(tx, obs, policy) {
             let reason = latest
                 .last_answer
                 .as_deref()
@@ -228,7 +273,7 @@ pub fn decide(
         }
         Network::Tron => {
             let expired = latest.expires_at_ms.is_some_and(|at| obs.head_time_ms > at);
-            if tron_void(tx, obs) {
+            if tron_void(tx, obs, policy) {
                 return Decision::Rebuild;
             }
             if rebroadcast && !expired {
@@ -297,17 +342,102 @@ fn swap_too_late_to_sign(tx: &OutgoingTx, now: Timestamp) -> Option<String> {
     })
 }
 
+/// An attempt found in a block: by a lookup by id, or listed in a block read by number.
+#[derive(Debug, Clone)]
+struct Found {
+    hash: String,
+    inclusion: Inclusion,
+    by_lookup: bool,
+}
+
+/// Every attempt in a block, in the attempts' order; one listed in a block read by number that
+/// no lookup found comes last.
+fn in_blocks(tx: &OutgoingTx, obs: &Observation) -> Vec<Found> {
+    let mut found: Vec<Found> = tx
+        .attempts
+        .iter()
+        .zip(&obs.lookups)
+        .filter_map(|(a, l)| match l {
+            TxLookup::Included(i) => Some(Found {
+                hash: a.hash.clone(),
+                inclusion: i.clone(),
+                by_lookup: true,
+            }),
+            _ => None,
+        })
+        .collect();
+    if let BlockScan::Listed {
+        hash,
+        inclusion: Some(inclusion),
+        ..
+    } = &obs.blocks
+    {
+        if !found.iter().any(|f| f.hash.eq_ignore_ascii_case(hash)) {
+            found.push(Found {
+                hash: hash.clone(),
+                inclusion: inclusion.clone(),
+                by_lookup: false,
+            });
+        }
+    }
+    found
+}
+
+/// Whether a double payment of `tx` was recorded already (its alert raised).
+fn double_payment_recorded(tx: &OutgoingTx) -> bool {
+    tx.history
+        .iter()
+        .any(|s| s.detail.starts_with(DOUBLE_PAYMENT_NOTE))
+}
+
 /// TRON: the newest attempt expired on chain — the block at confirmation depth is past its
 /// expiration, so every block a reorganization shallower than the depth could add is too (the
 /// head alone is not final: a competing fork could still hold a block from before the
-/// expiration that includes it) — and the node knows none of the attempts; every earlier one
-/// expired before it did, so none of them can ever be included.
-fn tron_void(tx: &OutgoingTx, obs: &Observation) -> bool {
-    let expired = tx
-        .latest()
-        .and_then(|a| a.expires_at_ms)
-        .is_some_and(|at| obs.final_time_ms.is_some_and(|t| t > at));
-    expired && obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown))
+/// expiration that includes it) — the node knows none of the attempts, and the blocks that
+/// could include the newest one, read by number through a final block past its expiration,
+/// list none of them ([`blocks::assess`]); every earlier one was proven absent the same way
+/// before the next was signed, so none of them can ever be included.
+fn tron_void(tx: &OutgoingTx, obs: &Observation, policy: &EnginePolicy) -> bool {
+    let Some(latest) = tx.latest() else {
+        return false;
+    };
+    let Some(expires) = latest.expires_at_ms else {
+        return false;
+    };
+    let expired = obs.final_time_ms.is_some_and(|t| t > expires);
+    let unknown = obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown));
+    let final_block = blocks::final_block(obs.head_number, policy.confirmations);
+    let absent = match (&obs.blocks, latest.reference_block, final_block) {
+        (
+            BlockScan::Absent {
+                from,
+                through,
+                through_time_ms,
+            },
+            Some(reference),
+            Some(final_block),
+        ) => *from <= reference + 1 && *through_time_ms > expires && *through <= final_block,
+        _ => false,
+    };
+    expired && unknown && absent
+}
+
+/// TRON: the reason a payment whose newest attempt expired on chain unseen can never be proven
+/// void: that attempt was stored without its reference block (before it was kept), so the
+/// blocks that could include it are not known. An operator must check the chain.
+fn tron_unprovable(tx: &OutgoingTx, obs: &Observation) -> Option<String> {
+    let latest = tx.latest()?;
+    let expires = latest.expires_at_ms?;
+    let expired = obs.final_time_ms.is_some_and(|t| t > expires);
+    let unknown = obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown));
+    (tx.network == Network::Tron && expired && unknown && latest.reference_block.is_none()).then(
+        || {
+            format!(
+                "attempt {} expired unseen by the lookups, but it was stored without its                  reference block: that no block includes it cannot be proven from block                  contents, so nothing new is signed; check the chain",
+                latest.hash
+            )
+        },
+    )
 }
 
 /// Whether a node's refusal is a shortage the hot wallet's funding cures (the payment waits and
@@ -460,6 +590,7 @@ mod tests {
             sent_at: sent.map(at),
             last_answer: None,
             plan: None,
+            reference_block: None,
         }
     }
 
@@ -483,6 +614,25 @@ mod tests {
             head_time_ms: head_time,
             final_time_ms: Some(head_time),
             lookups,
+            blocks: BlockScan::NotRead,
+        }
+    }
+
+    /// `o` with the blocks `from..=through` read by number and listing no attempt.
+    fn absent(mut o: Observation, from: u64, through: u64, through_time_ms: i64) -> Observation {
+        o.blocks = BlockScan::Absent {
+            from,
+            through,
+            through_time_ms,
+        };
+        o
+    }
+
+    /// A TRON attempt referencing block 5, as the TRON sender builds them.
+    fn tron_attempt(hash: &str, signed: i64, sent: Option<i64>, expires: i64) -> Attempt {
+        Attempt {
+            reference_block: Some(5),
+            ..attempt(hash, signed, sent, Some(expires))
         }
     }
 
@@ -739,7 +889,7 @@ mod tests {
     #[test]
     fn tron_rebuilds_only_after_expiry_on_chain_with_nothing_known() {
         let mut t = tx(Network::Tron);
-        t.attempts.push(attempt("a", 0, Some(0), Some(60_000)));
+        t.attempts.push(tron_attempt("a", 0, Some(0), 60_000));
         t.status = OutStatus::Sent;
         // Our clock is past the expiration, the chain's head is not: no rebuild.
         let o = obs(10, 59_000, vec![TxLookup::Unknown]);
@@ -753,7 +903,7 @@ mod tests {
             decide(&t, Some(&o), &policy(), at(120_000)),
             Decision::Wait { .. }
         ));
-        let o = obs(30, 61_000, vec![TxLookup::Unknown]);
+        let o = absent(obs(30, 61_000, vec![TxLookup::Unknown]), 6, 28, 61_000);
         assert_eq!(
             decide(&t, Some(&o), &policy(), at(120_000)),
             Decision::Rebuild
@@ -784,7 +934,7 @@ mod tests {
         ));
         // TRON never re-signs a refused attempt before it expired on chain.
         let mut t = tx(Network::Tron);
-        let mut a = attempt("a", 0, None, Some(60_000));
+        let mut a = tron_attempt("a", 0, None, 60_000);
         a.last_answer = Some(format!(
             "{ANSWER_REJECTED_PREFIX}CONTRACT_VALIDATE_ERROR: balance is not sufficient"
         ));
@@ -795,7 +945,7 @@ mod tests {
             Decision::Broadcast
         );
         // Expired unseen: a shortage waits for funds (a new attempt, checked against them)...
-        let void = obs(30, 61_000, vec![TxLookup::Unknown]);
+        let void = absent(obs(30, 61_000, vec![TxLookup::Unknown]), 6, 28, 61_000);
         assert_eq!(
             decide(&t, Some(&void), &policy(), at(600_000)),
             Decision::Rebuild
@@ -869,7 +1019,7 @@ mod tests {
     fn tron_waits_the_confirmation_depth_past_an_expiration_before_rebuilding() {
         let policy = EnginePolicy::defaults(Network::Tron, 19);
         let mut t = tx(Network::Tron);
-        t.attempts.push(attempt("a", 0, Some(0), Some(60_000)));
+        t.attempts.push(tron_attempt("a", 0, Some(0), 60_000));
         t.status = OutStatus::Sent;
         // The head is past the expiration, the block at depth is not: a fork could still
         // replace the head with blocks that include the attempt.
@@ -885,7 +1035,7 @@ mod tests {
             decide(&t, Some(&early), &policy, at(200_000)),
             Decision::Wait { .. }
         ));
-        let mut late = obs(60, 117_000, vec![TxLookup::Unknown]);
+        let mut late = absent(obs(60, 117_000, vec![TxLookup::Unknown]), 6, 42, 60_001);
         late.final_time_ms = Some(60_001);
         assert_eq!(
             decide(&t, Some(&late), &policy, at(200_000)),
@@ -895,6 +1045,188 @@ mod tests {
         assert!(refusal_waits_for_funds(
             &t.payment,
             "OTHER_ERROR: internal error"
+        ));
+    }
+
+    #[test]
+    fn tron_never_rebuilds_nor_fails_on_lookups_alone() {
+        let mut t = tx(Network::Tron);
+        t.attempts.push(tron_attempt("a", 0, Some(0), 60_000));
+        t.status = OutStatus::Sent;
+        // Expired at the final block, every lookup "unknown", no block read: no evidence.
+        let unread = obs(30, 61_000, vec![TxLookup::Unknown]);
+        assert!(matches!(
+            decide(&t, Some(&unread), &policy(), at(120_000)),
+            Decision::Wait { .. }
+        ));
+        for (evidence, why) in [
+            (
+                absent(unread.clone(), 7, 28, 61_000),
+                "not from the block after the reference",
+            ),
+            (
+                absent(unread.clone(), 6, 28, 60_000),
+                "not past the expiration",
+            ),
+            (
+                absent(unread.clone(), 6, 29, 61_000),
+                "past the final block (30 - 3 + 1)",
+            ),
+        ] {
+            assert!(
+                matches!(
+                    decide(&t, Some(&evidence), &policy(), at(120_000)),
+                    Decision::Wait { .. }
+                ),
+                "{why}"
+            );
+        }
+        // A refusal that waiting cannot cure fails only on the same evidence.
+        t.attempts[0].sent_at = None;
+        t.attempts[0].last_answer = Some(format!(
+            "{ANSWER_REJECTED_PREFIX}CONTRACT_VALIDATE_ERROR: Cannot transfer TRX to yourself."
+        ));
+        t.status = OutStatus::Signed;
+        assert!(matches!(
+            decide(&t, Some(&unread), &policy(), at(120_000)),
+            Decision::Wait { .. }
+        ));
+        assert!(matches!(
+            decide(
+                &t,
+                Some(&absent(unread, 6, 28, 61_000)),
+                &policy(),
+                at(120_000)
+            ),
+            Decision::Fail { .. }
+        ));
+    }
+
+    #[test]
+    fn a_tron_attempt_stored_without_its_reference_block_is_stuck_not_rebuilt() {
+        let mut t = tx(Network::Tron);
+        t.attempts.push(attempt("a", 0, Some(0), Some(60_000)));
+        t.status = OutStatus::Sent;
+        let o = absent(obs(30, 61_000, vec![TxLookup::Unknown]), 6, 28, 61_000);
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(120_000)),
+            Decision::Stuck { reason } if reason.contains("reference block")
+        ));
+    }
+
+    #[test]
+    fn an_attempt_listed_in_a_block_the_lookups_miss_is_included_never_rebuilt() {
+        let mut t = tx(Network::Tron);
+        t.attempts.push(tron_attempt("a", 0, Some(0), 60_000));
+        t.status = OutStatus::Sent;
+        let mut o = obs(30, 61_000, vec![TxLookup::Unknown]);
+        // Listed, its receipt not read: no rebuild, no record either.
+        o.blocks = BlockScan::Listed {
+            hash: "a".into(),
+            block_number: 9,
+            inclusion: None,
+        };
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(120_000)),
+            Decision::Wait { .. }
+        ));
+        o.blocks = BlockScan::Listed {
+            hash: "a".into(),
+            block_number: 9,
+            inclusion: Some(inclusion(9, true)),
+        };
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(120_000)),
+            Decision::IncludedUnknownToLookups {
+                hash: "a".into(),
+                inclusion: inclusion(9, true)
+            }
+        );
+        t.included = Some(Included::new("a", &inclusion(9, true)));
+        t.status = OutStatus::Included;
+        // Still listed in its block: final at depth, whatever the lookups say.
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(121_000)),
+            Decision::Final
+        );
+        o.blocks = BlockScan::Listed {
+            hash: "a".into(),
+            block_number: 9,
+            inclusion: None,
+        };
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(121_000)),
+            Decision::Wait { .. }
+        ));
+        // Its block no longer lists it (the broadcaster read it): followed again.
+        o.blocks = BlockScan::NotRead;
+        assert_eq!(
+            decide(&t, Some(&o), &policy(), at(121_000)),
+            Decision::Reorged
+        );
+    }
+
+    #[test]
+    fn two_attempts_in_blocks_are_a_double_payment_once() {
+        for network in [Network::Tron, Network::Bsc] {
+            let mut t = tx(network);
+            t.attempts.push(attempt("a", 0, Some(0), None));
+            t.attempts.push(attempt("b", 60_000, Some(60_000), None));
+            t.status = OutStatus::Sent;
+            let both = obs(
+                11,
+                0,
+                vec![
+                    TxLookup::Included(inclusion(8, true)),
+                    TxLookup::Included(inclusion(9, true)),
+                ],
+            );
+            assert_eq!(
+                decide(&t, Some(&both), &policy(), at(61_000)),
+                Decision::DoublePayment {
+                    hash: "a".into(),
+                    inclusion: inclusion(8, true),
+                    hashes: vec!["a".into(), "b".into()],
+                }
+            );
+            // "b" recorded before "a" was seen: "b" stays the recorded one.
+            t.included = Some(Included::new("b", &inclusion(9, true)));
+            t.status = OutStatus::Included;
+            assert!(matches!(
+                decide(&t, Some(&both), &policy(), at(61_000)),
+                Decision::DoublePayment { hash, .. } if hash == "b"
+            ));
+            // Once recorded, it is followed to the end like any inclusion.
+            t.transition(
+                OutStatus::Included,
+                format!("{DOUBLE_PAYMENT_NOTE} a, b"),
+                at(61_000),
+            )
+            .unwrap();
+            assert_eq!(
+                decide(&t, Some(&both), &policy(), at(62_000)),
+                Decision::Final
+            );
+        }
+        // One found by lookup, the other listed in a block the lookups miss.
+        let mut t = tx(Network::Tron);
+        t.attempts.push(tron_attempt("a", 0, Some(0), 60_000));
+        t.attempts
+            .push(tron_attempt("b", 60_000, Some(60_000), 120_000));
+        t.status = OutStatus::Sent;
+        let mut o = obs(
+            30,
+            0,
+            vec![TxLookup::Unknown, TxLookup::Included(inclusion(25, true))],
+        );
+        o.blocks = BlockScan::Listed {
+            hash: "a".into(),
+            block_number: 9,
+            inclusion: Some(inclusion(9, true)),
+        };
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(130_000)),
+            Decision::DoublePayment { hash, hashes, .. } if hash == "b" && hashes == ["b", "a"]
         ));
     }
 

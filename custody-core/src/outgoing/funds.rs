@@ -146,6 +146,7 @@ mod tests {
             sent_at: offered.then(|| Timestamp::from_unix_millis(0)),
             last_answer: None,
             plan: None,
+            reference_block: None,
         });
         t.status = status;
         t

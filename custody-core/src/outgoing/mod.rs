@@ -13,14 +13,16 @@
 //! without it replacing that one (same nonce) or after it provably cannot (TRON expiry).
 //! Every move is appended to `history`; nothing is erased.
 
+pub mod blocks;
 mod engine;
 pub mod funds;
 #[cfg(test)]
 mod proptests;
 
+pub use blocks::BlockScan;
 pub use engine::{
     decide, final_status, refusal_waits_for_funds, repriced, Decision, EnginePolicy, Observation,
-    ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX,
+    ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX, DOUBLE_PAYMENT_NOTE,
 };
 
 use serde::{Deserialize, Serialize};
@@ -160,6 +162,11 @@ pub struct Attempt {
     /// before plans were kept, and on BSC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<ResourcePlan>,
+    /// TRON: the block the attempt references (TaPoS): only a later block can include it, so
+    /// the blocks after it are the ones read to prove it absent. Absent from attempts stored
+    /// before it was kept, and on BSC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_block: Option<u64>,
 }
 
 /// [`FeeBid`] in a stored form.
@@ -553,6 +560,53 @@ pub fn record_signed(
     }
     tx.update_outgoing(out)?;
     Ok(Recorded::Stored)
+}
+
+/// Ids of the records [`record_double_payment`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct DoublePaymentIds {
+    pub alert: Uuid,
+    pub latch: crate::invariants::LatchIds,
+}
+
+/// The alert and the latch of a double payment of `out` (attempts `hashes` all in a block),
+/// inside the caller's transaction, the one that records the inclusion: a critical
+/// `double_payment` alert, and `kill_switch.global` latched so that nothing more leaves until an
+/// operator has looked (the ledger books one payment; the chain paid more).
+pub fn record_double_payment(
+    tx: &mut dyn crate::ports::store::WriteTx,
+    ids: DoublePaymentIds,
+    out: &OutgoingTx,
+    hashes: &[String],
+    now: Timestamp,
+) -> crate::error::CoreResult<()> {
+    let message = format!(
+        "{} outgoing transaction {} ({} {}) went out more than once: attempts {} are all in          blocks; {} was paid more than the ledger booked. kill_switch.global is on",
+        out.network,
+        out.id,
+        out.purpose.as_str(),
+        out.reference_id,
+        hashes.join(", "),
+        out.payment.recipient()
+    );
+    tx.raise_alert(&crate::admin::Alert {
+        id: ids.alert,
+        kind: "double_payment".into(),
+        severity: "critical".into(),
+        message,
+        reference_type: Some("outgoing_transaction".into()),
+        reference_id: Some(out.id),
+        created_at: now,
+        acknowledged_at: None,
+        acknowledged_by: None,
+    })?;
+    let reason = format!(
+        "outgoing transaction {}: attempts {} are all in blocks (a double payment)",
+        out.id,
+        hashes.join(", ")
+    );
+    crate::invariants::latch(tx, ids.latch, &reason, now)?;
+    Ok(())
 }
 
 pub trait OutgoingReads {

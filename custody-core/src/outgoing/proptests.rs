@@ -6,7 +6,8 @@
 //! transactions), the queried node dropping its pool (the network's producers may keep it),
 //! answers lost while the bytes still reach the pools, refusals (also after the bytes reached
 //! the pools), reorganizations of the last blocks (shallower than the confirmation depth) and,
-//! on BSC, the market price moving.
+//! on BSC, the market price moving, and an endpoint whose lookups by id hide transactions
+//! that are in blocks (a lagging backend, or a liar) while its blocks list them.
 //!
 //! Model chain rules. BSC: one nonce; at most one transaction of it is ever on chain; a block
 //! takes the highest pooled bid that is at least the market price; a node refuses a bid below
@@ -22,7 +23,8 @@ use uuid::Uuid;
 
 use crate::amount::Amount;
 use crate::network::Network;
-use crate::ports::sender::{BroadcastOutcome, FeeBid, Inclusion, Payment, TxLookup};
+use crate::ports::chain::BlockHeader;
+use crate::ports::sender::{BlockListing, BroadcastOutcome, FeeBid, Inclusion, Payment, TxLookup};
 use crate::ports::signer::HdPath;
 use crate::time::Timestamp;
 
@@ -41,6 +43,9 @@ struct ModelTx {
     nonce: Option<u64>,
     price: u128,
     expires: Option<i64>,
+    /// TRON: the block it references (TaPoS): number and hash. Only a chain that still has
+    /// that block there can include it.
+    reference: Option<(u64, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +95,10 @@ enum Event {
     Market {
         price: u128,
     },
+    /// Lookups by id answer "unknown" for transactions in blocks (`hide`), or tell the truth.
+    Hide {
+        hide: bool,
+    },
 }
 
 struct Chain {
@@ -109,6 +118,8 @@ struct Chain {
     max_head: u64,
     succeeds: bool,
     fault: Option<Fault>,
+    /// Lookups by id do not see transactions in blocks (the blocks still list them).
+    hide_included: bool,
 }
 
 impl Chain {
@@ -130,6 +141,7 @@ impl Chain {
             producers_keep_void: true,
             succeeds,
             fault: None,
+            hide_included: false,
         }
     }
 
@@ -167,21 +179,33 @@ impl Chain {
         }
         match self.network {
             Network::Bsc => !self.nonce_used() && t.price >= self.market,
-            Network::Tron => !self.expired(t),
+            Network::Tron => {
+                !self.expired(t)
+                    && t.reference
+                        .as_ref()
+                        .is_some_and(|(n, h)| self.by_number(*n).is_some_and(|b| &b.hash == h))
+            }
+        }
+    }
+
+    fn inclusion(&self, b: &Block) -> Inclusion {
+        Inclusion {
+            block_number: b.number,
+            block_hash: b.hash.clone(),
+            succeeded: self.succeeds,
+            fee_native: Amount::from_units(1),
+            moves: Vec::new(),
+            resources: None,
+            block_time_ms: None,
         }
     }
 
     fn lookup(&self, hash: &str) -> TxLookup {
         if let Some(b) = self.block_of(hash) {
-            return TxLookup::Included(Inclusion {
-                block_number: b.number,
-                block_hash: b.hash.clone(),
-                succeeded: self.succeeds,
-                fee_native: Amount::from_units(1),
-                moves: Vec::new(),
-                resources: None,
-                block_time_ms: None,
-            });
+            if self.hide_included {
+                return TxLookup::Unknown;
+            }
+            return TxLookup::Included(self.inclusion(b));
         }
         if self.node_pool.contains(hash) {
             TxLookup::Pending
@@ -198,11 +222,91 @@ impl Chain {
             .len()
             .checked_sub(depth + 1)
             .map(|i| self.blocks[i].time);
+        let lookups: Vec<TxLookup> = tx.attempts.iter().map(|a| self.lookup(&a.hash)).collect();
+        let blocks = self.read_blocks(tx, final_time_ms, &lookups, confirmations);
         Observation {
             head_number: self.head().number,
             head_time_ms: self.head().time,
             final_time_ms,
-            lookups: tx.attempts.iter().map(|a| self.lookup(&a.hash)).collect(),
+            lookups,
+            blocks,
+        }
+    }
+
+    fn by_number(&self, number: u64) -> Option<&Block> {
+        let i = usize::try_from(number.checked_sub(self.blocks[0].number)?).ok()?;
+        self.blocks.get(i)
+    }
+
+    /// Block `number` as a node lists it.
+    fn listing(&self, number: u64) -> Option<BlockListing> {
+        let b = self.by_number(number)?;
+        let parent = number
+            .checked_sub(1)
+            .and_then(|n| self.by_number(n))
+            .map_or_else(|| "none".to_owned(), |p| p.hash.clone());
+        Some(BlockListing {
+            header: BlockHeader {
+                number,
+                hash: b.hash.clone(),
+                parent_hash: parent,
+                timestamp_ms: b.time,
+            },
+            txids: b.txs.clone(),
+        })
+    }
+
+    /// The blocks the broadcaster reads by number (TRON), as it reads them; the scanner has
+    /// recorded every block of the model chain.
+    fn read_blocks(
+        &self,
+        tx: &OutgoingTx,
+        final_time_ms: Option<i64>,
+        lookups: &[TxLookup],
+        confirmations: u32,
+    ) -> BlockScan {
+        if let Some(rec) = blocks::recorded_to_check(tx, lookups) {
+            return match self.listing(rec.block_number) {
+                Some(l) if blocks::still_listed(rec, &l) => BlockScan::Listed {
+                    hash: rec.hash.clone(),
+                    block_number: rec.block_number,
+                    inclusion: self.by_number(rec.block_number).map(|b| self.inclusion(b)),
+                },
+                _ => BlockScan::NotRead,
+            };
+        }
+        let Some(window) = blocks::scan_window(
+            tx,
+            self.head().number,
+            final_time_ms,
+            lookups,
+            confirmations,
+        ) else {
+            return BlockScan::NotRead;
+        };
+        let mut listings = Vec::new();
+        for n in window.from..=window.final_block {
+            let Some(l) = self.listing(n) else { break };
+            let end = window.ends_with(&l);
+            listings.push(l);
+            if end {
+                break;
+            }
+        }
+        let recorded = self
+            .blocks
+            .iter()
+            .map(|b| (b.number, b.hash.clone()))
+            .collect();
+        match blocks::assess(&window, &listings, &recorded) {
+            BlockScan::Listed {
+                hash, block_number, ..
+            } => BlockScan::Listed {
+                inclusion: self.by_number(block_number).map(|b| self.inclusion(b)),
+                hash,
+                block_number,
+            },
+            other => other,
         }
     }
 
@@ -387,6 +491,8 @@ struct Sim {
     now: i64,
     signed: u64,
     checks: Checks,
+    /// `DoublePayment` decisions (each raises the alert and latches the switch).
+    double_payments: u32,
 }
 
 fn at(ms: i64) -> Timestamp {
@@ -456,6 +562,7 @@ impl Sim {
             now: 0,
             signed: 0,
             checks: Checks::ALL,
+            double_payments: 0,
         }
     }
 
@@ -481,6 +588,10 @@ impl Sim {
                 if self.chain.network == Network::Bsc {
                     self.chain.market = price;
                 }
+            }
+            // The finding is TRON's: on BSC the nonce keeps attempts exclusive.
+            Event::Hide { hide } => {
+                self.chain.hide_included = hide && self.chain.network == Network::Tron
             }
         }
         self.check_paid_once()
@@ -563,11 +674,23 @@ impl Sim {
                 self.sign_store_send(bid)?;
             }
             Decision::Broadcast => self.send_latest()?,
-            Decision::Included { hash, inclusion } => {
+            Decision::Included { hash, inclusion }
+            | Decision::IncludedUnknownToLookups { hash, inclusion } => {
                 self.tx.included = Some(Included::new(&hash, &inclusion));
                 let detail = format!("{hash} in block {}", inclusion.block_number);
                 self.transition(OutStatus::Included, detail)?;
                 self.tx.next_check_at = now.plus_millis(self.policy.check_every_ms);
+            }
+            Decision::DoublePayment {
+                hash,
+                inclusion,
+                hashes,
+            } => {
+                self.tx.included = Some(Included::new(&hash, &inclusion));
+                let detail = format!("{DOUBLE_PAYMENT_NOTE} {}", hashes.join(", "));
+                self.transition(OutStatus::Included, detail)?;
+                self.tx.next_check_at = now.plus_millis(self.policy.check_every_ms);
+                self.double_payments += 1;
             }
             Decision::Reorged => {
                 self.tx.included = None;
@@ -669,11 +792,18 @@ impl Sim {
         if self.checks.bids && self.tx.network == Network::Bsc {
             prop_assert_eq!(raw_nonce(&raw), NONCE);
         }
+        // The model's TRON transactions reference the block below the head.
+        let reference = (self.tx.network == Network::Tron).then(|| {
+            let n = self.chain.head().number.saturating_sub(1).max(100);
+            let b = self.chain.by_number(n).expect("a block below the head");
+            (b.number, b.hash.clone())
+        });
         self.chain.known.push(ModelTx {
             hash: hash.clone(),
             nonce: self.tx.nonce,
             price: gas(bid.into()).1,
             expires,
+            reference: reference.clone(),
         });
         let now = at(self.now);
         self.tx
@@ -687,6 +817,7 @@ impl Sim {
                     sent_at: None,
                     last_answer: None,
                     plan: None,
+                    reference_block: reference.map(|(n, _)| n),
                 },
                 now,
             )
@@ -810,6 +941,7 @@ fn event(reorgs: bool, hostile: bool) -> impl Strategy<Value = Event> {
         1 => any::<bool>().prop_map(|reached| Event::Fault(Fault::Refused { reached })),
         reorg_weight => (1u64..5, any::<bool>()).prop_map(|(depth, lose)| Event::Reorg { depth, lose }),
         1 => market().prop_map(|price| Event::Market { price }),
+        1 => any::<bool>().prop_map(|hide| Event::Hide { hide }),
     ]
 }
 
@@ -1022,4 +1154,57 @@ fn a_short_reorg_after_a_tron_rebuild_does_not_pay_twice() {
     .unwrap();
     let r = sim.apply(&Event::Block { include: true });
     assert!(r.is_ok(), "{r:?}");
+}
+
+/// Finding (double payment, TRON; issue 31, F2): attempt A is in a block, but the lookups by
+/// id answer "unknown" (a lagging backend behind a load-balanced URL, or a liar). Once the
+/// block at confirmation depth is past A's expiration, the engine rebuilt on those answers
+/// alone and B went out beside A. The blocks read by number list A: it is recorded as
+/// included (and final at depth), nothing new is signed.
+#[test]
+fn a_tron_attempt_hidden_from_lookups_is_found_in_its_block_not_paid_twice() {
+    let mut sim = Sim::new(Network::Tron, fixed_policy(3), 1_000, true);
+    sim.apply(&Event::Block { include: false }).unwrap();
+    sim.apply(&Event::Step { race: false }).unwrap();
+    sim.apply(&Event::Block { include: true }).unwrap();
+    assert_eq!(sim.chain.included().len(), 1, "A is in a block");
+    sim.apply(&Event::Hide { hide: true }).unwrap();
+    for _ in 0..30 {
+        sim.apply(&Event::Block { include: true }).unwrap();
+        sim.apply(&Event::Step { race: false }).unwrap();
+    }
+    assert_eq!(sim.tx.attempts.len(), 1, "nothing new is signed");
+    assert_eq!(sim.tx.status, OutStatus::Final);
+    assert_eq!(
+        sim.tx.included.as_ref().map(|i| i.hash.as_str()),
+        Some(sim.tx.attempts[0].hash.as_str())
+    );
+    assert_eq!(sim.double_payments, 0);
+}
+
+/// Property (issue 31, F6): a chain on which two attempts are both in blocks (a rebuild that
+/// went out beside the first: here forced by hand) is a `DoublePayment` decision, once.
+#[test]
+fn two_attempts_in_blocks_are_a_double_payment_decided_once() {
+    let mut sim = Sim::new(Network::Tron, fixed_policy(3), 1_000, true);
+    sim.checks = Checks::default();
+    sim.apply(&Event::Step { race: false }).unwrap();
+    sim.apply(&Event::Block { include: true }).unwrap();
+    // A second attempt signed and mined beside the first (what F2 did).
+    sim.sign_store_send(FeeBid::FeeLimit { sun: FEE_LIMIT })
+        .unwrap();
+    sim.apply(&Event::Block { include: true }).unwrap();
+    assert_eq!(sim.chain.included().len(), 2);
+    for _ in 0..10 {
+        sim.apply(&Event::Tick { ms: 3_000 }).unwrap();
+        sim.apply(&Event::Step { race: false }).unwrap();
+    }
+    assert_eq!(
+        sim.double_payments, 1,
+        "decided once, then followed to the end"
+    );
+    assert_eq!(sim.tx.status, OutStatus::Included);
+    sim.settle(10).unwrap();
+    assert_eq!(sim.tx.status, OutStatus::Final);
+    assert_eq!(sim.double_payments, 1);
 }

@@ -178,6 +178,9 @@ pub struct UnsignedTx {
     /// TRON: the transaction is void once a block after this time is produced (ms since the
     /// epoch). `None` on EVM (a nonce never expires).
     pub expires_at_ms: Option<i64>,
+    /// TRON: the number of the block the transaction references (TaPoS); only a later block
+    /// can include it. `None` on EVM.
+    pub reference_block: Option<u64>,
 }
 
 /// The exact bytes to broadcast and the hash they will be known by. Stored before anything is
@@ -220,6 +223,15 @@ pub enum TxLookup {
     /// In the node's pool, not in a block.
     Pending,
     Included(Inclusion),
+}
+
+/// TRON: what a block lists, read by number: its header and the id of every transaction in it
+/// (its contents, not an answer to a lookup by id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockListing {
+    pub header: crate::ports::chain::BlockHeader,
+    /// Lowercase hex without `0x`.
+    pub txids: Vec<String>,
 }
 
 /// A transaction in a block, with its receipt.
@@ -313,6 +325,21 @@ pub trait ChainSender: Send + Sync {
     /// none: the engine judges a TRON expiration on the block at confirmation depth, which no
     /// shallower reorganization can replace.
     async fn block_time(&self, number: u64) -> Result<Option<i64>, PortError>;
+
+    /// TRON: block `number` as its contents list it, `None` when the node has no such block.
+    /// The engine proves from these, not from lookups by id, that no attempt of a payment is
+    /// in a block before it signs another one. EVM: not used (a nonce keeps attempts
+    /// exclusive); an implementation may refuse it.
+    async fn block_listing(&self, number: u64) -> Result<Option<BlockListing>, PortError>;
+
+    /// TRON: the inclusion of `hash` in block `number`, read from the block's contents and its
+    /// transaction infos (not from a lookup by id), `None` when the block does not list it.
+    /// EVM: not used; an implementation may refuse it.
+    async fn inclusion_in_block(
+        &self,
+        hash: &str,
+        number: u64,
+    ) -> Result<Option<Inclusion>, PortError>;
 
     /// The native balance of `address` and, for a token, its token balance: (native, token).
     async fn balances(

@@ -274,6 +274,7 @@ fn sent(out: &mut OutgoingTx) {
             sent_at: Some(at(11)),
             last_answer: Some("accepted".into()),
             plan: None,
+            reference_block: None,
         },
         at(10),
     )

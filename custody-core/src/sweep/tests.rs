@@ -188,6 +188,7 @@ pub(super) fn sent(out: &mut OutgoingTx) {
             sent_at: Some(at(11)),
             last_answer: Some("accepted".into()),
             plan: None,
+            reference_block: None,
         },
         at(10),
     )

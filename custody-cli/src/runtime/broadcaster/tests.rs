@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use custody_core::admin::set_control;
+use custody_core::admin::{restricted, set_control};
 use custody_core::amount::Amount;
 use custody_core::error::PortError;
 use custody_core::keys::{HdSigner, Mnemonic};
@@ -184,6 +184,7 @@ impl ChainSender for ScriptedChain {
             digest,
             payload,
             expires_at_ms: None,
+            reference_block: None,
         })
     }
 
@@ -276,6 +277,23 @@ impl ChainSender for ScriptedChain {
 
     async fn block_time(&self, number: u64) -> Result<Option<i64>, PortError> {
         Ok((number <= *self.head.lock().unwrap()).then_some(T0))
+    }
+
+    async fn block_listing(
+        &self,
+        _: u64,
+    ) -> Result<Option<custody_core::ports::sender::BlockListing>, PortError> {
+        Err(PortError::permanent(
+            "scripted",
+            "a BSC chain lists no blocks",
+        ))
+    }
+
+    async fn inclusion_in_block(&self, _: &str, _: u64) -> Result<Option<Inclusion>, PortError> {
+        Err(PortError::permanent(
+            "scripted",
+            "a BSC chain lists no blocks",
+        ))
     }
 
     async fn balances(
@@ -733,6 +751,7 @@ async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> Stri
                 sent_at: None,
                 last_answer: last_answer.map(str::to_owned),
                 plan: None,
+                reference_block: None,
             },
             f.clock.now(),
         )
@@ -1626,5 +1645,69 @@ async fn a_token_payment_whose_receipt_shows_no_transfer_is_neither_paid_nor_fai
         alice_usdt.available(),
         Some(Amount::from_units(1_000_000 - 5 - 100)),
         "the amount and its quoted cost left alice"
+    );
+}
+
+/// Issue 31, F6: two attempts of one payment both in blocks (what F2 did on TRON; forced here on
+/// the scripted chain) is noticed: one critical `double_payment` alert and
+/// `kill_switch.global` latched, in the write that records the inclusion; the payment is still
+/// followed to the end, and nothing is raised twice.
+#[tokio::test]
+async fn two_attempts_in_blocks_raise_a_double_payment_alert_and_latch_the_global_switch() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    f.b.round().await.unwrap();
+    f.chain.drop_pool();
+    f.advance(61_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert_eq!(out.attempts.len(), 2);
+    {
+        let mut mined = f.chain.mined.lock().unwrap();
+        let mut head = f.chain.head.lock().unwrap();
+        for a in &out.attempts {
+            *head += 1;
+            mined.insert(a.hash.clone(), *head);
+        }
+    }
+    let global_on = || async {
+        read(f.b.store.as_ref(), |tx| {
+            Ok(restricted(
+                tx,
+                custody_core::invariants::GLOBAL_KILL_SWITCH,
+            )?)
+        })
+        .await
+        .unwrap()
+    };
+    assert!(!global_on().await);
+    assert!(alerts_of(&f, "double_payment").await.is_empty());
+    f.advance(5_000);
+    f.b.round().await.unwrap();
+    let recorded = f.get(id).await;
+    assert_eq!(recorded.status, OutStatus::Included);
+    assert!(recorded.last_note_starts_with(DOUBLE_PAYMENT_NOTE));
+    assert_eq!(
+        recorded.included.as_ref().map(|i| i.hash.as_str()),
+        Some(out.attempts[0].hash.as_str())
+    );
+    let alerts = alerts_of(&f, "double_payment").await;
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].severity, "critical");
+    assert_eq!(alerts[0].reference_id, Some(id));
+    assert!(
+        alerts[0].message.contains(&out.attempts[0].hash)
+            && alerts[0].message.contains(&out.attempts[1].hash),
+        "{}",
+        alerts[0].message
+    );
+    assert!(global_on().await, "kill_switch.global is latched");
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 4, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(
+        alerts_of(&f, "double_payment").await.len(),
+        1,
+        "raised once"
     );
 }

@@ -76,6 +76,7 @@ fn attempt(hash: &str) -> Attempt {
                 energy_margin_percent: 20,
             },
         )),
+        reference_block: Some(58_000_001),
     }
 }
 
