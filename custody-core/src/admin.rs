@@ -62,13 +62,16 @@ pub trait AlertReads {
     fn open_alert_count(&mut self) -> Result<u64, PortError>;
 }
 
-/// The kill switches and maintenance controls of decisions §8. Enabled = the restriction is on.
-pub const CONTROL_KEYS: [&str; 7] = [
+/// The kill switches and maintenance controls of decisions §8, and `kill_switch.sweeps` (no new
+/// sweep or treasury funding: what an operator turns on while hot wallets are rotated away
+/// from a compromised seed). Enabled = the restriction is on.
+pub const CONTROL_KEYS: [&str; 8] = [
     "kill_switch.global",
     "kill_switch.withdrawals",
     "kill_switch.swaps",
     "kill_switch.internal_transfers",
     "kill_switch.deposit_crediting",
+    "kill_switch.sweeps",
     "maintenance.BSC",
     "maintenance.TRON",
 ];

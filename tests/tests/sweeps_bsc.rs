@@ -294,3 +294,62 @@ fn kill_9_while_a_sweep_answer_is_lost_sweeps_once_after_restart() {
     s.reconciles();
     s.custody.stop();
 }
+
+/// `kill_switch.sweeps` (issue 31, F4): while it is on nothing is swept or funded, and
+/// withdrawals still go out; once it is off the deposit is swept as usual.
+#[test]
+fn the_sweeps_switch_stops_sweeps_alone() {
+    let Some(anvil) = Anvil::start() else { return };
+    let mut s = setup(&anvil, &anvil.url());
+    s.custody.start();
+    let ops = s.custody.client(&s.ops);
+    let switch = |on: bool| {
+        let r = ops.post(
+            "/v1/admin/controls",
+            &json!({ "control_key": "kill_switch.sweeps", "enabled": on, "reason": "rotation" }),
+            None,
+        );
+        assert_eq!(r.status, 200, "{:?}", r.json());
+    };
+    switch(true);
+    let client = s.client();
+    let alice = client.wallet("alice", "BSC");
+    let a = alice["address"].as_str().unwrap().to_owned();
+    anvil.send_value(anvil.account(1), &a, 2 * E18);
+    anvil.mine(16);
+    s.wait_credited(1);
+    // Many sweeper rounds (every 200 ms): nothing planned, nothing left the address.
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    assert!(s.admin("sweeps").is_empty());
+    assert_eq!(anvil.balance(&a), 2 * E18);
+    // A withdrawal is not a sweep: it goes out from the hot wallet.
+    client.wallet("bob", "BSC");
+    s.custody
+        .adjust("acme", "bob", "BSC", "BNB", true, &E18.to_string());
+    let q = client.post(
+        "/v1/withdrawals/quote",
+        &json!({ "external_user_id": "bob", "network": "BSC", "asset": "BNB",
+                 "destination_address": "0x00000000000000000000000000000000000000D5",
+                 "amount_units": (E18 / 10).to_string() }),
+        None,
+    );
+    assert_eq!(q.status, 201, "{:?}", q.json());
+    let w = client.post(
+        "/v1/withdrawals",
+        &json!({ "quote_id": q.json()["id"] }),
+        Some("sweeps-switch-w1"),
+    );
+    assert_eq!(w.status, 201, "{:?}", w.json());
+    let id = w.json()["id"].as_str().unwrap().to_owned();
+    s.custody.wait_for(30, "the withdrawal sent", || {
+        let v = client.get(&format!("/v1/withdrawals/{id}")).json();
+        (v["status"] == "broadcasted").then_some(())
+    });
+    assert!(s.admin("sweeps").is_empty(), "still no sweep");
+    switch(false);
+    s.wait_sweep(&a, "BNB", "broadcasted");
+    anvil.mine(16);
+    s.wait_sweep(&a, "BNB", "confirmed");
+    assert_eq!(anvil.balance(&a), 0);
+    s.custody.stop();
+}

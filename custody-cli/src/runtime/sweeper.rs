@@ -21,7 +21,7 @@
 //! address whose reclaim is not final yet is not planned (the reclaim would take back energy
 //! the new plan counts on: java-tron keeps one delegation per owner and receiver).
 //!
-//! Nothing is planned while `kill_switch.global` or `maintenance.<NETWORK>` is on. A crash
+//! Nothing is planned while `kill_switch.sweeps`, `kill_switch.global` or `maintenance.<NETWORK>` is on. A crash
 //! between two rounds loses nothing: a sweep and its first transaction are created together,
 //! at most one sweep is open per address (a constraint), and the engine never pays twice.
 
@@ -156,7 +156,7 @@ impl Sweeper {
             .unwrap_or_default();
         let (stopped, waiting, credited, flows) = read(self.store.as_ref(), move |tx| {
             Ok((
-                restricted(tx, &maintenance)?,
+                restricted(tx, &maintenance)? || restricted(tx, "kill_switch.sweeps")?,
                 tx.sweeps_awaiting_transfer(network)?,
                 tx.credited_by_address(network)?,
                 tx.sweep_flows(network, &native)?,
@@ -405,7 +405,8 @@ impl Sweeper {
             };
             let now = self.clock.now();
             let created = write(self.store.as_ref(), move |tx| {
-                if custody_core::admin::restricted(tx, "kill_switch.global")? {
+                // Checked again in the write: a switch turned on since the round began.
+                if custody_core::admin::restricted(tx, "kill_switch.sweeps")? {
                     return Ok(None);
                 }
                 // Another delegation may have been planned since the stake was read (another

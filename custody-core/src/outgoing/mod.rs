@@ -468,9 +468,8 @@ pub fn purpose_switch(purpose: Purpose) -> &'static str {
         Purpose::Withdrawal => "kill_switch.withdrawals",
         // An approval only serves a swap: it stops with swaps.
         Purpose::Swap | Purpose::Approval => "kill_switch.swaps",
-        // The treasury's own moves have no switch of their own: the global one and the
-        // network's maintenance stop them.
-        Purpose::Sweep | Purpose::Funding => "kill_switch.global",
+        // The treasury's own moves: sweeps and the fundings they wait for.
+        Purpose::Sweep | Purpose::Funding => "kill_switch.sweeps",
     }
 }
 
