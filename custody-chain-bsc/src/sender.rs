@@ -653,15 +653,51 @@ impl ChainSender for BscSender {
 
     async fn lookup(&self, hash: &str) -> Result<TxLookup, PortError> {
         let h = format!("0x{}", hash.trim_start_matches("0x"));
-        let receipt = self
+        // One request, so one endpoint answers both: the receipt and the head it sees it under
+        // (a load-balanced URL could otherwise mix a lagging backend's head with another's
+        // receipt).
+        let mut answers = self
             .chain
             .rpc()
-            .call("eth_getTransactionReceipt", json!([h]))
-            .await?;
+            .batch(&[
+                ("eth_getTransactionReceipt", json!([h])),
+                ("eth_getBlockByNumber", json!(["latest", false])),
+            ])
+            .await?
+            .into_iter();
+        let mut next = |method: &str| match answers.next() {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(e)) => Err(e.into_port_error(method)),
+            None => Err(malformed(format!("no answer to {method} in the batch"))),
+        };
+        let receipt = next("eth_getTransactionReceipt")?;
+        let head = next("eth_getBlockByNumber")?;
         if !receipt.is_null() {
+            let of = codec::hash(field(&receipt, "transactionHash")?).map_err(malformed)?;
+            if !of.eq_ignore_ascii_case(h.trim_start_matches("0x")) {
+                return Err(PortError::transient(
+                    PORT,
+                    format!(
+                        "asked for the receipt of {h}, the endpoint answered the one of 0x{of}"
+                    ),
+                ));
+            }
             let block_number =
                 codec::quantity_u64(field(&receipt, "blockNumber")?).map_err(malformed)?;
             let block_hash = codec::hash(field(&receipt, "blockHash")?).map_err(malformed)?;
+            let head_number = if head.is_null() {
+                return Err(malformed("no latest block"));
+            } else {
+                codec::quantity_u64(field(&head, "number")?).map_err(malformed)?
+            };
+            if block_number > head_number {
+                return Err(PortError::transient(
+                    PORT,
+                    format!(
+                        "the receipt of {h} is in block {block_number}, above the endpoint's own head {head_number}: asking again"
+                    ),
+                ));
+            }
             let status = codec::quantity_u64(field(&receipt, "status")?).map_err(malformed)?;
             let gas_used = codec::quantity_u128_opt(field(&receipt, "gasUsed")?)
                 .map_err(malformed)?
@@ -684,25 +720,36 @@ impl ChainSender for BscSender {
                         format!("the receipt of {h} has no logs array: asking again"),
                     )
                 })?;
-            // A reverted swap failed on its price or its deadline, which only the block's time
-            // tells apart; read for failed receipts only (one call more, and rarely).
+            // The receipt's block must be the chain's block at that height: a receipt from a
+            // stale fork (or a lying endpoint) is no inclusion, and depth counted on it would
+            // call final what the chain no longer holds. Its time also tells a reverted swap's
+            // deadline from its price.
+            let block = self
+                .chain
+                .rpc()
+                .call(
+                    "eth_getBlockByNumber",
+                    json!([format!("{block_number:#x}"), false]),
+                )
+                .await?;
+            if block.is_null() {
+                return Err(PortError::transient(
+                    PORT,
+                    format!("block {block_number} of {h} is not known yet: asking again"),
+                ));
+            }
+            let canonical = codec::hash(field(&block, "hash")?).map_err(malformed)?;
+            if canonical != block_hash {
+                return Err(PortError::transient(
+                    PORT,
+                    format!(
+                        "the receipt of {h} names block 0x{block_hash} at {block_number}, the chain holds 0x{canonical} there: asking again"
+                    ),
+                ));
+            }
             let block_time_ms = if status == 1 {
                 None
             } else {
-                let block = self
-                    .chain
-                    .rpc()
-                    .call(
-                        "eth_getBlockByHash",
-                        json!([format!("0x{block_hash}"), false]),
-                    )
-                    .await?;
-                if block.is_null() {
-                    return Err(PortError::transient(
-                        PORT,
-                        format!("block {block_hash} of {h} is not known yet: asking again"),
-                    ));
-                }
                 let seconds =
                     codec::quantity_u64(field(&block, "timestamp")?).map_err(malformed)?;
                 Some(i64::try_from(seconds.saturating_mul(1_000)).unwrap_or(i64::MAX))

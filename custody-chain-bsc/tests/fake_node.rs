@@ -69,6 +69,16 @@ fn chain(url: String) -> Arc<BscChain> {
     )
 }
 
+/// The node's blocks: `latest` is 0x20; block 0x10 holds the receipts below (hash `cd…`).
+fn block(params: &Value) -> Result<Value, Value> {
+    Ok(if params[0] == "latest" {
+        json!({ "number": "0x20", "hash": format!("0x{}", "ee".repeat(32)), "timestamp": "0x6553f200" })
+    } else {
+        assert_eq!(params[0], "0x10");
+        json!({ "number": "0x10", "hash": format!("0x{}", "cd".repeat(32)), "timestamp": "0x6553f100" })
+    })
+}
+
 fn receipt(with_logs: bool) -> Value {
     let mut r = json!({
         "transactionHash": format!("0x{}", "ab".repeat(32)),
@@ -87,8 +97,9 @@ fn receipt(with_logs: bool) -> Value {
 #[tokio::test]
 async fn a_receipt_without_logs_is_asked_again_never_read_as_nothing_moved() {
     for with_logs in [false, true] {
-        let url = node(move |method, _| match method {
+        let url = node(move |method, params| match method {
             "eth_getTransactionReceipt" => Ok(receipt(with_logs)),
+            "eth_getBlockByNumber" => block(params),
             other => Err(json!({"code": -32601, "message": format!("no {other} here")})),
         });
         let sender = BscSender::new(chain(url), BscSenderSettings::default());
@@ -116,10 +127,7 @@ async fn a_failed_receipt_carries_its_blocks_time_to_tell_a_deadline_from_a_pric
                 r["status"] = json!(status);
                 Ok(r)
             }
-            "eth_getBlockByHash" => {
-                assert_eq!(params[0], json!(format!("0x{}", "cd".repeat(32))));
-                Ok(json!({ "number": "0x10", "timestamp": "0x6553f100" }))
-            }
+            "eth_getBlockByNumber" => block(params),
             other => Err(json!({"code": -32601, "message": format!("no {other} here")})),
         });
         let sender = BscSender::new(chain(url), BscSenderSettings::default());
@@ -130,7 +138,7 @@ async fn a_failed_receipt_carries_its_blocks_time_to_tell_a_deadline_from_a_pric
             assert!(!i.succeeded);
             assert_eq!(i.block_time_ms, Some(0x6553_f100 * 1_000));
         } else {
-            // A success needs no block time: nothing more is asked of the node.
+            // A success needs no block time.
             assert!(i.succeeded);
             assert_eq!(i.block_time_ms, None);
         }
@@ -214,5 +222,40 @@ async fn only_a_revert_of_the_router_means_the_path_has_no_pool() {
             .unwrap_err();
         assert_eq!(is_no_pool(&e), no_pool, "{error}: {e}");
         assert_eq!(e.retry, Retry::Permanent, "{error}: {e}");
+    }
+}
+
+/// Makes a receipt (first) or its block (second) lie.
+type Spoil = fn(&mut Value, &mut Value);
+
+/// Issue 31, F5: an inclusion is read from one endpoint's receipt and head, and only when the
+/// receipt names the chain's block at its height; anything else is asked again, never taken
+/// as included (a stale fork's receipt would be counted final on a block the chain dropped).
+#[tokio::test]
+async fn a_receipt_of_another_transaction_a_stale_block_or_above_the_head_is_no_inclusion() {
+    let cases: [(&str, Spoil); 3] = [
+        ("of 0x", |r, _| {
+            r["transactionHash"] = json!(format!("0x{}", "ac".repeat(32)));
+        }),
+        ("the chain holds", |_, b| {
+            b["hash"] = json!(format!("0x{}", "0f".repeat(32)));
+        }),
+        ("above the endpoint's own head", |r, _| {
+            r["blockNumber"] = json!("0x21");
+        }),
+    ];
+    for (said, spoil) in cases {
+        let (mut r, mut b) = (receipt(true), block(&json!(["0x10"])).unwrap());
+        spoil(&mut r, &mut b);
+        let url = node(move |method, params| match method {
+            "eth_getTransactionReceipt" => Ok(r.clone()),
+            "eth_getBlockByNumber" if params[0] == "latest" => block(params),
+            "eth_getBlockByNumber" => Ok(b.clone()),
+            other => Err(json!({"code": -32601, "message": format!("no {other} here")})),
+        });
+        let sender = BscSender::new(chain(url), BscSenderSettings::default());
+        let e = sender.lookup(&"ab".repeat(32)).await.unwrap_err();
+        assert_eq!(e.retry, Retry::Transient, "{e}");
+        assert!(e.message.contains(said), "{said}: {e}");
     }
 }
