@@ -406,6 +406,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 },
             );
         }
+        revoke_stale_approvals(store.as_ref(), &hot_wallets, &config).await?;
         // One registry for the server and the webhook loop: one /v1/metrics shows both.
         let metrics = Arc::new(custody_http::metrics::Metrics::new());
         let state = Arc::new(AppState {
@@ -544,4 +545,34 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     store.close();
     tracing::info!("stopped");
     result
+}
+
+/// Queues an `approve(0)` of every router the BSC hot wallet approved other than the one
+/// configured now (`swap::revoke_stale_approvals`): an approval without limit must not
+/// outlive a router change. The broadcaster sends them.
+async fn revoke_stale_approvals(
+    store: &dyn custody_core::ports::Store,
+    hot_wallets: &std::collections::BTreeMap<
+        custody_core::Network,
+        custody_core::withdrawal::HotWallet,
+    >,
+    config: &Config,
+) -> Result<(), String> {
+    let Some(hot) = hot_wallets.get(&custody_core::Network::Bsc).cloned() else {
+        return Ok(());
+    };
+    let router = config.swaps.router_settings()?.router;
+    let now = SystemClock.now();
+    let queued = custody_core::ports::store::write(store, move |tx| {
+        custody_core::swap::revoke_stale_approvals(tx, &OsEntropy, &hot, &router, now)
+    })
+    .await
+    .map_err(|e| format!("cannot revoke the approvals of a former router: {e}"))?;
+    if !queued.is_empty() {
+        tracing::warn!(
+            count = queued.len(),
+            "approvals of a former swap router queued for revocation"
+        );
+    }
+    Ok(())
 }

@@ -343,3 +343,73 @@ fn a_swap_whose_pool_moved_past_the_slippage_fails_and_releases_the_hold() {
     let mut custody = s.custody;
     custody.stop();
 }
+
+/// The router's approval on chain, `allowance(hot, ROUTER)` of `token`.
+fn allowance_on_chain(anvil: &Anvil, token: &str, owner: &str, spender: &str) -> u128 {
+    let word = |a: &str| format!("{:0>64}", a.trim_start_matches("0x").to_lowercase());
+    let data = format!("0xdd62ed3e{}{}", word(owner), word(spender));
+    let v = anvil.rpc("eth_call", json!([{ "to": token, "data": data }, "latest"]));
+    u128::from_str_radix(&v.as_str().unwrap()[2 + 32..], 16).unwrap()
+}
+
+/// Issue 31, F14: the router is approved without limit, so a router change must not leave
+/// the old router able to take the hot wallet's tokens: the service, restarted with another
+/// router, revokes the old approval on chain (an audited `approve(0)`), paying only its gas.
+#[test]
+fn a_router_change_revokes_the_old_routers_approval_on_chain() {
+    let Some(anvil) = Anvil::start() else { return };
+    let s = setup(&anvil);
+    let q = s.quote("USDT", "BNB", 100 * E18, 100);
+    let w = s.execute(&q, "swap-before-router-change");
+    s.settle(w["id"].as_str().unwrap(), "confirmed");
+    let router = custody_e2e::dex::ROUTER;
+    assert!(allowance_on_chain(&anvil, USDT, &s.hot, router) > 1u128 << 100);
+    let mut custody = s.custody;
+    custody.stop();
+    let ops = custody.credential("ops", &["--admin"]);
+    let books_of = |c: &Custody| c.client(&ops).ledger_books();
+    let hot_bnb = anvil.balance(&s.hot);
+    let hot_usdt = anvil.token_balance(USDT, &s.hot);
+    set_config(
+        &custody.data_dir(),
+        "swaps",
+        "router",
+        "\"0x00000000000000000000000000000000000000E2\"",
+    );
+    custody.start();
+    let before = books_of(&custody);
+    let alice = custody.client(&s.cred).wallet("alice", "BSC");
+    let alice_before = custody.client(&s.cred).all_balances(&alice);
+    custody.wait_for(60, "the old router's approval revoked on chain", || {
+        anvil.mine(1);
+        (allowance_on_chain(&anvil, USDT, &s.hot, router) == 0).then_some(())
+    });
+    anvil.mine(16);
+    let fee_key = "system:network_fees:BSC:BNB";
+    let after = custody.wait_for(60, "the revocation's fee booked", || {
+        let b = books_of(&custody);
+        (b.get(fee_key) != before.get(fee_key)).then_some(b)
+    });
+    let fee = u128::try_from(before.get(fee_key).copied().unwrap_or(0) - after[fee_key]).unwrap();
+    assert!(fee > 0);
+    assert_eq!(
+        anvil.balance(&s.hot),
+        hot_bnb - fee,
+        "only the revocation's gas"
+    );
+    assert_eq!(anvil.token_balance(USDT, &s.hot), hot_usdt);
+    assert_eq!(
+        custody.client(&s.cred).all_balances(&alice),
+        alice_before,
+        "no user's balance moved"
+    );
+    let audit = custody.client(&ops).get("/v1/admin/audit?limit=100").json();
+    assert!(audit["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["action"] == "swap.router_approval_revoked"));
+    let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
+    assert!(ok, "{out}");
+    custody.stop();
+}

@@ -538,6 +538,71 @@ fn on_approval(
     Ok(())
 }
 
+/// Revokes what the hot wallet approved for any spender other than `router` (the router the
+/// service swaps through now): the service approves its router without limit, so an approval
+/// left to a router it no longer uses (a changed `[swaps] router`, a router found unsafe)
+/// would let that contract take the hot wallet's tokens for ever. For each such allowance
+/// still counted above zero, an `approve(0)` is queued from the hot wallet (after the approval
+/// that set it, if that one is still on its way) and the count is set to zero; each is audited.
+/// Run when the service starts; a second run queues nothing. Returns the revocations queued.
+pub fn revoke_stale_approvals(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    hot: &HotWallet,
+    router: &str,
+    now: Timestamp,
+) -> CoreResult<Vec<Uuid>> {
+    let mut queued = Vec::new();
+    for a in tx.allowances_of(Network::Bsc, &hot.address)? {
+        if a.spender.eq_ignore_ascii_case(router) || a.remaining.is_zero() {
+            continue;
+        }
+        let id = new_uuid(entropy);
+        let revoke = OutgoingTx::new(
+            id,
+            Network::Bsc,
+            Purpose::Approval,
+            // A revocation serves no swap: it references itself.
+            id,
+            hot.address.clone(),
+            hot.path,
+            Payment::Approve {
+                token: a.token.clone(),
+                spender: a.spender.clone(),
+                amount: Amount::ZERO,
+            },
+            None,
+            now,
+        );
+        let still_going = tx
+            .outgoing(a.approval_outgoing_id)?
+            .is_some_and(|o| !o.status.is_terminal());
+        let revoke = if still_going {
+            revoke.after(a.approval_outgoing_id)
+        } else {
+            revoke
+        };
+        tx.insert_outgoing(&revoke)?;
+        tx.put_allowance(&Allowance {
+            remaining: Amount::ZERO,
+            approval_outgoing_id: id,
+            ..a.clone()
+        })?;
+        tx.append_audit(&crate::admin::AuditRecord {
+            id: new_uuid(entropy),
+            actor: "system".into(),
+            action: "swap.router_approval_revoked".into(),
+            target: format!("{}/{}/{}", a.owner, a.token, a.spender),
+            old_value: Some(serde_json::json!({ "remaining_units": a.remaining })),
+            new_value: Some(serde_json::json!({ "remaining_units": "0", "outgoing_id": id })),
+            reason: format!("{} is not the configured router {router}", a.spender),
+            created_at: now,
+        })?;
+        queued.push(id);
+    }
+    Ok(queued)
+}
+
 /// The swap an approval was queued for: its reference, or (an `approve(0)`) its reference's.
 /// Approvals queued before they named their swap referenced themselves: their own id then.
 fn swap_of_approval(tx: &mut dyn WriteTx, out: &OutgoingTx) -> CoreResult<Uuid> {

@@ -15,8 +15,8 @@ pub use costs::{
     min_amount_out, swap_costs, SLIPPAGE_BPS_DEFAULT, SLIPPAGE_BPS_MAX, SLIPPAGE_BPS_MIN,
 };
 pub use flow::{
-    actual_amounts, controls_refusal, create_quote, execute, on_outgoing, RouterSettings,
-    SwapExecuteIds, SwapQuoteRequest,
+    actual_amounts, controls_refusal, create_quote, execute, on_outgoing, revoke_stale_approvals,
+    RouterSettings, SwapExecuteIds, SwapQuoteRequest,
 };
 pub use record::{
     Allowance, Swap, SwapQuote, SwapQuoteView, SwapReads, SwapRepo, SwapView,

@@ -246,4 +246,8 @@ pub trait SwapReads {
         token: &str,
         spender: &str,
     ) -> Result<Option<Allowance>, PortError>;
+    /// Every counted allowance `owner` gave on `network`, any token and spender (addresses in
+    /// lowercase): what a router change must revoke.
+    fn allowances_of(&mut self, network: Network, owner: &str)
+        -> Result<Vec<Allowance>, PortError>;
 }

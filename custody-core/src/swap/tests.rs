@@ -732,3 +732,74 @@ fn a_zero_approval_that_reverts_voids_the_count_of_the_approval_it_went_first_fo
     );
     fx.reconciles();
 }
+
+/// Issue 31, F14: an approval without limit outlives a router change unless revoked. After
+/// the router changes, the first start queues an `approve(0)` of the old router for each token
+/// it was approved for (after the approval still on its way), counts it zero, audits it, and
+/// a second start queues nothing; the new router is approved afresh by its first swap.
+#[test]
+fn a_router_change_revokes_the_old_routers_approvals_once() {
+    let fx = Fx::new("USDT", 10_000_000);
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    fx.execute(&q, 1).unwrap();
+    let approved = fx.approvals();
+    let all = approved[1].0;
+    let new_router = "0x00000000000000000000000000000000000000e2";
+    let revoke = |now: i64| {
+        let entropy = Arc::clone(&fx.entropy);
+        block_on(write(fx.store.as_ref(), move |tx| {
+            crate::swap::revoke_stale_approvals(tx, entropy.as_ref(), &hot(), new_router, at(now))
+        }))
+        .unwrap()
+    };
+    // The configured router is the one approved: nothing to revoke.
+    let same = {
+        let entropy = Arc::clone(&fx.entropy);
+        block_on(write(fx.store.as_ref(), move |tx| {
+            crate::swap::revoke_stale_approvals(
+                tx,
+                entropy.as_ref(),
+                &hot(),
+                &ROUTER.to_uppercase().replace("0X", "0x"),
+                at(2),
+            )
+        }))
+        .unwrap()
+    };
+    assert!(same.is_empty());
+    let queued = revoke(3);
+    assert_eq!(queued.len(), 1);
+    let r = fx.outgoing(queued[0]);
+    assert_eq!(r.purpose, Purpose::Approval);
+    assert_eq!(r.from, HOT);
+    assert_eq!(r.after, Some(all), "after the approval still on its way");
+    let Payment::Approve {
+        token,
+        spender,
+        amount,
+    } = &r.payment
+    else {
+        panic!("{:?}", r.payment)
+    };
+    assert!(token.eq_ignore_ascii_case(&contract("USDT")));
+    assert!(spender.eq_ignore_ascii_case(ROUTER));
+    assert_eq!(*amount, Amount::ZERO);
+    let counted = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
+    }))
+    .unwrap()
+    .unwrap();
+    assert_eq!(counted.remaining, Amount::ZERO);
+    let audit = block_on(read(fx.store.as_ref(), |tx| {
+        Ok(tx
+            .list_audit(crate::page::Page::first(10))?
+            .unwrap_or_default())
+    }))
+    .unwrap();
+    assert_eq!(audit[0].action, "swap.router_approval_revoked");
+    assert!(revoke(4).is_empty(), "a second start queues nothing");
+    // Nothing moved on any ledger account: a revocation spends only its (later) fee.
+    assert_eq!(fx.balance("USDT"), (10_000_000 - 1_010_062, 1_010_062));
+    assert_eq!(fx.house("network_fees"), (0, 0));
+    fx.reconciles();
+}

@@ -1912,6 +1912,27 @@ impl crate::swap::SwapReads for Tx {
             .find(|x| same_allowance(x, network, owner, token, spender))
             .cloned())
     }
+
+    fn allowances_of(
+        &mut self,
+        network: Network,
+        owner: &str,
+    ) -> Result<Vec<crate::swap::Allowance>, PortError> {
+        let mut all: Vec<_> = self
+            .state
+            .allowances
+            .iter()
+            .filter(|a| a.network == network && a.owner.eq_ignore_ascii_case(owner))
+            .map(|a| crate::swap::Allowance {
+                owner: a.owner.to_ascii_lowercase(),
+                token: a.token.to_ascii_lowercase(),
+                spender: a.spender.to_ascii_lowercase(),
+                ..a.clone()
+            })
+            .collect();
+        all.sort_by(|a, b| (&a.token, &a.spender).cmp(&(&b.token, &b.spender)));
+        Ok(all)
+    }
 }
 
 // ---- chain position ----

@@ -437,4 +437,41 @@ impl SwapReads for PgTx<'_> {
         })
         .transpose()
     }
+
+    fn allowances_of(
+        &mut self,
+        network: Network,
+        owner: &str,
+    ) -> Result<Vec<Allowance>, PortError> {
+        let rows = self
+            .conn
+            .prepare_cached(
+                "SELECT token, spender, remaining, approval_outgoing_id FROM router_allowances \
+                 WHERE network = ?1 AND owner = ?2 ORDER BY token, spender",
+            )
+            .map_err(db_err)?
+            .query_map(params![network.as_str(), owner.to_ascii_lowercase()], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(db_err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(db_err)?;
+        rows.into_iter()
+            .map(|(token, spender, remaining, approval)| {
+                Ok(Allowance {
+                    network,
+                    owner: owner.to_ascii_lowercase(),
+                    token,
+                    spender,
+                    remaining: amount(&remaining)?,
+                    approval_outgoing_id: parse_uuid(&approval)?,
+                })
+            })
+            .collect()
+    }
 }
