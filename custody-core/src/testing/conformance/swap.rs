@@ -238,6 +238,46 @@ async fn allowances_are_one_per_owner_token_and_spender(store: Arc<dyn Store>) {
     let now = get(Network::Bsc).await.unwrap();
     assert_eq!((now.remaining, now.approval_outgoing_id), (u(5), uid(2)));
     assert_eq!(get(Network::Tron).await, None, "per network");
+    // Listed for the owner, in any case, in lowercase; another spender of the same token too.
+    let mut other = a.clone();
+    other.spender = "0xAbCd000000000000000000000000000000000004".into();
+    other.approval_outgoing_id = uid(3);
+    w(s, move |tx| tx.put_allowance(&other)).await.unwrap();
+    let listed = r(s, move |tx| {
+        tx.allowances_of(Network::Bsc, &owner.to_uppercase().replace("0X", "0x"))
+    })
+    .await;
+    let seen: Vec<_> = listed
+        .iter()
+        .map(|x| (x.spender.clone(), x.remaining, x.approval_outgoing_id))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (spender.to_lowercase(), u(5), uid(2)),
+            (
+                "0xabcd000000000000000000000000000000000004".to_owned(),
+                u(u128::MAX),
+                uid(3)
+            ),
+        ]
+    );
+    assert!(listed.iter().all(|x| x.owner == owner.to_lowercase()
+        && x.token == token.to_lowercase()
+        && x.network == Network::Bsc));
+    assert!(r(s, move |tx| tx.allowances_of(Network::Tron, owner))
+        .await
+        .is_empty());
+    w(s, |tx| {
+        tx.drop_allowance(
+            Network::Bsc,
+            "0xabcd000000000000000000000000000000000001",
+            "0xabcd000000000000000000000000000000000002",
+            "0xabcd000000000000000000000000000000000004",
+        )
+    })
+    .await
+    .unwrap();
     w(s, move |tx| {
         tx.drop_allowance(
             Network::Bsc,
