@@ -192,6 +192,7 @@ pub fn start_broadcasters(
     config: &Config,
     catalog: &AssetCatalog,
     ports: EnginePorts,
+    exclusive: Arc<dyn custody_core::ports::Exclusive>,
 ) {
     let (store, signer, clock, entropy) = ports;
     for (&network, sender) in &chains.senders {
@@ -212,6 +213,7 @@ pub fn start_broadcasters(
             lease: Duration::from_millis(c.sending.lease_ms),
             batch: 32,
             native: native.id(),
+            exclusive: Arc::clone(&exclusive),
         };
         background.spawn("broadcaster", move |stop| b.run(stop));
     }

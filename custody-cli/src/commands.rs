@@ -468,7 +468,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             Arc::new(OsEntropy),
             watch,
             &hot_wallets,
-            exclusive,
+            Arc::clone(&exclusive),
         )?;
         crate::chains::start_broadcasters(
             &mut background,
@@ -481,6 +481,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 Arc::clone(&clock),
                 Arc::new(OsEntropy),
             ),
+            exclusive,
         );
         crate::chains::start_sweepers(
             &mut background,

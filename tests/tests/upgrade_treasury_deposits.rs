@@ -83,6 +83,7 @@ fn paid_by(purpose: Purpose, id: u128, hot: &str, to: &str, units: u128, tag: &s
         last_answer: None,
         plan: None,
         reference_block: None,
+        void: false,
     });
     out
 }

@@ -53,6 +53,10 @@ pub struct Broadcaster {
     pub batch: usize,
     /// The network's native coin (what gas is paid in), for the records the engine pays.
     pub native: custody_core::AssetId,
+    /// Who signs new money out of a sender among the instances sharing the store: checked
+    /// from the funds check through the write that stores the attempt, so two instances never
+    /// both sign payments the wallet covers only once.
+    pub exclusive: Arc<dyn custody_core::ports::Exclusive>,
 }
 
 /// How the history note of a wait for funds begins (one alert per wait).
@@ -165,7 +169,10 @@ impl Broadcaster {
         let now = self.clock.now();
         match decide(&out, observation.as_ref(), &self.policy, now) {
             Decision::FirstAttempt => {
-                if !self.may_sign_new(&out).await? || !self.predecessor_signed(&out).await? {
+                if !self.may_sign_new(&out).await?
+                    || !self.predecessor_signed(&out).await?
+                    || !self.signs_for(&out).await
+                {
                     return self.check_later(out, now).await;
                 }
                 // What the payment moves first: a token payment the wallet cannot cover cannot
@@ -196,6 +203,9 @@ impl Broadcaster {
                 if !self.may_sign_new(&out).await? {
                     return self.held_by_control(out, now).await;
                 }
+                if !self.signs_for(&out).await {
+                    return self.check_later(out, now).await;
+                }
                 if self.lower_nonce_pending(&out).await? {
                     // Nothing of ours below it is in a block yet: no price makes it minable
                     // before those are, so no new signature is worth its fee.
@@ -221,7 +231,10 @@ impl Broadcaster {
                 // A replacement is a new signature: not while the switches are on, nor while a
                 // lower nonce of the sender is still out of a block (it is what holds this one
                 // back, not the price). The bytes already out there are sent again instead.
-                if !self.may_sign_new(&out).await? || self.lower_nonce_pending(&out).await? {
+                if !self.may_sign_new(&out).await?
+                    || self.lower_nonce_pending(&out).await?
+                    || !self.signs_for(&out).await
+                {
                     return self.send_latest(out).await;
                 }
                 if !self.can_fund(&mut out, max_fee(bid), now).await? {
@@ -235,7 +248,7 @@ impl Broadcaster {
                 }
             }
             Decision::Rebuild => {
-                if !self.may_sign_new(&out).await? {
+                if !self.may_sign_new(&out).await? || !self.signs_for(&out).await {
                     return self.check_later(out, now).await;
                 }
                 // A new TRON transaction: priced afresh (bandwidth, activation, energy), as the
@@ -261,6 +274,7 @@ impl Broadcaster {
                     Some(out) => self.check_later(out, self.clock.now()).await,
                 }
             }
+            Decision::Void { bid } => self.void_nonce(out, bid).await,
             Decision::Broadcast => {
                 // Money that never left (signed, then refused or interrupted) leaves only if it
                 // still may: a switch turned on since, or a debt of the user, stops it here.
@@ -573,15 +587,97 @@ impl Broadcaster {
             Ok(tx.next_nonce(network, &from)?)
         })
         .await?;
+        let Some(chain) = self.sender.confirmed_nonce(&out.from).await? else {
+            return Ok(None);
+        };
         let seed = match seeded {
-            Some(n) => n,
-            None => match self.sender.confirmed_nonce(&out.from).await? {
-                Some(n) => n,
-                None => return Ok(None),
-            },
+            None => chain,
+            Some(next) if chain > next => self.resync_nonce(out, chain).await?.unwrap_or(next),
+            Some(next) => next,
         };
         out.nonce = Some(seed);
         Ok(Some(seed))
+    }
+
+    /// Moves the sender's nonce allocator forward to the chain's confirmed count `chain`
+    /// (`outgoing::resync_nonce`, with its warning): a payment signed at a nonce the chain has
+    /// spent would be refused and stuck. Returns where it moved, if it did.
+    async fn resync_nonce(&self, out: &OutgoingTx, chain: u64) -> CoreResult<Option<u64>> {
+        let (network, from, alert, now) = (
+            out.network,
+            out.from.clone(),
+            new_uuid(self.entropy.as_ref()),
+            self.clock.now(),
+        );
+        let moved = write(self.store.as_ref(), move |tx| {
+            custody_core::outgoing::resync_nonce(tx, network, &from, chain, alert, now)
+        })
+        .await?;
+        if let Some(to) = moved {
+            tracing::warn!(network = %self.network, from = %out.from, to, "nonce allocator moved forward to the chain's count");
+        }
+        Ok(moved)
+    }
+
+    /// Whether this instance signs new money out of `out`'s sender now (the `Exclusive` lock
+    /// of the sender): another instance that holds it does, and this one looks again later.
+    async fn signs_for(&self, out: &OutgoingTx) -> bool {
+        self.exclusive
+            .hold(&format!(
+                "sign:{}:{}",
+                out.network,
+                out.from.to_ascii_lowercase()
+            ))
+            .await
+    }
+
+    /// BSC, a cancel requested: signs and sends a void of the payment's nonce (0 to the sender
+    /// itself) at no less than `minimum`, raised to the node's price where that is higher. No
+    /// switch stops it (it moves no money; it frees the nonce the sender's later payments
+    /// wait behind), nor is it checked against the wallet's funds beyond what the node
+    /// checks: a refusal is sent again and re-priced like any attempt.
+    async fn void_nonce(&self, mut out: OutgoingTx, minimum: FeeBid) -> CoreResult<()> {
+        let now = self.clock.now();
+        if !self.seed_loaded(&mut out, now).await? {
+            return self.check_later(out, now).await;
+        }
+        let payment = out.void_payment();
+        let fresh = self.sender.price(&out.from, &payment).await.ok();
+        let bid = custody_core::outgoing::void_priced(minimum, fresh.map(|f| f.bid), &self.policy);
+        let request = BuildRequest {
+            from: out.from.clone(),
+            payment,
+            nonce: out.nonce,
+            bid,
+        };
+        let unsigned = self.sender.build(&request).await?;
+        let signature = self.signer.sign_digest(&out.from_path, &unsigned.digest)?;
+        let signed = self.sender.assemble(&unsigned, &signature)?;
+        let now = self.clock.now();
+        out.add_attempt(
+            Attempt {
+                hash: signed.hash.clone(),
+                raw: signed.raw,
+                bid: bid.into(),
+                expires_at_ms: unsigned.expires_at_ms,
+                signed_at: now,
+                sent_at: None,
+                last_answer: None,
+                plan: None,
+                reference_block: unsigned.reference_block,
+                void: true,
+            },
+            now,
+        )
+        .map_err(CoreError::Invariant)?;
+        tracing::warn!(network = %self.network, outgoing = %out.id, hash = %signed.hash, "cancel: the payment's nonce is voided");
+        out.next_check_at = now;
+        let stored = out.clone();
+        write(self.store.as_ref(), move |tx| {
+            Ok(tx.update_outgoing(&stored)?)
+        })
+        .await?;
+        self.send_latest(out).await
     }
 
     /// Whether a transaction of the same sender with a lower nonce is not in a block yet.
@@ -698,11 +794,18 @@ impl Broadcaster {
                 last_answer: None,
                 plan,
                 reference_block: unsigned.reference_block,
+                void: false,
             },
             now,
         )
         .map_err(CoreError::Invariant)?;
         out.next_check_at = now;
+        if !self.signs_for(&out).await {
+            // Another instance took the sender's signing over while this one priced and
+            // signed: its funds check did not see this payment. Dropped unsent.
+            tracing::warn!(network = %self.network, outgoing = %out.id, "lost the sender's signing lock: dropped unsent");
+            return Ok(Some(unsigned_copy));
+        }
         let stored = out.clone();
         let recorded = write(self.store.as_ref(), move |tx| {
             custody_core::outgoing::record_signed(tx, &stored, first_nonce_seed)

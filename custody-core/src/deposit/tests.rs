@@ -581,6 +581,7 @@ mod treasury_moves {
             last_answer: None,
             plan: None,
             reference_block: None,
+            void: false,
         });
         out
     }

@@ -82,6 +82,11 @@ pub enum Decision {
     Reprice,
     /// TRON: every attempt expired on chain and none is known: build a new one.
     Rebuild,
+    /// BSC, cancel requested: sign a void of the nonce (0 to the sender itself,
+    /// [`super::OutgoingTx::void_payment`]) at no less than this bid, which outbids every
+    /// attempt by the replacement minimum ([`void_priced`] raises it to the node's price).
+    /// Signed even while a switch is on: it moves no money, it frees the nonce.
+    Void { bid: FeeBid },
     /// TRON: the node refused the newest attempt for a reason waiting cannot cure (not a
     /// shortage of funds or resources), and every attempt has expired on chain unseen, so none
     /// can ever be included: the payment ends failed with that reason.
@@ -119,14 +124,138 @@ pub fn decide(
     policy: &EnginePolicy,
     now: Timestamp,
 ) -> Decision {
-    let wait = Decision::Wait {
-        until: now.plus_millis(policy.check_every_ms),
-    };
     if tx.status.is_terminal() {
         return Decision::Wait {
             until: Timestamp::from_unix_millis(i64::MAX),
         };
     }
+    let next = follow(tx, observation, policy, now);
+    match tx.cancel_request() {
+        Some(request) => cancelled(tx, observation, policy, now, next, request),
+        None => next,
+    }
+}
+
+/// What a cancel request makes of the step [`follow`] chose. What is in a block is followed
+/// as always: an attempt of the payment that is included makes it paid (only one transaction
+/// of a nonce can ever be included, so then the void is not); the void included and final
+/// makes it failed. Nothing new of the payment is signed or sent: BSC voids the nonce instead,
+/// TRON waits until every attempt is proven void.
+fn cancelled(
+    tx: &OutgoingTx,
+    observation: Option<&Observation>,
+    policy: &EnginePolicy,
+    now: Timestamp,
+    next: Decision,
+    request: &str,
+) -> Decision {
+    let reason = format!("cancelled {request}");
+    let wait = Decision::Wait {
+        until: now.plus_millis(policy.check_every_ms),
+    };
+    match next {
+        // Nothing signed (so no nonce held): nothing can be included.
+        Decision::FirstAttempt => Decision::Fail { reason },
+        // TRON: every attempt proven void (what a rebuild or a refusal's failure waits for).
+        Decision::Rebuild | Decision::Fail { .. } => Decision::Fail { reason },
+        Decision::Final => match &tx.included {
+            Some(i) if tx.is_void(&i.hash) => Decision::Fail { reason },
+            _ => Decision::Final,
+        },
+        // Not asked about yet: nothing of the payment is sent meanwhile.
+        Decision::Broadcast if observation.is_none() => wait,
+        Decision::Broadcast
+        | Decision::Reprice
+        | Decision::Replace { .. }
+        | Decision::Wait { .. }
+            if tx.network == Network::Bsc && tx.included.is_none() && observation.is_some() =>
+        {
+            let latest_void = tx.latest().is_some_and(|a| a.void);
+            let replace = matches!(next, Decision::Reprice | Decision::Replace { .. });
+            if latest_void && !replace {
+                // The void is out there (or about to be sent again): follow it.
+                return next;
+            }
+            match void_bid(tx, policy) {
+                Some(bid) => Decision::Void { bid },
+                None => Decision::Stuck {
+                    reason: format!(
+                        "cannot void nonce {} of {}: outbidding its attempts needs more than \
+                         the gas price cap",
+                        tx.nonce.map_or_else(|| "?".to_owned(), |n| n.to_string()),
+                        tx.from
+                    ),
+                },
+            }
+        }
+        // TRON: its bytes are not offered again; they expire and are proven void.
+        Decision::Broadcast if tx.network == Network::Tron => wait,
+        other => other,
+    }
+}
+
+/// BSC: the least bid a void of `tx`'s nonce needs: the replacement minimum over the highest
+/// gas price any of its attempts bid, at a plain transfer's gas; `None` past the cap.
+fn void_bid(tx: &OutgoingTx, policy: &EnginePolicy) -> Option<FeeBid> {
+    let highest = tx
+        .attempts
+        .iter()
+        .filter_map(|a| match a.bid {
+            Bid::Gas { gas_price_wei, .. } => Some(gas_price_wei),
+            Bid::FeeLimit { .. } => None,
+        })
+        .max()?;
+    match bumped(
+        Bid::Gas {
+            gas_limit: VOID_GAS,
+            gas_price_wei: highest,
+        },
+        policy,
+    )? {
+        FeeBid::Gas { gas_price_wei, .. } => Some(FeeBid::Gas {
+            gas_limit: VOID_GAS,
+            gas_price_wei,
+        }),
+        FeeBid::FeeLimit { .. } => None,
+    }
+}
+
+/// The gas of a plain transfer: what a void (0 to the sender itself) uses.
+const VOID_GAS: u64 = 21_000;
+
+/// The bid a void is signed with: the node's fresh price where it is above the `minimum`
+/// ([`Decision::Void`]) and within the cap; never below the minimum (a node refuses a
+/// replacement that does not outbid what it holds).
+pub fn void_priced(minimum: FeeBid, fresh: Option<FeeBid>, policy: &EnginePolicy) -> FeeBid {
+    let (
+        FeeBid::Gas {
+            gas_limit,
+            gas_price_wei,
+        },
+        Some(FeeBid::Gas {
+            gas_price_wei: fresh_price,
+            ..
+        }),
+    ) = (minimum, fresh)
+    else {
+        return minimum;
+    };
+    FeeBid::Gas {
+        gas_limit,
+        gas_price_wei: fresh_price.min(policy.gas_price_cap_wei).max(gas_price_wei),
+    }
+}
+
+/// The step for a transaction nobody asked to cancel.
+fn follow(
+    tx: &OutgoingTx,
+    observation: Option<&Observation>,
+    policy: &EnginePolicy,
+    now: Timestamp,
+) -> Decision {
+    let wait = Decision::Wait {
+        until: now.plus_millis(policy.check_every_ms),
+    };
     let Some(latest) = tx.latest() else {
         if let Some(reason) = swap_too_late_to_sign(tx, now) {
             return Decision::Fail { reason };
@@ -165,7 +294,10 @@ pub fn decide(
         by_lookup,
     }) = included
     {
-        if let Some(reason) = token_transfer_missing(tx, &hash, &inclusion) {
+        // A cancel's void moves no token: only the payment's own attempts need the proof.
+        if let Some(reason) =
+            token_transfer_missing(tx, &hash, &inclusion).filter(|_| !tx.is_void(&hash))
+        {
             return Decision::Stuck { reason };
         }
         let same = tx.included.as_ref().is_some_and(|r| {
@@ -591,6 +723,7 @@ mod tests {
             last_answer: None,
             plan: None,
             reference_block: None,
+            void: false,
         }
     }
 
@@ -651,6 +784,208 @@ mod tests {
             deadline_s,
         };
         t
+    }
+
+    fn cancel(t: &mut OutgoingTx) {
+        t.note(
+            format!("{} by ops: stuck for a day", super::super::CANCEL_NOTE),
+            at(0),
+        );
+    }
+
+    fn gas_price(bid: &FeeBid) -> u128 {
+        match bid {
+            FeeBid::Gas { gas_price_wei, .. } => *gas_price_wei,
+            FeeBid::FeeLimit { .. } => panic!("an EVM bid"),
+        }
+    }
+
+    #[test]
+    fn a_cancelled_payment_that_never_signed_fails_at_once() {
+        for network in [Network::Bsc, Network::Tron] {
+            let mut t = tx(network);
+            t.nonce = None;
+            cancel(&mut t);
+            assert_eq!(
+                decide(&t, None, &policy(), at(1_000)),
+                Decision::Fail {
+                    reason: "cancelled by ops: stuck for a day".into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_cancelled_bsc_payment_voids_its_nonce_outbidding_every_attempt() {
+        let mut t = tx(Network::Bsc);
+        t.attempts.push(attempt("a", 0, Some(0), None));
+        let mut b = attempt("b", 60_000, Some(60_000), None);
+        b.bid = Bid::Gas {
+            gas_limit: 60_000,
+            gas_price_wei: 2_000_000_000,
+        };
+        t.attempts.push(b);
+        t.status = OutStatus::Sent;
+        let pending = obs(10, 0, vec![TxLookup::Pending, TxLookup::Pending]);
+        // Before the request: it just waits.
+        assert!(matches!(
+            decide(&t, Some(&pending), &policy(), at(61_000)),
+            Decision::Wait { .. }
+        ));
+        cancel(&mut t);
+        let Decision::Void { bid } = decide(&t, Some(&pending), &policy(), at(61_000)) else {
+            panic!("a void")
+        };
+        assert_eq!(
+            bid,
+            FeeBid::Gas {
+                gas_limit: 21_000,
+                gas_price_wei: 2_240_000_000
+            },
+            "+12 % over the highest attempt, at a transfer's gas"
+        );
+        // Signed and sent: followed like any attempt; replaced (by a void) when it lingers.
+        let mut v = attempt("v", 61_000, Some(61_000), None);
+        v.void = true;
+        v.bid = bid.into();
+        t.attempts.push(v);
+        let three = obs(10, 0, vec![TxLookup::Pending; 3]);
+        assert!(matches!(
+            decide(&t, Some(&three), &policy(), at(62_000)),
+            Decision::Wait { .. }
+        ));
+        assert!(matches!(
+            decide(&t, Some(&three), &policy(), at(122_000)),
+            Decision::Void { bid } if gas_price(&bid) == 2_508_800_000
+        ));
+        // The void in a block, then final: failed with the operator's reason.
+        let mined = obs(
+            11,
+            0,
+            vec![
+                TxLookup::Unknown,
+                TxLookup::Unknown,
+                TxLookup::Included(inclusion(11, true)),
+            ],
+        );
+        assert!(matches!(
+            decide(&t, Some(&mined), &policy(), at(63_000)),
+            Decision::Included { hash, .. } if hash == "v"
+        ));
+        t.included = Some(Included::new("v", &inclusion(11, true)));
+        t.status = OutStatus::Included;
+        assert_eq!(t.visible_hash(), Some("b"), "partners never see the void");
+        assert_eq!(
+            t.confirmations(3),
+            0,
+            "nothing of the payment is in a block"
+        );
+        let deep = obs(
+            13,
+            0,
+            vec![
+                TxLookup::Unknown,
+                TxLookup::Unknown,
+                TxLookup::Included(inclusion(11, true)),
+            ],
+        );
+        assert_eq!(
+            decide(&t, Some(&deep), &policy(), at(64_000)),
+            Decision::Fail {
+                reason: "cancelled by ops: stuck for a day".into()
+            }
+        );
+        // The original included instead: paid, whatever the request said.
+        t.included = Some(Included::new("a", &inclusion(11, true)));
+        let paid = obs(
+            13,
+            0,
+            vec![
+                TxLookup::Included(inclusion(11, true)),
+                TxLookup::Unknown,
+                TxLookup::Unknown,
+            ],
+        );
+        assert_eq!(
+            decide(&t, Some(&paid), &policy(), at(64_000)),
+            Decision::Final
+        );
+    }
+
+    #[test]
+    fn a_cancelled_bsc_payment_refused_or_held_unsent_is_voided_never_sent() {
+        let mut t = tx(Network::Bsc);
+        let mut a = attempt("a", 0, None, None);
+        a.last_answer = Some(format!("{ANSWER_REJECTED_PREFIX}transaction underpriced"));
+        t.attempts.push(a);
+        t.status = OutStatus::Signed;
+        cancel(&mut t);
+        let unknown = obs(10, 0, vec![TxLookup::Unknown]);
+        assert!(matches!(
+            decide(&t, Some(&unknown), &policy(), at(1_000)),
+            Decision::Void { .. }
+        ));
+        // Past the cap: no void a node would take; an operator must look.
+        t.attempts[0].bid = Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: policy().gas_price_cap_wei,
+        };
+        assert!(matches!(
+            decide(&t, Some(&unknown), &policy(), at(1_000)),
+            Decision::Stuck { reason } if reason.contains("cap")
+        ));
+        // The node's price above the minimum wins, within the cap, never below the minimum.
+        let min = FeeBid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 100,
+        };
+        let fresh = |p| {
+            Some(FeeBid::Gas {
+                gas_limit: 21_000,
+                gas_price_wei: p,
+            })
+        };
+        assert_eq!(gas_price(&void_priced(min, fresh(500), &policy())), 500);
+        assert_eq!(gas_price(&void_priced(min, fresh(50), &policy())), 100);
+        assert_eq!(gas_price(&void_priced(min, None, &policy())), 100);
+        assert_eq!(
+            gas_price(&void_priced(min, fresh(u128::MAX), &policy())),
+            policy().gas_price_cap_wei
+        );
+    }
+
+    #[test]
+    fn a_cancelled_tron_payment_fails_only_once_every_attempt_is_void() {
+        let mut t = tx(Network::Tron);
+        t.attempts.push(tron_attempt("a", 0, Some(0), 60_000));
+        t.status = OutStatus::Sent;
+        cancel(&mut t);
+        // Before its expiration: not sent again, not failed.
+        let early = obs(10, 20_000, vec![TxLookup::Unknown]);
+        assert!(matches!(
+            decide(&t, Some(&early), &policy(), at(20_000)),
+            Decision::Wait { .. }
+        ));
+        // Expired, but not proven absent from the blocks: still waits.
+        let unread = obs(30, 61_000, vec![TxLookup::Unknown]);
+        assert!(matches!(
+            decide(&t, Some(&unread), &policy(), at(120_000)),
+            Decision::Wait { .. }
+        ));
+        // Proven void: failed, never rebuilt.
+        let void = absent(obs(30, 61_000, vec![TxLookup::Unknown]), 6, 28, 61_000);
+        assert_eq!(
+            decide(&t, Some(&void), &policy(), at(120_000)),
+            Decision::Fail {
+                reason: "cancelled by ops: stuck for a day".into()
+            }
+        );
+        // Included meanwhile: paid.
+        let mined = obs(30, 61_000, vec![TxLookup::Included(inclusion(9, true))]);
+        assert!(matches!(
+            decide(&t, Some(&mined), &policy(), at(120_000)),
+            Decision::Included { .. }
+        ));
     }
 
     #[test]

@@ -147,6 +147,7 @@ mod tests {
             last_answer: None,
             plan: None,
             reference_block: None,
+            void: false,
         });
         t.status = status;
         t

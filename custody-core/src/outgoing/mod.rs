@@ -21,8 +21,8 @@ mod proptests;
 
 pub use blocks::BlockScan;
 pub use engine::{
-    decide, final_status, refusal_waits_for_funds, repriced, Decision, EnginePolicy, Observation,
-    ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX, DOUBLE_PAYMENT_NOTE,
+    decide, final_status, refusal_waits_for_funds, repriced, void_priced, Decision, EnginePolicy,
+    Observation, ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX, DOUBLE_PAYMENT_NOTE,
 };
 
 use serde::{Deserialize, Serialize};
@@ -167,6 +167,10 @@ pub struct Attempt {
     /// before it was kept, and on BSC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_block: Option<u64>,
+    /// EVM: a cancel's void: 0 paid to the sender itself at the payment's nonce, so that none
+    /// of the payment's attempts can be included any more. Absent (false) on every other.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub void: bool,
 }
 
 /// [`FeeBid`] in a stored form.
@@ -398,7 +402,9 @@ impl OutgoingTx {
     /// Blocks on top of its inclusion, counting its own, as the broadcaster last saw them
     /// (at most `depth`); 0 when it is in no block.
     pub fn confirmations(&self, depth: u32) -> u32 {
-        let Some(i) = &self.included else { return 0 };
+        let Some(i) = self.included_payment() else {
+            return 0;
+        };
         let seen = self
             .seen_head
             .map_or(1, |h| h.saturating_sub(i.block_number).saturating_add(1));
@@ -409,16 +415,44 @@ impl OutgoingTx {
         self.attempts.last()
     }
 
-    /// The hash partners see: the included attempt's, else the newest one sent.
+    /// The hash partners see: the included attempt's, else the newest one sent; never a
+    /// cancel's void (it pays nothing to them).
     pub fn visible_hash(&self) -> Option<&str> {
-        if let Some(i) = &self.included {
+        if let Some(i) = self.included_payment() {
             return Some(&i.hash);
         }
         self.attempts
             .iter()
             .rev()
-            .find(|a| a.sent_at.is_some())
+            .find(|a| a.sent_at.is_some() && !a.void)
             .map(|a| a.hash.as_str())
+    }
+
+    /// The inclusion when the included attempt is the payment (not a cancel's void).
+    pub fn included_payment(&self) -> Option<&Included> {
+        self.included.as_ref().filter(|i| !self.is_void(&i.hash))
+    }
+
+    /// Whether attempt `hash` is a cancel's void.
+    pub fn is_void(&self, hash: &str) -> bool {
+        self.attempts.iter().any(|a| a.void && a.hash == hash)
+    }
+
+    /// The operator's cancel request (`by ACTOR: REASON`), once one was recorded
+    /// ([`request_cancel`]).
+    pub fn cancel_request(&self) -> Option<&str> {
+        self.history
+            .iter()
+            .find_map(|s| s.detail.strip_prefix(CANCEL_NOTE))
+            .map(str::trim_start)
+    }
+
+    /// What a cancel's void pays: nothing, to the sender itself.
+    pub fn void_payment(&self) -> Payment {
+        Payment::Native {
+            to: self.from.clone(),
+            amount: Amount::ZERO,
+        }
     }
 }
 
@@ -449,6 +483,15 @@ pub trait OutgoingRepo: OutgoingReads {
         address: &str,
         seed: u64,
     ) -> Result<u64, PortError>;
+    /// Moves the allocator of (network, address) forward so that the next nonce it hands out
+    /// is `next`; never backwards (a lower `next` changes nothing), and nothing when it was
+    /// never seeded. Returns whether it moved.
+    fn advance_nonce(
+        &mut self,
+        network: Network,
+        address: &str,
+        next: u64,
+    ) -> Result<bool, PortError>;
     /// Leases up to `limit` unfinished transactions of `network` due at `now` until
     /// `lease_until` (a crashed broadcaster's lease runs out), oldest due first; each returned
     /// copy carries `lease: Some(lease_until)`.
@@ -559,6 +602,131 @@ pub fn record_signed(
     }
     tx.update_outgoing(out)?;
     Ok(Recorded::Stored)
+}
+
+/// How the history step of an operator's cancel request begins (`cancel requested by ACTOR:
+/// REASON`); the engine reads it back ([`OutgoingTx::cancel_request`]).
+pub const CANCEL_NOTE: &str = "cancel requested";
+
+/// Records an operator's request to cancel outgoing transaction `id`, with its audit record,
+/// in the caller's transaction. What the cancel does is the engine's decision
+/// ([`decide`]): nothing signed yet → failed at once; BSC → its nonce voided by a 0-value
+/// self-transfer that outbids every attempt, and failed once that is final (or paid, if an
+/// attempt of the payment is included instead); TRON → failed once every attempt is proven
+/// void. Its record's hold is released through the record's own failure path.
+///
+/// Unknown id → 404; already final or failed → 422; in a block now → 409 (it is paid once
+/// final, unless a reorganization takes it back). Asking again changes nothing and returns the
+/// transaction as it stands (a retried request is not a second decision).
+pub fn request_cancel(
+    tx: &mut dyn crate::ports::store::WriteTx,
+    audit_id: Uuid,
+    actor: &str,
+    id: Uuid,
+    reason: &str,
+    now: Timestamp,
+) -> crate::error::CoreResult<OutgoingTx> {
+    use crate::error::{ErrorCode, Refusal};
+    let reason = crate::admin::check_ack_reason(reason)?;
+    let mut out = tx
+        .outgoing(id)?
+        .ok_or_else(|| Refusal::not_found("outgoing transaction"))?;
+    if out.status.is_terminal() {
+        return Err(Refusal::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "outgoing transaction {id} is already {}",
+                out.status.as_str()
+            ),
+        )
+        .with_detail("status", out.status.as_str())
+        .into());
+    }
+    if out.cancel_request().is_some() {
+        return Ok(out);
+    }
+    if out.status == OutStatus::Included {
+        return Err(Refusal::new(
+            ErrorCode::IdempotencyInProgress,
+            format!(
+                "outgoing transaction {id} is in a block: it cannot be cancelled now; it is \
+                 paid once final"
+            ),
+        )
+        .into());
+    }
+    let old = out.status.as_str();
+    out.note(format!("{CANCEL_NOTE} by {actor}: {reason}"), now);
+    // Looked at in the broadcaster's next round. An unleased copy ends any lease: a
+    // broadcaster's step under way fails its write and looks again, with the request.
+    out.next_check_at = now;
+    out.lease = None;
+    tx.update_outgoing(&out)?;
+    tx.append_audit(&crate::admin::AuditRecord {
+        id: audit_id,
+        actor: actor.to_owned(),
+        action: "outgoing.cancel".into(),
+        target: id.to_string(),
+        old_value: Some(serde_json::json!({ "status": old, "cancel_requested": false })),
+        new_value: Some(serde_json::json!({ "status": old, "cancel_requested": true })),
+        reason: reason.to_owned(),
+        created_at: now,
+    })?;
+    Ok(out)
+}
+
+/// EVM: where the allocator of a sender must move before its next payment, when the chain's
+/// confirmed count of its transactions (`chain_nonce`) is ahead of the allocator's `next`
+/// (a restored backup, the key used elsewhere): every nonce below the chain's count is spent,
+/// so a payment signed with one would be refused ("nonce too low") and stuck. `None` when the
+/// allocator is not behind, was never seeded (it is seeded from the chain anyway), or an
+/// unfinished payment of ours holds a nonce at or above `next` (the allocator never handed
+/// that out: something is inconsistent, an operator must look).
+pub fn nonce_resync(next: Option<u64>, chain_nonce: u64, in_flight: &[OutgoingTx]) -> Option<u64> {
+    let next = next?;
+    if chain_nonce <= next {
+        return None;
+    }
+    let held_above = in_flight
+        .iter()
+        .any(|o| !o.status.is_terminal() && o.nonce.is_some_and(|n| n >= next));
+    (!held_above).then_some(chain_nonce)
+}
+
+/// Moves the nonce allocator of (`network`, `from`) forward to the chain's confirmed count
+/// when [`nonce_resync`] says so, with a `nonce_resynced` warning, in the caller's
+/// transaction. Returns where it moved, if it did.
+pub fn resync_nonce(
+    tx: &mut dyn crate::ports::store::WriteTx,
+    network: Network,
+    from: &str,
+    chain_nonce: u64,
+    alert_id: Uuid,
+    now: Timestamp,
+) -> crate::error::CoreResult<Option<u64>> {
+    let next = tx.next_nonce(network, from)?;
+    let in_flight = tx.outgoing_in_flight(network, from)?;
+    let Some(to) = nonce_resync(next, chain_nonce, &in_flight) else {
+        return Ok(None);
+    };
+    tx.advance_nonce(network, from, to)?;
+    tx.raise_alert(&crate::admin::Alert {
+        id: alert_id,
+        kind: "nonce_resynced".into(),
+        severity: "warning".into(),
+        message: format!(
+            "{network} nonce allocator of {from} moved from {} to {to}: the chain has confirmed \
+             {chain_nonce} transactions of it, more than this service signed (a restored \
+             backup, or the key used elsewhere); check where the others went",
+            next.unwrap_or_default()
+        ),
+        reference_type: Some("wallet".into()),
+        reference_id: None,
+        created_at: now,
+        acknowledged_at: None,
+        acknowledged_by: None,
+    })?;
+    Ok(Some(to))
 }
 
 /// Ids of the records [`record_double_payment`] writes.

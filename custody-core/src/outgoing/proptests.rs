@@ -99,6 +99,8 @@ enum Event {
     Hide {
         hide: bool,
     },
+    /// An operator asks to cancel the payment.
+    Cancel,
 }
 
 struct Chain {
@@ -473,6 +475,7 @@ struct Checks {
     legal: bool,
     final_depth: bool,
     bids: bool,
+    cancel: bool,
 }
 
 impl Checks {
@@ -481,6 +484,7 @@ impl Checks {
         legal: true,
         final_depth: true,
         bids: true,
+        cancel: true,
     };
 }
 
@@ -593,6 +597,13 @@ impl Sim {
             Event::Hide { hide } => {
                 self.chain.hide_included = hide && self.chain.network == Network::Tron
             }
+            Event::Cancel => {
+                if !self.tx.status.is_terminal() && self.tx.cancel_request().is_none() {
+                    let now = at(self.now);
+                    self.tx.note(format!("{CANCEL_NOTE} by ops: test"), now);
+                    self.tx.next_check_at = now;
+                }
+            }
         }
         self.check_paid_once()
     }
@@ -673,6 +684,17 @@ impl Sim {
                 let bid = FeeBid::from(self.tx.latest().expect("an attempt").bid);
                 self.sign_store_send(bid)?;
             }
+            Decision::Void { bid } => {
+                prop_assert_eq!(self.tx.network, Network::Bsc);
+                prop_assert!(
+                    self.tx.cancel_request().is_some(),
+                    "a void nobody asked for"
+                );
+                self.sign_store_send(bid)?;
+                if let Some(a) = self.tx.attempts.last_mut() {
+                    a.void = true;
+                }
+            }
             Decision::Broadcast => self.send_latest()?,
             Decision::Included { hash, inclusion }
             | Decision::IncludedUnknownToLookups { hash, inclusion } => {
@@ -698,6 +720,13 @@ impl Sim {
                 self.tx.next_check_at = now;
             }
             Decision::Final => {
+                if self.checks.cancel {
+                    let included = self.tx.included.as_ref().map(|i| i.hash.clone());
+                    prop_assert!(
+                        included.is_some_and(|h| !self.tx.is_void(&h)),
+                        "a void counted as the payment"
+                    );
+                }
                 let succeeded = self.tx.included.as_ref().is_some_and(|i| i.succeeded);
                 let status = if succeeded {
                     OutStatus::Final
@@ -723,6 +752,9 @@ impl Sim {
                 self.tx.next_check_at = now.plus_millis(self.policy.replace_after_ms);
             }
             Decision::Fail { reason } => {
+                if self.checks.cancel {
+                    self.check_cancel_releases_only_unpaid()?;
+                }
                 // TRON only, once every attempt is void: nothing of it can be included.
                 self.tx.failure_reason = Some(reason.clone());
                 self.transition(OutStatus::Failed, reason)?;
@@ -731,6 +763,29 @@ impl Sim {
         }
         if self.checks.legal {
             check_moves(&before, &self.tx)?;
+        }
+        Ok(())
+    }
+
+    /// Property 5: a payment fails (its hold is released) only while no attempt of the payment
+    /// itself is on chain or can still be included: never both paid and released.
+    fn check_cancel_releases_only_unpaid(&self) -> Result<(), TestCaseError> {
+        if !self.chain.succeeds {
+            // Receipts fail on this chain: an attempt in a block paid nothing either.
+            return Ok(());
+        }
+        for a in self.tx.attempts.iter().filter(|a| !a.void) {
+            prop_assert!(
+                self.chain.block_of(&a.hash).is_none(),
+                "released but {} is on chain",
+                a.hash
+            );
+            // BSC: the void took the nonce; TRON: every attempt expired unseen.
+            prop_assert!(
+                self.chain.nonce_used() || !self.could_be_included(&a.hash),
+                "released but {} can still be included",
+                a.hash
+            );
         }
         Ok(())
     }
@@ -818,6 +873,7 @@ impl Sim {
                     last_answer: None,
                     plan: None,
                     reference_block: reference.map(|(n, _)| n),
+                    void: false,
                 },
                 now,
             )
@@ -1014,6 +1070,27 @@ proptest! {
         events in prop::collection::vec(event(true, true), 0..120),
     ) {
         paid_once(&case, &events)?;
+    }
+
+    /// Property 5: a cancel request at any point: the payment ends paid (an attempt of its own
+    /// final) or failed with none of its own attempts on chain or includable, never both; and
+    /// it is paid at most once.
+    #[test]
+    fn a_cancelled_payment_is_never_both_paid_and_released(
+        case in case(false),
+        events in prop::collection::vec(
+            prop_oneof![20 => event(true, false), 1 => Just(Event::Cancel)],
+            0..120,
+        ),
+    ) {
+        let checks = Checks { cancel: true, paid_once: true, ..Checks::default() };
+        let mut sim = run(&case, &events, checks)?;
+        sim.apply(&Event::Cancel)?;
+        let _ = sim.settle(400);
+        sim.check_paid_once()?;
+        if sim.tx.status == OutStatus::Failed && sim.tx.cancel_request().is_some() {
+            sim.check_cancel_releases_only_unpaid()?;
+        }
     }
 
     /// Property 2.

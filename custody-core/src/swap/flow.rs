@@ -637,7 +637,7 @@ fn on_swap(
     let hash = out.visible_hash().map(str::to_owned);
     let mut changed = hash != s.tx_hash;
     s.tx_hash = hash;
-    let block = out.included.as_ref().map(|i| i.block_number);
+    let block = out.included_payment().map(|i| i.block_number);
     changed |= block != s.block_number;
     s.block_number = block;
     let user_in = user_of(&s.tenant, &s.external_user_id, &s.asset_in);
@@ -778,7 +778,8 @@ fn on_swap(
                     }
                 }
             }
-            s.failure_reason = Some(match (&out.included, &out.failure_reason) {
+            s.failure_reason = Some(match (out.included_payment(), &out.failure_reason) {
+                // Not included, or only a cancel's void was: the engine's reason.
                 (None, Some(r)) => r.clone(),
                 (included, _) => {
                     revert_reason(included.as_ref().and_then(|i| i.block_time_ms), *deadline_s)

@@ -449,7 +449,7 @@ pub fn on_outgoing(
 /// refused before a failover).
 fn follow(out: &OutgoingTx, tx_hash: &mut Option<String>, block: &mut Option<u64>) -> (bool, bool) {
     let hash = out.visible_hash().map(str::to_owned);
-    let included_in = out.included.as_ref().map(|i| i.block_number);
+    let included_in = out.included_payment().map(|i| i.block_number);
     let changed = hash != *tx_hash || included_in != *block;
     *tx_hash = hash;
     *block = included_in;

@@ -189,6 +189,7 @@ pub(super) fn sent(out: &mut OutgoingTx) {
             last_answer: Some("accepted".into()),
             plan: None,
             reference_block: None,
+            void: false,
         },
         at(10),
     )

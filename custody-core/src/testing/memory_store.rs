@@ -1548,6 +1548,25 @@ impl OutgoingRepo for Tx {
         Ok(nonce)
     }
 
+    fn advance_nonce(
+        &mut self,
+        network: Network,
+        address: &str,
+        next: u64,
+    ) -> Result<bool, PortError> {
+        match self
+            .state
+            .nonces_next
+            .get_mut(&(network, address.to_owned()))
+        {
+            Some(n) if *n < next => {
+                *n = next;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     fn claim_outgoing(
         &mut self,
         network: Network,

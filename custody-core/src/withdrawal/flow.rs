@@ -320,7 +320,7 @@ pub fn on_outgoing(
     let hash = out.visible_hash().map(str::to_owned);
     let mut changed = hash != w.tx_hash;
     w.tx_hash = hash;
-    let block = out.included.as_ref().map(|i| i.block_number);
+    let block = out.included_payment().map(|i| i.block_number);
     changed |= block != w.block_number;
     w.block_number = block;
     let user = user_of(&w.tenant, &w.external_user_id, w.network, &w.asset);

@@ -188,6 +188,7 @@ fn sent(out: &mut OutgoingTx) {
             last_answer: Some("accepted".into()),
             plan: None,
             reference_block: None,
+            void: false,
         },
         at(10),
     )

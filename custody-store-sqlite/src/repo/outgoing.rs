@@ -280,6 +280,24 @@ impl OutgoingRepo for SqliteTx<'_> {
         u64::try_from(next - 1).map_err(|_| bad("nonce", &next.to_string()))
     }
 
+    fn advance_nonce(
+        &mut self,
+        network: Network,
+        address: &str,
+        next: u64,
+    ) -> Result<bool, PortError> {
+        let moved = self
+            .conn
+            .prepare_cached(
+                "UPDATE outgoing_nonces SET next_nonce = ?3 \
+                 WHERE network = ?1 AND address = ?2 AND next_nonce < ?3",
+            )
+            .map_err(db_err)?
+            .execute(params![network.as_str(), address, i64_of(next)])
+            .map_err(db_err)?;
+        Ok(moved > 0)
+    }
+
     fn claim_outgoing(
         &mut self,
         network: Network,

@@ -67,6 +67,8 @@ struct ScriptedChain {
     /// Receipts of token payments show no `Transfer` (a token whose `transfer` returns false
     /// without reverting, or a node that strips logs).
     hide_transfers: std::sync::atomic::AtomicBool,
+    /// What the chain says the hot wallet's confirmed nonce is (`None`: 0).
+    confirmed: Mutex<Option<u64>>,
 }
 
 impl ScriptedChain {
@@ -147,7 +149,7 @@ impl ChainSender for ScriptedChain {
     }
 
     async fn confirmed_nonce(&self, _: &str) -> Result<Option<u64>, PortError> {
-        Ok(Some(0))
+        Ok(Some(self.confirmed.lock().unwrap().unwrap_or(0)))
     }
 
     async fn build(&self, r: &BuildRequest) -> Result<UnsignedTx, PortError> {
@@ -340,6 +342,7 @@ impl Fixture {
             lease: Duration::from_secs(30),
             batch: 16,
             native: custody_core::AssetId::new(Network::Bsc, "BNB".to_owned()),
+            exclusive: Arc::new(custody_core::ports::Alone),
         };
         Fixture {
             _dir: dir,
@@ -752,6 +755,7 @@ async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> Stri
                 last_answer: last_answer.map(str::to_owned),
                 plan: None,
                 reference_block: None,
+                void: false,
             },
             f.clock.now(),
         )
@@ -1710,4 +1714,221 @@ async fn two_attempts_in_blocks_raise_a_double_payment_alert_and_latch_the_globa
         1,
         "raised once"
     );
+}
+
+async fn request_cancel(f: &Fixture, id: Uuid) -> CoreResult<OutgoingTx> {
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        custody_core::outgoing::request_cancel(tx, Uuid::new_v4(), "ops", id, "stuck", now)
+    })
+    .await
+}
+
+/// `after` is `before` with every hold released (nothing pending anywhere) and `fee` posted
+/// from the house's BNB network fees to its BNB treasury; every other total unchanged.
+fn released_with_fee(
+    before: &[(String, Option<custody_core::ledger::AccountBalances>)],
+    after: &[(String, Option<custody_core::ledger::AccountBalances>)],
+    fee: u128,
+) {
+    assert_eq!(before.len(), after.len());
+    for ((key, b), (key_after, a)) in before.iter().zip(after) {
+        assert_eq!(key, key_after);
+        let (b, a) = (b.unwrap_or_default(), a.unwrap_or_default());
+        assert_eq!(a.debits_pending, Amount::ZERO, "{key}: hold released");
+        assert_eq!(a.credits_pending, Amount::ZERO, "{key}: hold released");
+        let (debit, credit) = match key.as_str() {
+            k if k.contains("network_fees") && k.contains("BNB") => (fee, 0),
+            k if k.contains("treasury") && k.contains("BNB") => (0, fee),
+            _ => (0, 0),
+        };
+        assert_eq!(
+            a.debits_posted.units(),
+            b.debits_posted.units() + debit,
+            "{key}"
+        );
+        assert_eq!(
+            a.credits_posted.units(),
+            b.credits_posted.units() + credit,
+            "{key}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_withdrawal_voids_its_nonce_then_fails_and_releases_its_hold() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    let before = books(&f).await;
+    // Priced below what the node takes: refused, holding nonce 0 (and every later payment).
+    *f.chain.min_price.lock().unwrap() = 2_000_000_000;
+    f.b.round().await.unwrap();
+    let held = f.get(id).await;
+    assert_eq!((held.nonce, held.attempts.len()), (Some(0), 1));
+    assert!(held.attempts[0].sent_at.is_none(), "refused");
+    // The market moved: the node's price now is what it takes.
+    *f.chain.node_price.lock().unwrap() = 3_000_000_000;
+    request_cancel(&f, id).await.unwrap();
+    f.advance(1_000);
+    f.b.round().await.unwrap();
+    let voiding = f.get(id).await;
+    assert_eq!(voiding.attempts.len(), 2);
+    let void = voiding.attempts[1].clone();
+    assert!(void.void);
+    assert_eq!(
+        void.bid,
+        custody_core::outgoing::Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 3_000_000_000
+        },
+        "the node's price, above the replacement minimum"
+    );
+    let (nonce, _) = decode(&void.raw);
+    assert_eq!(nonce, 0, "the payment's nonce");
+    assert_eq!(
+        f.chain.payments.lock().unwrap().get(&void.hash),
+        Some(&Payment::Native {
+            to: HOT.into(),
+            amount: Amount::ZERO
+        }),
+        "nothing, to the hot wallet itself"
+    );
+    assert_eq!(
+        books(&f).await,
+        before,
+        "nothing moves before the void is final"
+    );
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 6, 5_000).await;
+    assert_eq!(done.status, OutStatus::Failed);
+    assert_eq!(done.included.as_ref().unwrap().hash, void.hash);
+    assert_eq!(f.chain.mined_payments(), 1, "only the void");
+    let w = f.withdrawal(id).await;
+    assert_eq!(w.status, custody_core::withdrawal::WithdrawalStatus::Failed);
+    assert_eq!(w.failure_reason.as_deref(), Some("cancelled by ops: stuck"));
+    assert_eq!(w.tx_hash, None, "partners never see the void");
+    released_with_fee(&before, &books(&f).await, 21_000_000_000_000);
+    // The next payment goes out at the next nonce.
+    *f.chain.min_price.lock().unwrap() = 0;
+    let next = f.create().await;
+    f.advance(1_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(next).await.nonce, Some(1));
+}
+
+#[tokio::test]
+async fn a_cancelled_payment_whose_own_attempt_is_mined_instead_is_paid() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    let before = books(&f).await;
+    f.b.round().await.unwrap();
+    let original = f.get(id).await.attempts[0].clone();
+    request_cancel(&f, id).await.unwrap();
+    // A producer took the original before it saw the void.
+    f.chain.mine();
+    f.advance(1_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert_eq!(out.status, OutStatus::Included);
+    assert_eq!(out.attempts.len(), 1, "nothing to void: it is in a block");
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 6, 5_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(done.included.unwrap().hash, original.hash);
+    let w = f.withdrawal(id).await;
+    assert_eq!(
+        w.status,
+        custody_core::withdrawal::WithdrawalStatus::Confirmed
+    );
+    let after = books(&f).await;
+    assert_ne!(after, before, "settled");
+    // Settled, not released: the user paid, nothing pending remains.
+    for (key, a) in &after {
+        if let Some(a) = a {
+            assert_eq!(a.debits_pending, Amount::ZERO, "{key}");
+        }
+    }
+    let alice = |b: &[(String, Option<custody_core::ledger::AccountBalances>)]| {
+        b.iter()
+            .find(|(k, _)| k.contains("alice") && k.contains("BNB"))
+            .and_then(|(_, a)| *a)
+            .unwrap()
+    };
+    assert!(
+        alice(&after).debits_posted > alice(&before).debits_posted,
+        "paid"
+    );
+    // Once in a block, a cancel is refused (409): it is paid once final.
+    let refused = request_cancel(&f, id).await.unwrap_err();
+    assert!(
+        matches!(refused, CoreError::Refused(r) if r.code == custody_core::error::ErrorCode::ValidationFailed)
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_of_a_payment_that_cannot_be_priced_fails_it_at_once_without_a_nonce() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    let before = books(&f).await;
+    *f.chain.price_refusal.lock().unwrap() = Some("execution reverted: frozen".into());
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(id).await.status, OutStatus::Built);
+    let unknown = write(f.b.store.as_ref(), move |tx| {
+        custody_core::outgoing::request_cancel(
+            tx,
+            Uuid::new_v4(),
+            "ops",
+            Uuid::from_u128(7),
+            "x",
+            Timestamp::from_unix_millis(T0),
+        )
+    })
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(unknown, CoreError::Refused(r) if r.code == custody_core::error::ErrorCode::NotFound)
+    );
+    request_cancel(&f, id).await.unwrap();
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    let out = f.get(id).await;
+    assert_eq!((out.status, out.nonce), (OutStatus::Failed, None));
+    assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+    assert_eq!(next_nonce(&f, id).await, None, "no nonce taken");
+    released_with_fee(&before, &books(&f).await, 0);
+    let again = request_cancel(&f, id).await.unwrap_err();
+    assert!(
+        matches!(again, CoreError::Refused(r) if r.code == custody_core::error::ErrorCode::ValidationFailed),
+        "already failed: 422"
+    );
+}
+
+#[tokio::test]
+async fn the_nonce_allocator_moves_forward_when_the_chain_is_ahead() {
+    let f = Fixture::new();
+    let first = f.create().await;
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(first).await.nonce, Some(0));
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    f.rounds_until_done(first, 4, 5_000).await;
+    // The key sent 5 more elsewhere (or a backup was restored): the chain counts 6.
+    *f.chain.confirmed.lock().unwrap() = Some(6);
+    let next = f.create().await;
+    f.advance(1_000);
+    f.b.round().await.unwrap();
+    let out = f.get(next).await;
+    assert_eq!(out.nonce, Some(6), "not the spent nonce 1");
+    assert_eq!(out.status, OutStatus::Sent);
+    let alerts = alerts_of(&f, "nonce_resynced").await;
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].severity, "warning");
+    // A chain behind the allocator (a lagging node) moves nothing.
+    *f.chain.confirmed.lock().unwrap() = Some(2);
+    let third = f.create().await;
+    f.advance(1_000);
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(third).await.nonce, Some(7));
+    assert_eq!(alerts_of(&f, "nonce_resynced").await.len(), 1);
 }

@@ -77,6 +77,7 @@ fn attempt(hash: &str) -> Attempt {
             },
         )),
         reference_block: Some(58_000_001),
+        void: false,
     }
 }
 
@@ -206,6 +207,29 @@ async fn nonces_are_allocated_once_from_the_seed(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(other, 5, "per network and address");
+    // Moved forward to where the chain is (a restored backup), never back, never seeded by it.
+    assert!(w(s, |tx| tx.advance_nonce(Network::Bsc, HOT, 50))
+        .await
+        .unwrap());
+    assert_eq!(r(s, |tx| tx.next_nonce(Network::Bsc, HOT)).await, Some(50));
+    assert!(!w(s, |tx| tx.advance_nonce(Network::Bsc, HOT, 7))
+        .await
+        .unwrap());
+    assert!(!w(s, |tx| tx.advance_nonce(Network::Bsc, HOT, 50))
+        .await
+        .unwrap());
+    assert_eq!(r(s, |tx| tx.next_nonce(Network::Bsc, HOT)).await, Some(50));
+    let next = w(s, |tx| tx.allocate_nonce(Network::Bsc, HOT, 0))
+        .await
+        .unwrap();
+    assert_eq!(next, 50);
+    assert!(!w(s, |tx| tx.advance_nonce(Network::Bsc, "0xnever", 9))
+        .await
+        .unwrap());
+    assert_eq!(
+        r(s, |tx| tx.next_nonce(Network::Bsc, "0xnever")).await,
+        None
+    );
 }
 
 async fn claims_are_leases_of_due_unfinished_transactions(store: Arc<dyn Store>) {
