@@ -199,7 +199,7 @@ pub fn settle_owed(dir: &DataDir, args: &SettleOwedArgs) -> Result<(), String> {
 }
 
 /// A refusal as one line: its code, message and each field's issue.
-fn refusal_text(r: &custody_core::error::Refusal) -> String {
+pub(crate) fn refusal_text(r: &custody_core::error::Refusal) -> String {
     let mut text = format!("{}: {}", r.code, r.message);
     for d in &r.details {
         text.push_str(&format!("; {}: {}", d.field, d.issue));

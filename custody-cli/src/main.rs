@@ -6,6 +6,7 @@ mod config;
 mod database;
 mod datadir;
 mod ledger_cmd;
+mod outgoing_cmd;
 mod seeds;
 mod treasury;
 mod wallets_cmd;
@@ -57,6 +58,23 @@ enum Command {
     /// Operator actions on deposit wallets.
     #[command(subcommand)]
     Wallets(wallets_cmd::WalletsCommand),
+    /// Operator actions on outgoing transactions (withdrawals, swaps, sweeps, fundings).
+    #[command(subcommand)]
+    Outgoing(OutgoingCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum OutgoingCommand {
+    /// Cancel a payment that can never proceed (audited): failed at once if nothing was
+    /// signed; on BSC its nonce voided by a 0-value self-transfer, then failed and its hold
+    /// released; on TRON failed once every attempt is void. `custody serve` carries it out.
+    Cancel {
+        /// The outgoing transaction's id (in the withdrawal's, swap's, sweep's or funding's
+        /// record, or an alert).
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -217,6 +235,9 @@ fn main() -> ExitCode {
         Command::Ledger(LedgerCommand::SettleOwed(args)) => ledger_cmd::settle_owed(&dir, &args),
         Command::Treasury(TreasuryCommand::Show) => treasury::show(&dir),
         Command::Wallets(command) => wallets_cmd::run(&dir, &command),
+        Command::Outgoing(OutgoingCommand::Cancel { id, reason }) => {
+            outgoing_cmd::cancel(&dir, &id, &reason)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

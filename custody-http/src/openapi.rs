@@ -74,6 +74,9 @@ fn success_schema(route: &Route) -> Value {
         RouteId::AdminReconcile => json!({ "$ref": "#/components/schemas/ReconcileScheduled" }),
         RouteId::AdminAckAlert => json!({ "$ref": "#/components/schemas/Alert" }),
         RouteId::AdminReplayWebhook => json!({ "type": "object" }),
+        RouteId::AdminCancelOutgoing => {
+            json!({ "$ref": "#/components/schemas/OutgoingTransaction" })
+        }
         RouteId::AdminCreateCredential => {
             json!({ "$ref": "#/components/schemas/CreatedCredential" })
         }
@@ -94,7 +97,9 @@ fn request_schema(route: &Route) -> Option<Value> {
             Some(json!({ "$ref": "#/components/schemas/ControlUpdate" }))
         }
         RouteId::AdminReconcile => Some(json!({ "$ref": "#/components/schemas/Reconcile" })),
-        RouteId::AdminAckAlert => Some(json!({ "$ref": "#/components/schemas/AlertAck" })),
+        RouteId::AdminAckAlert | RouteId::AdminCancelOutgoing => {
+            Some(json!({ "$ref": "#/components/schemas/AlertAck" }))
+        }
         RouteId::AdminCreateCredential => {
             Some(json!({ "$ref": "#/components/schemas/CreateCredential" }))
         }
@@ -262,6 +267,7 @@ fn takes_second_factors(route: &Route) -> bool {
             | RouteId::AdminReconcile
             | RouteId::AdminAckAlert
             | RouteId::AdminReplayWebhook
+            | RouteId::AdminCancelOutgoing
             | RouteId::AdminCreateCredential
             | RouteId::AdminRevokeCredential
             | RouteId::CreateWithdrawal
@@ -816,6 +822,24 @@ fn component_schemas() -> Value {
                 "id": { "type": "string", "format": "uuid" },
                 "scope": { "type": "string", "enum": ["LEDGER", "TREASURY"] },
                 "status": { "const": "scheduled" }
+            }
+        }),
+    );
+    schemas.insert(
+        "OutgoingTransaction".into(),
+        json!({
+            "type": "object",
+            "required": ["id", "network", "purpose", "reference_id", "from_address", "status", "cancel_requested", "history"],
+            "properties": {
+                "id": { "type": "string", "format": "uuid" },
+                "network": { "type": "string", "enum": ["BSC", "TRON"] },
+                "purpose": { "type": "string" },
+                "reference_id": { "type": "string", "format": "uuid" },
+                "from_address": { "type": "string" },
+                "nonce": { "type": ["integer", "null"] },
+                "status": { "type": "string" },
+                "cancel_requested": { "type": "boolean" },
+                "history": { "type": "array", "items": { "type": "object" } }
             }
         }),
     );

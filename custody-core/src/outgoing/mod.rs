@@ -415,6 +415,26 @@ impl OutgoingTx {
         self.attempts.last()
     }
 
+    /// The transaction as operators see it (the admin API, the CLI): what it pays, its state
+    /// and its history, never its signed bytes.
+    pub fn operator_view(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id,
+            "network": self.network,
+            "purpose": self.purpose.as_str(),
+            "reference_id": self.reference_id,
+            "from_address": self.from,
+            "nonce": self.nonce,
+            "status": self.status.as_str(),
+            "cancel_requested": self.cancel_request().is_some(),
+            "history": self.history.iter().map(|h| serde_json::json!({
+                "status": h.status.as_str(),
+                "at": h.at,
+                "detail": h.detail,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
     /// The hash partners see: the included attempt's, else the newest one sent; never a
     /// cancel's void (it pays nothing to them).
     pub fn visible_hash(&self) -> Option<&str> {
@@ -608,6 +628,28 @@ pub fn record_signed(
 /// REASON`); the engine reads it back ([`OutgoingTx::cancel_request`]).
 pub const CANCEL_NOTE: &str = "cancel requested";
 
+/// Outgoing transaction `id`, or the one that pays record `id` (an approval is found by its own
+/// id only: it serves a swap, whose own payment is the one found by the swap's id).
+fn outgoing_or_paying(
+    tx: &mut dyn crate::ports::store::WriteTx,
+    id: Uuid,
+) -> Result<Option<OutgoingTx>, PortError> {
+    if let Some(out) = tx.outgoing(id)? {
+        return Ok(Some(out));
+    }
+    for purpose in [
+        Purpose::Withdrawal,
+        Purpose::Swap,
+        Purpose::Sweep,
+        Purpose::Funding,
+    ] {
+        if let Some(out) = tx.outgoing_for(purpose, id)? {
+            return Ok(Some(out));
+        }
+    }
+    Ok(None)
+}
+
 /// Records an operator's request to cancel outgoing transaction `id`, with its audit record,
 /// in the caller's transaction. What the cancel does is the engine's decision
 /// ([`decide`]): nothing signed yet → failed at once; BSC → its nonce voided by a 0-value
@@ -615,9 +657,12 @@ pub const CANCEL_NOTE: &str = "cancel requested";
 /// attempt of the payment is included instead); TRON → failed once every attempt is proven
 /// void. Its record's hold is released through the record's own failure path.
 ///
-/// Unknown id → 404; already final or failed → 422; in a block now → 409 (it is paid once
-/// final, unless a reorganization takes it back). Asking again changes nothing and returns the
+/// Unknown id → 404; already final or failed → 422; in a block now → 422 too (it is paid
+/// once final, unless a reorganization takes it back). Asking again changes nothing and returns the
 /// transaction as it stands (a retried request is not a second decision).
+///
+/// `id` is the outgoing transaction's, or the id of the record it pays (a withdrawal, a swap,
+/// a sweep, a treasury funding): what an operator has at hand.
 pub fn request_cancel(
     tx: &mut dyn crate::ports::store::WriteTx,
     audit_id: Uuid,
@@ -628,9 +673,9 @@ pub fn request_cancel(
 ) -> crate::error::CoreResult<OutgoingTx> {
     use crate::error::{ErrorCode, Refusal};
     let reason = crate::admin::check_ack_reason(reason)?;
-    let mut out = tx
-        .outgoing(id)?
-        .ok_or_else(|| Refusal::not_found("outgoing transaction"))?;
+    let mut out =
+        outgoing_or_paying(tx, id)?.ok_or_else(|| Refusal::not_found("outgoing transaction"))?;
+    let id = out.id;
     if out.status.is_terminal() {
         return Err(Refusal::new(
             ErrorCode::ValidationFailed,
@@ -647,12 +692,13 @@ pub fn request_cancel(
     }
     if out.status == OutStatus::Included {
         return Err(Refusal::new(
-            ErrorCode::IdempotencyInProgress,
+            ErrorCode::ValidationFailed,
             format!(
                 "outgoing transaction {id} is in a block: it cannot be cancelled now; it is \
                  paid once final"
             ),
         )
+        .with_detail("status", out.status.as_str())
         .into());
     }
     let old = out.status.as_str();

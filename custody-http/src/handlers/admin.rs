@@ -291,6 +291,33 @@ pub async fn acknowledge_alert(state: &AppState, call: &Call) -> CoreResult<Repl
     Ok(Reply::json(200, &alert))
 }
 
+/// `POST /admin/outgoing/{id}/cancel`: an operator's way out for a payment that can never
+/// proceed (`outgoing::request_cancel`; the engine carries it out). Body first, then the
+/// second factors, as for `/admin/controls`; an id that is not a UUID is unknown (404).
+pub async fn cancel_outgoing(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let id = uuid::Uuid::parse_str(&call.params[0])
+        .map_err(|_| Refusal::not_found("outgoing transaction"))?;
+    let map = crate::input::json_object(&call.body)?;
+    let mut fields = crate::input::Fields::new();
+    fields.no_unknown(&map, &["reason"]);
+    let reason = fields.string(&map, "reason", 500);
+    fields.finish()?;
+    let Some(reason) = reason else {
+        unreachable!("finish() refuses missing fields")
+    };
+    let reason = admin::check_ack_reason(&reason)?.to_owned();
+    let credential = call.credential();
+    second_factor::check(state, credential, &call.headers).await?;
+    let actor = format!("credential:{}", credential.id);
+    let audit_id = new_uuid(state.entropy.as_ref());
+    let now = state.clock.now();
+    let out = write(state.store.as_ref(), move |tx| {
+        custody_core::outgoing::request_cancel(tx, audit_id, &actor, id, &reason, now)
+    })
+    .await?;
+    Ok(Reply::json(200, &out.operator_view()))
+}
+
 /// `POST /admin/webhooks/{id}/replay`: a dead-lettered event goes back to the queue under its
 /// id (receivers deduplicate on it), with an audit record; any other status is a 422. Takes no
 /// body; the second factors as for `/admin/controls`.

@@ -55,6 +55,7 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
         RouteId::AdminReconcile => admin::reconcile(state, call).await,
         RouteId::AdminAckAlert => admin::acknowledge_alert(state, call).await,
         RouteId::AdminReplayWebhook => admin::replay_webhook(state, call).await,
+        RouteId::AdminCancelOutgoing => admin::cancel_outgoing(state, call).await,
         RouteId::AdminCreateCredential => credentials::create(state, call).await,
         RouteId::AdminListCredentials => credentials::list(state, call).await,
         RouteId::AdminRevokeCredential => credentials::revoke(state, call).await,
