@@ -236,7 +236,7 @@ fn read_books(tx: &mut dyn ReadTx, network: Network, hot: &str) -> CoreResult<Bo
             }),
             // No user's hold: an approval moves nothing, and sweeps and fundings move funds
             // between addresses the holdings count already (only their fees leave).
-            Purpose::Approval | Purpose::Sweep | Purpose::Funding => None,
+            Purpose::Approval | Purpose::Sweep | Purpose::Funding | Purpose::Rebalance => None,
         };
         if let Some((asset, hold)) = payment {
             held.push(HeldPayment {
