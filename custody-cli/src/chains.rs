@@ -14,7 +14,6 @@ use custody_core::deposit::holdings::HoldingsReport;
 use custody_core::deposit::{PipelineSettings, WatchSet};
 use custody_core::ports::store::read;
 use custody_core::ports::{ChainSender, ChainSource, Clock, Entropy, Signer, Store};
-use custody_core::withdrawal::HotWallet;
 use custody_core::{AssetCatalog, Network};
 use custody_http::ScanStatus;
 
@@ -117,7 +116,7 @@ pub fn start_scanners(
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     watch_set: Arc<WatchSet>,
-    hot_wallets: &BTreeMap<Network, HotWallet>,
+    hot_wallets: &BTreeMap<Network, custody_core::wallet::hot::HotWalletSet>,
     exclusive: Arc<dyn custody_core::ports::Exclusive>,
 ) -> Result<(), String> {
     let catalog = Arc::new(catalog.clone());
@@ -162,18 +161,20 @@ pub fn start_scanners(
     Ok(())
 }
 
-/// The hot wallet of `network` as the deposit pipeline compares senders with it.
+/// Every hot wallet of `network`, active and retired, as the deposit pipeline compares
+/// senders with them: a retired one's native transfers are still the treasury's.
 fn hot_wallet_addresses(
-    hot_wallets: &BTreeMap<Network, HotWallet>,
+    hot_wallets: &BTreeMap<Network, custody_core::wallet::hot::HotWalletSet>,
     network: Network,
 ) -> Result<Vec<ChainAddress>, String> {
     hot_wallets
         .get(&network)
+        .into_iter()
+        .flat_map(|set| set.all())
         .map(|h| {
             ChainAddress::parse(network, &h.address)
                 .map_err(|e| format!("the {network} hot wallet address {}: {e}", h.address))
         })
-        .into_iter()
         .collect()
 }
 

@@ -233,7 +233,7 @@ pub fn create_credential(dir: &DataDir, args: &CreateCredentialArgs) -> Result<(
 }
 
 /// Who the audit trail names for a command run from a shell.
-fn cli_actor() -> String {
+pub(crate) fn cli_actor() -> String {
     format!(
         "cli:{}",
         std::env::var("USER").unwrap_or_else(|_| "unknown".into())
@@ -394,18 +394,19 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         });
         let chains = crate::chains::build(&config, &catalog)?;
         let watch = crate::chains::load_watch_set(store.as_ref()).await?;
-        let mut hot_wallets = std::collections::BTreeMap::new();
-        for network in custody_core::Network::ALL {
-            let address = custody_core::wallet::hot_wallet_address(signer.as_ref(), network)
-                .map_err(|e| format!("cannot derive the {network} hot wallet: {e}"))?;
-            hot_wallets.insert(
-                network,
-                custody_core::withdrawal::HotWallet {
-                    address,
-                    path: custody_core::wallet::hot_wallet_path(network),
-                },
-            );
-        }
+        // Read once: a rotation (`custody treasury rotate`) takes effect at the next start.
+        // New payments and sweeps use each network's active hot wallet; the retired ones are
+        // watched (their transfers are the treasury's) and counted with the holdings.
+        let hot_wallet_sets =
+            crate::treasury::hot_wallet_sets(store.as_ref(), signer.as_ref()).await?;
+        let hot_wallets: std::collections::BTreeMap<_, _> = hot_wallet_sets
+            .iter()
+            .map(|(n, set)| (*n, set.active.clone()))
+            .collect();
+        let retired_hot_wallets = hot_wallet_sets
+            .iter()
+            .map(|(n, set)| (*n, set.retired.clone()))
+            .collect();
         revoke_stale_approvals(store.as_ref(), &hot_wallets, &config).await?;
         // One registry for the server and the webhook loop: one /v1/metrics shows both.
         let metrics = Arc::new(custody_http::metrics::Metrics::new());
@@ -435,6 +436,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             dex: chains.dex.clone(),
             swap_router: Some(config.swaps.router_settings()?),
             hot_wallets: hot_wallets.clone(),
+            retired_hot_wallets,
             limits,
             limiter: limiter.clone(),
             nonces: Arc::clone(&nonces),
@@ -467,7 +469,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             Arc::clone(&clock),
             Arc::new(OsEntropy),
             watch,
-            &hot_wallets,
+            &hot_wallet_sets,
             Arc::clone(&exclusive),
         )?;
         crate::chains::start_broadcasters(
@@ -502,7 +504,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             clock: Arc::clone(&clock),
             entropy: Arc::new(OsEntropy),
             chains: chains.sources.clone(),
-            hot_wallets: hot_wallets.clone(),
+            hot_wallets: hot_wallet_sets.clone(),
             catalog: Arc::new(catalog.clone()),
             every_ms: vec![
                 (

@@ -79,8 +79,11 @@ enum OutgoingCommand {
 
 #[derive(Debug, Subcommand)]
 enum TreasuryCommand {
-    /// Each network's hot wallet address, on-chain balances and next nonce.
+    /// Each network's hot wallets (retired ones marked), on-chain balances and next nonce.
     Show,
+    /// Move a network's hot wallet to a new one under the newest imported seed and drain the
+    /// old one into it (audited). Stop `custody serve` first; restart it afterwards.
+    Rotate(treasury::RotateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -234,6 +237,7 @@ fn main() -> ExitCode {
         }
         Command::Ledger(LedgerCommand::SettleOwed(args)) => ledger_cmd::settle_owed(&dir, &args),
         Command::Treasury(TreasuryCommand::Show) => treasury::show(&dir),
+        Command::Treasury(TreasuryCommand::Rotate(args)) => treasury::rotate(&dir, &args),
         Command::Wallets(command) => wallets_cmd::run(&dir, &command),
         Command::Outgoing(OutgoingCommand::Cancel { id, reason }) => {
             outgoing_cmd::cancel(&dir, &id, &reason)

@@ -1,16 +1,65 @@
-//! `custody treasury show` (decisions §11): each network's hot wallet, its on-chain balances
-//! of every catalog asset, what is on its way out of it, and the next nonce the store would
-//! hand out (BSC); the same rows as `/admin/treasuries` (`custody_core::treasury`).
+//! `custody treasury show` (decisions §11): each network's hot wallets (the active one, and
+//! any a rotation retired), their on-chain balances of every catalog asset, what is on its way
+//! out of them, and the next nonce the store would hand out (BSC); the same rows as
+//! `/admin/treasuries` (`custody_core::treasury`).
+//!
+//! `custody treasury rotate` (issue 31, F4): a new hot wallet under the newest seed, the old
+//! one retired and drained into it (`custody_core::wallet::hot`).
 
 use std::collections::BTreeMap;
 
+use clap::Args;
+use custody_cli::runtime::system::{OsEntropy, SystemClock};
+use custody_core::amount::Amount;
+use custody_core::keys::derive_address;
+use custody_core::outgoing::OutgoingTx;
+use custody_core::ports::clock::new_uuid;
+use custody_core::ports::sender::Payment;
+use custody_core::ports::store::{read, write};
+use custody_core::ports::{ChainSender, ChainSource, Clock, Signer, Store};
+use custody_core::wallet::hot::{self, DrainAsset, HotWalletSet, RotationRequest};
 use custody_core::wallet::{hot_wallet_address, hot_wallet_path};
 use custody_core::withdrawal::HotWallet;
-use custody_core::Network;
+use custody_core::{AssetCatalog, Network};
 use serde_json::json;
 
 use crate::commands::{open_store, print_json, runtime};
 use crate::datadir::DataDir;
+
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// BSC or TRON.
+    #[arg(long)]
+    pub network: String,
+    /// Why (written to the audit trail and the hot wallet's record).
+    #[arg(long)]
+    pub reason: String,
+}
+
+/// Every network's hot wallets: recorded by rotations, else generation 0's.
+pub(crate) async fn hot_wallet_sets(
+    store: &dyn Store,
+    signer: &dyn Signer,
+) -> Result<BTreeMap<Network, HotWalletSet>, String> {
+    let mut sets = BTreeMap::new();
+    for network in Network::ALL {
+        let first = first_hot_wallet(signer, network)?;
+        let records = read(store, move |tx| Ok(tx.hot_wallet_records(network)?))
+            .await
+            .map_err(|e| format!("cannot read the {network} hot wallets: {e}"))?;
+        sets.insert(network, hot::resolve(&records, first));
+    }
+    Ok(sets)
+}
+
+fn first_hot_wallet(signer: &dyn Signer, network: Network) -> Result<HotWallet, String> {
+    let address = hot_wallet_address(signer, network)
+        .map_err(|e| format!("cannot derive the {network} hot wallet: {e}"))?;
+    Ok(HotWallet {
+        address,
+        path: hot_wallet_path(network),
+    })
+}
 
 pub fn show(dir: &DataDir) -> Result<(), String> {
     let config = dir.load_config()?;
@@ -18,20 +67,203 @@ pub fn show(dir: &DataDir) -> Result<(), String> {
     let (store, unlocked) = open_store(dir, &config)?;
     let signer = crate::seeds::load(store.as_ref(), &unlocked)?;
     drop(unlocked);
-    let mut hot_wallets = BTreeMap::new();
-    for network in Network::ALL {
-        let address = hot_wallet_address(&signer, network)
-            .map_err(|e| format!("cannot derive the {network} hot wallet: {e}"))?;
-        let path = hot_wallet_path(network);
-        hot_wallets.insert(network, HotWallet { address, path });
-    }
     let rt = runtime()?;
     let rows = rt.block_on(async {
+        let sets = hot_wallet_sets(store.as_ref(), &signer).await?;
         let chains = crate::chains::build(&config, &catalog)?;
-        custody_core::treasury::rows(&hot_wallets, &chains.sources, &catalog, store.as_ref())
+        custody_core::treasury::rows_of(&sets, &chains.sources, &catalog, store.as_ref())
             .await
             .map_err(|e| format!("cannot read the treasury: {e}"))
     });
     store.close();
     print_json(&json!({ "data": rows? }))
+}
+
+pub fn rotate(dir: &DataDir, args: &RotateArgs) -> Result<(), String> {
+    let network: Network = args
+        .network
+        .parse()
+        .map_err(|_| format!("--network: must be BSC or TRON (got {:?})", args.network))?;
+    let config = dir.load_config()?;
+    let catalog = config.catalog()?;
+    // Held until the rotation is recorded: a running service keeps paying from the hot wallet
+    // it derived at start, which the drain would leave short.
+    let _serving = dir.lock_for_serve().map_err(|e| {
+        format!("{e}: stop every `custody serve` of this store before rotating its hot wallet")
+    })?;
+    let (store, unlocked) = open_store(dir, &config)?;
+    let signer = std::sync::Arc::new(crate::seeds::load(store.as_ref(), &unlocked)?);
+    drop(unlocked);
+    let result = runtime()?.block_on(async {
+        let chains = crate::chains::build(&config, &catalog)?;
+        let (Some(chain), Some(sender)) =
+            (chains.sources.get(&network), chains.senders.get(&network))
+        else {
+            return Err(format!(
+                "no [{}] endpoint is configured: the drain needs the chain",
+                network.as_str().to_lowercase()
+            ));
+        };
+        rotate_with(
+            store.as_ref(),
+            std::sync::Arc::clone(&signer),
+            (chain.as_ref(), sender.as_ref()),
+            &catalog,
+            network,
+            args,
+        )
+        .await
+    });
+    store.close();
+    print_json(&result?)
+}
+
+/// What the rotation reads before its one write: the old wallet's balances, its unfinished
+/// payments and the prices of the drain's transfers.
+async fn rotate_with(
+    store: &dyn Store,
+    signer: std::sync::Arc<custody_core::keys::SeedSet>,
+    (chain, sender): (&dyn ChainSource, &dyn ChainSender),
+    catalog: &AssetCatalog,
+    network: Network,
+    args: &RotateArgs,
+) -> Result<serde_json::Value, String> {
+    let sets = hot_wallet_sets(store, signer.as_ref()).await?;
+    let old = sets[&network].active.clone();
+    let first = first_hot_wallet(signer.as_ref(), network)?;
+    // The account the rotation will take (checked again in its write).
+    let account = read(store, |tx| Ok(tx.next_account()?))
+        .await
+        .map_err(|e| format!("cannot read the account allocator: {e}"))?;
+    let new_address = address_at(signer.as_ref(), network, account)?;
+    let from = old.address.clone();
+    let in_flight: Vec<OutgoingTx> = read(store, move |tx| {
+        Ok(tx
+            .outgoing_in_flight(network, &from)?
+            .into_iter()
+            .filter(|o| !o.status.is_terminal())
+            .collect())
+    })
+    .await
+    .map_err(|e| format!("cannot read the old hot wallet's payments: {e}"))?;
+    let pending = custody_core::treasury::pending_outgoing(catalog, network, &in_flight);
+    let mut in_flight_fees = Amount::ZERO;
+    for o in &in_flight {
+        let fee = sender
+            .price(&old.address, &o.payment)
+            .await
+            .map_err(|e| format!("cannot price payment {}: {e}", o.id))?;
+        in_flight_fees = in_flight_fees
+            .checked_add(fee.max_native)
+            .unwrap_or(Amount::MAX);
+    }
+    let mut native = None;
+    let mut tokens = Vec::new();
+    for asset in catalog.of_network(network) {
+        let balance = chain
+            .balance(&old.address, asset)
+            .await
+            .map_err(|e| format!("cannot read the old hot wallet's {}: {e}", asset.code))?;
+        let spendable = balance
+            .units
+            .checked_sub(balance.staked_units)
+            .unwrap_or(Amount::ZERO);
+        let pending_units = pending
+            .iter()
+            .find(|p| p.asset == asset.code)
+            .map_or(Amount::ZERO, |p| p.units);
+        // A token priced with what it holds (the node estimates the real transfer); the
+        // native coin with one unit (the estimate must not fail on the fee it leaves).
+        let (payment, is_native) = match &asset.contract {
+            Some(contract) => (
+                Payment::Token {
+                    contract: contract.clone(),
+                    to: new_address.clone(),
+                    amount: spendable.max(Amount::from_units(1)),
+                },
+                false,
+            ),
+            None => (
+                Payment::Native {
+                    to: new_address.clone(),
+                    amount: Amount::from_units(1),
+                },
+                true,
+            ),
+        };
+        let has_tokens = !is_native && !spendable.is_zero();
+        let max_fee = if is_native || has_tokens {
+            sender
+                .price(&old.address, &payment)
+                .await
+                .map_err(|e| format!("cannot price the drain of {}: {e}", asset.code))?
+                .max_native
+        } else {
+            Amount::ZERO
+        };
+        let facts = DrainAsset {
+            asset: asset.clone(),
+            spendable,
+            pending: pending_units,
+            max_fee,
+        };
+        if is_native {
+            native = Some(facts);
+        } else {
+            tokens.push(facts);
+        }
+    }
+    let native = native.ok_or_else(|| format!("the catalog has no {network} native coin"))?;
+    let plan = hot::plan_drain(&native, &tokens, in_flight_fees).map_err(|r| r.message)?;
+    let seen: Vec<_> = in_flight.iter().map(|o| o.id).collect();
+    let request = RotationRequest {
+        network,
+        expected_old: old,
+        first,
+        actor: crate::commands::cli_actor(),
+        reason: args.reason.clone(),
+    };
+    let now = SystemClock.now();
+    let ids = [new_uuid(&OsEntropy), new_uuid(&OsEntropy)];
+    let plan_for_write = plan.clone();
+    let (old, new, fundings) = write(store, move |tx| {
+        let (old, new) = hot::rotate(tx, signer.as_ref(), ids, &request, now)?;
+        if new.address != new_address {
+            return Err(custody_core::error::Refusal::new(
+                custody_core::error::ErrorCode::ValidationFailed,
+                "the account allocator moved while the rotation was prepared: run it again",
+            )
+            .into());
+        }
+        let mut next = || new_uuid(&OsEntropy);
+        let fundings = hot::create_drain(
+            tx,
+            &mut next,
+            (&old, &new),
+            network,
+            &plan_for_write,
+            &seen,
+            now,
+        )?;
+        Ok((old, new, fundings))
+    })
+    .await
+    .map_err(|e| format!("the rotation was not recorded: {e}"))?;
+    Ok(json!({
+        "network": network,
+        "retired": { "address": old.address, "derivation_path": old.path.render() },
+        "active": { "address": new.address, "derivation_path": new.path.render() },
+        "drain": fundings.iter().map(|f| f.view()).collect::<Vec<_>>(),
+        "left": plan.left.iter().map(|(asset, why)| json!({ "asset": asset, "why": why })).collect::<Vec<_>>(),
+        "next": "restart `custody serve`: it pays from the new hot wallet and sends the drain",
+    }))
+}
+
+fn address_at(signer: &dyn Signer, network: Network, account: u32) -> Result<String, String> {
+    let (pubkey, chain_code) = signer
+        .external_chain_public_key(network, account)
+        .map_err(|e| format!("cannot derive account {account}: {e}"))?;
+    derive_address(network, &pubkey, &chain_code, 0)
+        .map(|(a, _)| a)
+        .map_err(|e| format!("cannot derive account {account}: {e}"))
 }

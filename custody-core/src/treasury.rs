@@ -18,6 +18,7 @@ use crate::ports::sender::Payment;
 use crate::ports::store::{read, ReadTx};
 use crate::ports::{ChainSource, Store};
 use crate::reconcile::treasury::{in_transit, HeldPayment};
+use crate::wallet::hot::{HotWalletSet, HotWalletStatus};
 use crate::withdrawal::HotWallet;
 
 /// One asset's on-chain balance, or why it could not be read.
@@ -78,11 +79,14 @@ pub struct TreasuryRow {
     pub network: Network,
     pub address: String,
     pub derivation_path: String,
+    /// `retired`: a former hot wallet (a rotation), finishing what it started, drained.
+    pub status: HotWalletStatus,
     pub balances: Vec<TreasuryBalance>,
     pub pending_outgoing: Vec<PendingOutgoing>,
     /// BSC: the nonce the store hands out next (`None` before the first payment).
     pub next_nonce: Option<u64>,
-    /// Per catalog asset of the network.
+    /// Per catalog asset of the network, counting every hot wallet of it: on the active
+    /// wallet's row only (empty on a retired one's).
     pub assets: Vec<AssetFigures>,
 }
 
@@ -236,7 +240,7 @@ fn read_books(tx: &mut dyn ReadTx, network: Network, hot: &str) -> CoreResult<Bo
             }),
             // No user's hold: an approval moves nothing, and sweeps and fundings move funds
             // between addresses the holdings count already (only their fees leave).
-            Purpose::Approval | Purpose::Sweep | Purpose::Funding => None,
+            Purpose::Approval | Purpose::Sweep | Purpose::Funding | Purpose::Rebalance => None,
         };
         if let Some((asset, hold)) = payment {
             held.push(HeldPayment {
@@ -254,69 +258,137 @@ fn read_books(tx: &mut dyn ReadTx, network: Network, hot: &str) -> CoreResult<Bo
     })
 }
 
-/// The treasury rows of `hot_wallets`, reading balances from `chains` (a network without an
-/// adapter says so in each balance's `error`). Every deposit address's balance of every
-/// catalog asset is read: one request each.
-///
-/// The chain is read before the store, so that a payment signed in between is counted in
-/// transit while its funds are still read on chain (see [`crate::reconcile::treasury`]); the
-/// deposit addresses before the hot wallet, so that a sweep landing in between is counted
-/// twice rather than not at all.
+/// The treasury rows of `hot_wallets` (each network's active hot wallet alone), reading
+/// balances from `chains`. See [`rows_of`].
 pub async fn rows(
     hot_wallets: &BTreeMap<Network, HotWallet>,
     chains: &BTreeMap<Network, Arc<dyn ChainSource>>,
     catalog: &AssetCatalog,
     store: &dyn Store,
 ) -> CoreResult<Vec<TreasuryRow>> {
-    let mut out = Vec::with_capacity(hot_wallets.len());
-    for (&network, hot) in hot_wallets {
+    let sets: BTreeMap<Network, HotWalletSet> = hot_wallets
+        .iter()
+        .map(|(n, h)| {
+            (
+                *n,
+                HotWalletSet {
+                    active: h.clone(),
+                    retired: Vec::new(),
+                },
+            )
+        })
+        .collect();
+    rows_of(&sets, chains, catalog, store).await
+}
+
+/// Sums per catalog asset over the wallets of a network; `None` when one was not read.
+fn sum_balances(all: &[Vec<TreasuryBalance>]) -> Vec<(Option<Amount>, Vec<String>)> {
+    let Some(first) = all.first() else {
+        return Vec::new();
+    };
+    (0..first.len())
+        .map(|i| {
+            let mut total = Some(Amount::ZERO);
+            let mut errors = Vec::new();
+            for wallet in all {
+                let b = &wallet[i];
+                total = match (total, b.units) {
+                    (Some(t), Some(u)) => Some(t.checked_add(u).unwrap_or(Amount::MAX)),
+                    _ => None,
+                };
+                errors.extend(b.error.iter().map(|e| format!("hot wallet: {e}")));
+            }
+            (total, errors)
+        })
+        .collect()
+}
+
+/// The treasury rows of every hot wallet of `sets`: per network the active one, then its
+/// retired ones (`status` says which), reading balances from `chains` (a network without an
+/// adapter says so in each balance's `error`). Every deposit address's balance of every
+/// catalog asset is read: one request each. The network's [`AssetFigures`] are on its active
+/// row only, and count every hot wallet of the network: a retired one's holdings and
+/// unfinished payments are still the treasury's.
+///
+/// The chain is read before the store, so that a payment signed in between is counted in
+/// transit while its funds are still read on chain (see [`crate::reconcile::treasury`]); the
+/// deposit addresses before the hot wallets, so that a sweep landing in between is counted
+/// twice rather than not at all.
+pub async fn rows_of(
+    sets: &BTreeMap<Network, HotWalletSet>,
+    chains: &BTreeMap<Network, Arc<dyn ChainSource>>,
+    catalog: &AssetCatalog,
+    store: &dyn Store,
+) -> CoreResult<Vec<TreasuryRow>> {
+    let mut out = Vec::with_capacity(sets.len());
+    for (&network, set) in sets {
         let chain = chains.get(&network);
-        // Deposit addresses before the hot wallet: a sweep mined between the two reads is
+        // Deposit addresses before the hot wallets: a sweep mined between the two reads is
         // then counted on both sides (never on neither, which would look like missing money).
         let addresses = read(store, move |tx| Ok(tx.wallet_addresses(network)?)).await?;
         let deposits = deposit_holdings(chain, catalog, network, &addresses).await;
-        let balances = balances_of(chain, catalog, network, &hot.address).await;
-        let address = hot.address.clone();
-        let books = read(store, move |tx| read_books(tx, network, &address)).await?;
-        let pending = pending_outgoing(catalog, network, &books.in_flight);
-        let transit = in_transit(&books.held);
-        let assets = catalog
+        let wallets: Vec<HotWallet> = set.all().cloned().collect();
+        let mut balances = Vec::with_capacity(wallets.len());
+        for hot in &wallets {
+            balances.push(balances_of(chain, catalog, network, &hot.address).await);
+        }
+        let mut books = Vec::with_capacity(wallets.len());
+        for hot in &wallets {
+            let address = hot.address.clone();
+            books.push(read(store, move |tx| read_books(tx, network, &address)).await?);
+        }
+        let all_in_flight: Vec<OutgoingTx> =
+            books.iter().flat_map(|b| b.in_flight.clone()).collect();
+        let all_held: Vec<HeldPayment> = books.iter().flat_map(|b| b.held.clone()).collect();
+        let pending_all = pending_outgoing(catalog, network, &all_in_flight);
+        let transit = in_transit(&all_held);
+        let hot_sums = sum_balances(&balances);
+        let liabilities = &books[0].liabilities;
+        let assets: Vec<AssetFigures> = catalog
             .of_network(network)
-            .zip(&balances)
-            .zip(&pending)
+            .zip(&hot_sums)
+            .zip(&pending_all)
             .zip(deposits)
             .map(
-                |(((asset, hot_b), pending), (deposit_units, deposit_error))| AssetFigures {
-                    network,
-                    asset: asset.code.clone(),
-                    hot_wallet_units: hot_b.units,
-                    deposit_addresses_units: deposit_units,
-                    deposit_addresses: u64::try_from(addresses.len()).unwrap_or(u64::MAX),
-                    in_transit_units: transit.get(&asset.id()).copied().unwrap_or_default(),
-                    user_liabilities_units: books
-                        .liabilities
-                        .get(&asset.id())
-                        .copied()
-                        .unwrap_or_default(),
-                    pending_outgoing_units: pending.units,
-                    errors: hot_b
-                        .error
-                        .iter()
-                        .map(|e| format!("hot wallet: {e}"))
-                        .chain(deposit_error)
-                        .collect(),
+                |(((asset, (hot_units, hot_errors)), pending), (deposit_units, deposit_error))| {
+                    AssetFigures {
+                        network,
+                        asset: asset.code.clone(),
+                        hot_wallet_units: *hot_units,
+                        deposit_addresses_units: deposit_units,
+                        deposit_addresses: u64::try_from(addresses.len()).unwrap_or(u64::MAX),
+                        in_transit_units: transit.get(&asset.id()).copied().unwrap_or_default(),
+                        user_liabilities_units: liabilities
+                            .get(&asset.id())
+                            .copied()
+                            .unwrap_or_default(),
+                        pending_outgoing_units: pending.units,
+                        errors: hot_errors.iter().cloned().chain(deposit_error).collect(),
+                    }
                 },
             )
             .collect();
-        out.push(TreasuryRow {
-            network,
-            address: hot.address.clone(),
-            derivation_path: hot.path.render(),
-            balances,
-            pending_outgoing: pending,
-            next_nonce: books.next_nonce,
-            assets,
-        });
+        let mut assets = Some(assets);
+        for ((i, hot), (balances, books)) in wallets
+            .iter()
+            .enumerate()
+            .zip(balances.into_iter().zip(books))
+        {
+            out.push(TreasuryRow {
+                network,
+                address: hot.address.clone(),
+                derivation_path: hot.path.render(),
+                status: if i == 0 {
+                    HotWalletStatus::Active
+                } else {
+                    HotWalletStatus::Retired
+                },
+                balances,
+                pending_outgoing: pending_outgoing(catalog, network, &books.in_flight),
+                next_nonce: books.next_nonce,
+                assets: assets.take().unwrap_or_default(),
+            });
+        }
     }
     Ok(out)
 }

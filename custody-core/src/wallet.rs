@@ -7,6 +7,7 @@
 //! new account of its tenant; the wallet keeps its id and user, and its earlier addresses stay
 //! its own: watched, matched to it, and signed from with their own paths.
 
+pub mod hot;
 pub mod migration;
 pub mod seeds;
 

@@ -102,6 +102,9 @@ pub struct AppState {
     pub swap_router: Option<custody_core::swap::RouterSettings>,
     /// Each network's hot wallet (decisions §11).
     pub hot_wallets: BTreeMap<Network, custody_core::withdrawal::HotWallet>,
+    /// Former hot wallets of each network (a rotation retired them), oldest first: shown by
+    /// `/admin/treasuries` and counted with the holdings, never paid from for anything new.
+    pub retired_hot_wallets: BTreeMap<Network, Vec<custody_core::withdrawal::HotWallet>>,
     /// Configured prices of TRX in a TRON token (`[[native_rates]]`), for the network cost of
     /// TRC20 withdrawals; BSC tokens are priced at the DEX router.
     pub native_rates: BTreeMap<custody_core::AssetId, custody_core::withdrawal::Rate>,
@@ -123,5 +126,23 @@ pub struct AppState {
 impl AppState {
     pub fn new_trace_id(&self) -> uuid::Uuid {
         custody_core::ports::clock::new_uuid(self.entropy.as_ref())
+    }
+}
+
+impl AppState {
+    /// Every hot wallet of each network: the active one and the retired ones.
+    pub fn hot_wallet_sets(&self) -> BTreeMap<Network, custody_core::wallet::hot::HotWalletSet> {
+        self.hot_wallets
+            .iter()
+            .map(|(n, active)| {
+                (
+                    *n,
+                    custody_core::wallet::hot::HotWalletSet {
+                        active: active.clone(),
+                        retired: self.retired_hot_wallets.get(n).cloned().unwrap_or_default(),
+                    },
+                )
+            })
+            .collect()
     }
 }

@@ -24,6 +24,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0005_deployment",
         include_str!("../migrations/0005_deployment.sql"),
     ),
+    (
+        "0006_hot_wallets",
+        include_str!("../migrations/0006_hot_wallets.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

@@ -108,6 +108,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0027_hot_time_indexes_ascending",
         include_str!("../migrations/0027_hot_time_indexes_ascending.sql"),
     ),
+    (
+        "0028_hot_wallets",
+        include_str!("../migrations/0028_hot_wallets.sql"),
+    ),
 ];
 
 pub fn latest_version() -> usize {

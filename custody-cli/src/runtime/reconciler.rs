@@ -18,7 +18,7 @@ use custody_core::ports::clock::{new_uuid, Entropy};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{ChainSource, Clock, Store};
 use custody_core::reconcile::{self, Reconciliation, Scope};
-use custody_core::withdrawal::HotWallet;
+use custody_core::wallet::hot::HotWalletSet;
 use custody_core::{AssetCatalog, Network};
 use tokio::sync::watch;
 
@@ -31,7 +31,8 @@ pub struct Reconciler {
     pub entropy: Arc<dyn Entropy>,
     /// The networks with endpoints; TREASURY compares only those (nothing else can be read).
     pub chains: BTreeMap<Network, Arc<dyn ChainSource>>,
-    pub hot_wallets: BTreeMap<Network, HotWallet>,
+    /// Every hot wallet of each network: a retired one's holdings are still the treasury's.
+    pub hot_wallets: BTreeMap<Network, HotWalletSet>,
     pub catalog: Arc<AssetCatalog>,
     /// Per scope, the period of its own runs in ms; 0 schedules none (requests still run).
     pub every_ms: Vec<(Scope, u64)>,
@@ -139,10 +140,10 @@ impl Reconciler {
     /// One read of the treasury figures and the decision over them.
     async fn read_and_decide(
         &self,
-        hot: &BTreeMap<custody_core::Network, custody_core::withdrawal::HotWallet>,
+        hot: &BTreeMap<custody_core::Network, HotWalletSet>,
     ) -> Result<reconcile::treasury::Outcome, String> {
         let rows =
-            custody_core::treasury::rows(hot, &self.chains, &self.catalog, self.store.as_ref())
+            custody_core::treasury::rows_of(hot, &self.chains, &self.catalog, self.store.as_ref())
                 .await
                 .map_err(|e| format!("the treasury could not be read: {e}"))?;
         let figures: Vec<_> = rows.into_iter().flat_map(|r| r.assets).collect();

@@ -49,15 +49,19 @@ pub enum Purpose {
     Sweep,
     /// Native coin the hot wallet sends a deposit address for a token sweep's fee.
     Funding,
+    /// The treasury moving its own funds between its hot wallets: the drain of a retired hot
+    /// wallet into the active one (`crate::wallet::hot`; decisions §21's purpose).
+    Rebalance,
 }
 
 impl Purpose {
-    pub const ALL: [Purpose; 5] = [
+    pub const ALL: [Purpose; 6] = [
         Purpose::Withdrawal,
         Purpose::Swap,
         Purpose::Approval,
         Purpose::Sweep,
         Purpose::Funding,
+        Purpose::Rebalance,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -67,6 +71,7 @@ impl Purpose {
             Purpose::Approval => "approval",
             Purpose::Sweep => "sweep",
             Purpose::Funding => "treasury_funding",
+            Purpose::Rebalance => "rebalance",
         }
     }
 
@@ -533,6 +538,9 @@ pub fn purpose_switch(purpose: Purpose) -> &'static str {
         Purpose::Swap | Purpose::Approval => "kill_switch.swaps",
         // The treasury's own moves: sweeps and the fundings they wait for.
         Purpose::Sweep | Purpose::Funding => "kill_switch.sweeps",
+        // A drain takes funds away from a hot wallet that may be compromised: stopping sweeps
+        // (which refill it) must not stop it; only the global switch does.
+        Purpose::Rebalance => "kill_switch.global",
     }
 }
 

@@ -22,6 +22,7 @@ pub trait ReadTx:
     + crate::wallet::WalletReads
     + crate::wallet::migration::MigrationReads
     + crate::wallet::seeds::SeedReads
+    + crate::wallet::hot::HotWalletReads
     + crate::deposit::DepositReads
     + crate::chain::ChainReads
     + crate::outgoing::OutgoingReads
@@ -43,7 +44,7 @@ impl<T> ReadTx for T where
         + crate::wallet::WalletReads
         + crate::wallet::migration::MigrationReads
         + crate::wallet::seeds::SeedReads
-        + crate::wallet::seeds::SeedReads
+        + crate::wallet::hot::HotWalletReads
         + crate::deposit::DepositReads
         + crate::chain::ChainReads
         + crate::outgoing::OutgoingReads
@@ -71,6 +72,7 @@ pub trait WriteTx:
     + crate::wallet::WalletRepo
     + crate::wallet::migration::MigrationRepo
     + crate::wallet::seeds::SeedRepo
+    + crate::wallet::hot::HotWalletRepo
     + crate::deposit::DepositRepo
     + crate::chain::ChainRepo
     + crate::outgoing::OutgoingRepo
@@ -95,7 +97,7 @@ impl<T> WriteTx for T where
         + crate::wallet::WalletRepo
         + crate::wallet::migration::MigrationRepo
         + crate::wallet::seeds::SeedRepo
-        + crate::wallet::seeds::SeedRepo
+        + crate::wallet::hot::HotWalletRepo
         + crate::deposit::DepositRepo
         + crate::chain::ChainRepo
         + crate::outgoing::OutgoingRepo

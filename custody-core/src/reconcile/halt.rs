@@ -82,7 +82,7 @@ pub fn halted_for_payment(
         },
         // The treasury's own moves bring funds back to the hot wallet (or gas for that):
         // a shortfall is no reason to stop them.
-        Purpose::Approval | Purpose::Sweep | Purpose::Funding => Vec::new(),
+        Purpose::Approval | Purpose::Sweep | Purpose::Funding | Purpose::Rebalance => Vec::new(),
     };
     for asset in &assets {
         if halted(tx, asset)? {

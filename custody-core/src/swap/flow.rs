@@ -468,7 +468,7 @@ pub fn on_outgoing(
     match out.purpose {
         Purpose::Approval => on_approval(tx, out, native, now),
         Purpose::Swap => on_swap(tx, entropy, out, native, now),
-        Purpose::Withdrawal | Purpose::Sweep | Purpose::Funding => Ok(()),
+        Purpose::Withdrawal | Purpose::Sweep | Purpose::Funding | Purpose::Rebalance => Ok(()),
     }
 }
 

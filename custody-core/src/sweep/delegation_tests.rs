@@ -66,7 +66,7 @@ fn fundings_of(fx: &Fx, sweep: Uuid) -> Vec<Funding> {
     .unwrap()
     .unwrap_or_default()
     .into_iter()
-    .filter(|f| f.sweep_id == sweep)
+    .filter(|f| f.sweep_id == Some(sweep))
     .collect()
 }
 

@@ -24,7 +24,7 @@ use crate::ports::sender::Payment;
 use crate::ports::signer::HdPath;
 use crate::ports::store::WriteTx;
 use crate::time::Timestamp;
-use crate::wallet::hot_wallet_path;
+use crate::wallet::hot::hot_wallet_path_of;
 use crate::withdrawal::HotWallet;
 
 use super::record::{Funding, Sweep, SweepReads, SweepStep};
@@ -181,7 +181,7 @@ pub fn create_sweep(
             // funding creates it, so the delegation is sent once that one is final.
             d.waits_for = Some(ids.funding);
         } else {
-            tx.insert_outgoing(&delegation_outgoing(&d, now))?;
+            tx.insert_outgoing(&delegation_outgoing(&d, order.hot.path, now))?;
         }
         fundings.push(d);
         sweep.delegation_id = Some(ids.delegation);
@@ -231,7 +231,7 @@ fn funding_record(
         waits_for: None,
         reclaim_id: None,
         reclaims: None,
-        sweep_id,
+        sweep_id: Some(sweep_id),
         outgoing_id,
         status: FundingStatus::Planned,
         fee_native: None,
@@ -244,15 +244,16 @@ fn funding_record(
     }
 }
 
-/// The hot wallet's transaction lending delegation `d`'s energy (the stake stays its own).
-fn delegation_outgoing(d: &Funding, now: Timestamp) -> OutgoingTx {
+/// The hot wallet's transaction lending delegation `d`'s energy (the stake stays its own),
+/// signed with `path`, the delegating hot wallet's.
+fn delegation_outgoing(d: &Funding, path: HdPath, now: Timestamp) -> OutgoingTx {
     OutgoingTx::new(
         d.outgoing_id,
         d.network,
         Purpose::Funding,
         d.id,
         d.from.clone(),
-        hot_wallet_path(d.network),
+        path,
         Payment::DelegateEnergy {
             receiver: d.address.clone(),
             balance_sun: d.amount,
@@ -298,7 +299,9 @@ pub fn start_delegation(
     if !paid {
         return Ok(None);
     }
-    tx.insert_outgoing(&delegation_outgoing(&d, now))?;
+    // The delegating hot wallet's key, even if a rotation retired it since.
+    let path = hot_wallet_path_of(tx, d.network, &d.from)?;
+    tx.insert_outgoing(&delegation_outgoing(&d, path, now))?;
     d.waits_for = None;
     d.note(
         format!("funding {waits_for} final: delegation created"),
@@ -439,7 +442,7 @@ pub fn on_outgoing(
 ) -> CoreResult<()> {
     match out.purpose {
         Purpose::Sweep => on_sweep(tx, entropy, out, native, now),
-        Purpose::Funding => on_funding(tx, entropy, out, native, now),
+        Purpose::Funding | Purpose::Rebalance => on_funding(tx, entropy, out, native, now),
         _ => Ok(()),
     }
 }
@@ -659,9 +662,16 @@ fn on_funding(
             if f.kind == FundingKind::EnergyReclaim {
                 return reclaim_failed(tx, entropy, &f, &why, now);
             }
+            if f.kind == FundingKind::HotWalletDrain {
+                return drain_failed(tx, entropy, &f, &why, now);
+            }
             // The sweep it paid for cannot go on: the next plan starts afresh.
             let reason = format!("its treasury funding {} failed: {why}", f.id);
-            if let Some(mut s) = tx.sweep_by_id(f.sweep_id)? {
+            let sweep = match f.sweep_id {
+                Some(id) => tx.sweep_by_id(id)?,
+                None => None,
+            };
+            if let Some(mut s) = sweep {
                 if s.status.is_open() && s.outgoing_id.is_none() {
                     s.failure_reason = Some(reason.clone());
                     s.transition(SweepStatus::Failed, reason.clone(), now)
@@ -692,6 +702,37 @@ fn on_funding(
     }
 }
 
+/// A drain transfer of a retired hot wallet failed: its funds stay there (still the
+/// treasury's, counted by the reconciliation); an operator must know, and drain it again.
+fn drain_failed(
+    tx: &mut dyn WriteTx,
+    entropy: &dyn Entropy,
+    f: &Funding,
+    why: &str,
+    now: Timestamp,
+) -> CoreResult<()> {
+    tx.raise_alert(&crate::admin::Alert {
+        id: new_uuid(entropy),
+        kind: "hot_wallet_drain_failed".into(),
+        severity: "critical".into(),
+        message: format!(
+            "{} drain {} of {} {} from retired hot wallet {} to {} failed: {why}",
+            f.network,
+            f.id,
+            f.amount.units(),
+            f.asset,
+            f.from,
+            f.address
+        ),
+        reference_type: Some("treasury_funding".into()),
+        reference_id: Some(f.id),
+        created_at: now,
+        acknowledged_at: None,
+        acknowledged_by: None,
+    })?;
+    Ok(())
+}
+
 /// Takes back the energy `sweep` borrowed, once its transfer ended: a reclaim funding and its
 /// undelegation, created in the transaction that recorded the end, at most once (the
 /// delegation names its reclaim). A delegation that never confirmed lent nothing.
@@ -714,13 +755,15 @@ fn reclaim_energy(
         return Ok(());
     }
     let (id, outgoing_id) = (new_uuid(entropy), new_uuid(entropy));
+    // The stake is the delegating hot wallet's, even if a rotation retired it since.
+    let path = hot_wallet_path_of(tx, d.network, &d.from)?;
     tx.insert_outgoing(&OutgoingTx::new(
         outgoing_id,
         d.network,
         Purpose::Funding,
         id,
         d.from.clone(),
-        hot_wallet_path(d.network),
+        path,
         Payment::UndelegateEnergy {
             receiver: d.address.clone(),
             balance_sun: d.amount,

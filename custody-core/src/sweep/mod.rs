@@ -108,6 +108,9 @@ pub enum FundingKind {
     EnergyDelegation,
     /// TRON: that stake's energy taken back; `amount` is the stake undelegated.
     EnergyReclaim,
+    /// A retired hot wallet's `amount` of `asset` (any asset) sent to the active one by a
+    /// rotation (`crate::wallet::hot`); `address` is the active hot wallet, no sweep is paid.
+    HotWalletDrain,
 }
 
 impl FundingKind {
@@ -116,6 +119,7 @@ impl FundingKind {
             FundingKind::Native => "native",
             FundingKind::EnergyDelegation => "energy_delegation",
             FundingKind::EnergyReclaim => "energy_reclaim",
+            FundingKind::HotWalletDrain => "hot_wallet_drain",
         }
     }
 }
@@ -165,5 +169,7 @@ impl FundingStatus {
 
 #[cfg(test)]
 mod delegation_tests;
+#[cfg(test)]
+mod drain_tests;
 #[cfg(test)]
 mod tests;

@@ -64,9 +64,9 @@ pub struct Funding {
     pub id: Uuid,
     pub network: Network,
     pub kind: FundingKind,
-    /// The native coin's code.
+    /// The native coin's code (a drain: the asset it moves).
     pub asset: String,
-    /// The deposit address funded.
+    /// The deposit address funded (a drain: the active hot wallet it fills).
     pub address: String,
     /// The paying hot wallet (the stake's owner for a delegation).
     pub from: String,
@@ -82,8 +82,8 @@ pub struct Funding {
     pub reclaim_id: Option<Uuid>,
     /// Reclaim: the delegation it takes back.
     pub reclaims: Option<Uuid>,
-    /// The sweep it pays for.
-    pub sweep_id: Uuid,
+    /// The sweep it pays for; `None` for a hot wallet drain.
+    pub sweep_id: Option<Uuid>,
     pub outgoing_id: Uuid,
     pub status: FundingStatus,
     pub fee_native: Option<Amount>,
@@ -232,7 +232,7 @@ pub struct FundingView {
     /// Reclaims: the delegation taken back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reclaims_id: Option<Uuid>,
-    pub sweep_id: Uuid,
+    pub sweep_id: Option<Uuid>,
     pub status: FundingStatus,
     pub network_cost_units: Option<Amount>,
     pub tx_hash: Option<String>,

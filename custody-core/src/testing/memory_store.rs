@@ -143,6 +143,9 @@ struct State {
     alerts: Vec<Alert>,
     controls: BTreeMap<String, Control>,
     tenant_accounts: BTreeMap<TenantId, u32>,
+    /// Accounts of the global allocator taken by hot wallets, by label (no tenant's).
+    hot_wallet_accounts: BTreeMap<String, u32>,
+    hot_wallets: Vec<crate::wallet::hot::HotWalletRecord>,
     address_counters: BTreeMap<(TenantId, Network), u64>,
     wallets: Vec<Wallet>,
     /// Every address a wallet ever had, in the order it got it (its watch-set position is its
@@ -169,6 +172,18 @@ struct State {
 }
 
 impl State {
+    /// The account the global allocator hands out next: one above the largest any tenant or
+    /// hot wallet ever got.
+    fn next_free_account(&self) -> Result<u32, PortError> {
+        let next = self
+            .tenant_accounts
+            .values()
+            .chain(self.hot_wallet_accounts.values())
+            .max()
+            .map_or(0, |&m| u64::from(m) + 1);
+        u32::try_from(next).map_err(|_| PortError::permanent("store", "no account index is left"))
+    }
+
     /// The checks SQLite defers to the commit: every entry of a transaction written by this job
     /// names an account that has totals (`ledger_entries.account_id` references
     /// `ledger_accounts`, `DEFERRABLE INITIALLY DEFERRED`).
@@ -873,13 +888,7 @@ impl crate::wallet::seeds::SeedReads for Tx {
     }
 
     fn next_account(&mut self) -> Result<u32, PortError> {
-        let next = self
-            .state
-            .tenant_accounts
-            .values()
-            .max()
-            .map_or(0, |&m| u64::from(m) + 1);
-        u32::try_from(next).map_err(|_| PortError::permanent("store", "no account index is left"))
+        self.state.next_free_account()
     }
 }
 
@@ -899,6 +908,84 @@ impl crate::wallet::seeds::SeedRepo for Tx {
     }
 }
 
+// ---- hot wallets ----
+
+impl crate::wallet::hot::HotWalletReads for Tx {
+    fn hot_wallet_records(
+        &mut self,
+        network: Network,
+    ) -> Result<Vec<crate::wallet::hot::HotWalletRecord>, PortError> {
+        let mut out: Vec<_> = self
+            .state
+            .hot_wallets
+            .iter()
+            .filter(|r| r.network == network)
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| (a.created_at, &a.address).cmp(&(b.created_at, &b.address)));
+        Ok(out)
+    }
+}
+
+impl crate::wallet::hot::HotWalletRepo for Tx {
+    fn allocate_hot_wallet_account(
+        &mut self,
+        label: &str,
+        _at: Timestamp,
+    ) -> Result<u32, PortError> {
+        if self.state.hot_wallet_accounts.contains_key(label) {
+            return Err(constraint(format!("account label {label} is taken")));
+        }
+        let account = self.state.next_free_account()?;
+        self.state
+            .hot_wallet_accounts
+            .insert(label.to_owned(), account);
+        Ok(account)
+    }
+
+    fn insert_hot_wallet(
+        &mut self,
+        record: &crate::wallet::hot::HotWalletRecord,
+    ) -> Result<(), PortError> {
+        use crate::wallet::hot::HotWalletStatus;
+        let same_network = || {
+            self.state
+                .hot_wallets
+                .iter()
+                .filter(|r| r.network == record.network)
+        };
+        if same_network().any(|r| r.address == record.address) {
+            return Err(constraint("one record per hot wallet address"));
+        }
+        if record.status == HotWalletStatus::Active
+            && same_network().any(|r| r.status == HotWalletStatus::Active)
+        {
+            return Err(constraint("one active hot wallet per network"));
+        }
+        self.state.hot_wallets.push(record.clone());
+        Ok(())
+    }
+
+    fn retire_hot_wallet(
+        &mut self,
+        network: Network,
+        address: &str,
+        at: Timestamp,
+    ) -> Result<(), PortError> {
+        use crate::wallet::hot::HotWalletStatus;
+        let Some(r) = self.state.hot_wallets.iter_mut().find(|r| {
+            r.network == network && r.address == address && r.status == HotWalletStatus::Active
+        }) else {
+            return Err(constraint(format!(
+                "{address} is not the active {network} hot wallet"
+            )));
+        };
+        r.status = HotWalletStatus::Retired;
+        r.retired_at = Some(at);
+        Ok(())
+    }
+}
+
 // ---- wallets ----
 
 impl WalletRepo for Tx {
@@ -907,15 +994,14 @@ impl WalletRepo for Tx {
         tenant: &TenantId,
         _at: Timestamp,
     ) -> Result<u32, PortError> {
-        let accounts = &mut self.state.tenant_accounts;
-        if accounts.contains_key(tenant) {
+        if self.state.tenant_accounts.contains_key(tenant) {
             return Err(constraint(format!("tenant {tenant} has an account")));
         }
         // The next index after the highest ever allocated: never reused.
-        let next = accounts.values().max().map_or(0, |&m| u64::from(m) + 1);
-        let account = u32::try_from(next)
-            .map_err(|_| PortError::permanent("store", "no account index is left"))?;
-        accounts.insert(tenant.to_owned(), account);
+        let account = self.state.next_free_account()?;
+        self.state
+            .tenant_accounts
+            .insert(tenant.to_owned(), account);
         Ok(account)
     }
 
@@ -967,14 +1053,13 @@ impl WalletRepo for Tx {
         tenant: &TenantId,
         _at: Timestamp,
     ) -> Result<u32, PortError> {
-        let accounts = &mut self.state.tenant_accounts;
-        if !accounts.contains_key(tenant) {
+        if !self.state.tenant_accounts.contains_key(tenant) {
             return Err(constraint(format!("tenant {tenant} has no account")));
         }
-        let next = accounts.values().max().map_or(0, |&m| u64::from(m) + 1);
-        let account = u32::try_from(next)
-            .map_err(|_| PortError::permanent("store", "no account index is left"))?;
-        accounts.insert(tenant.to_owned(), account);
+        let account = self.state.next_free_account()?;
+        self.state
+            .tenant_accounts
+            .insert(tenant.to_owned(), account);
         self.state.address_counters.retain(|(t, _), _| t != tenant);
         Ok(account)
     }

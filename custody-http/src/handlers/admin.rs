@@ -225,9 +225,9 @@ async fn small_listing(state: &AppState, resource: &str) -> CoreResult<Vec<serde
                 json!({ "network": network, "endpoints": chain.endpoint_health() })
             })
             .collect(),
-        // One row per network: balances read from the chain now.
-        _ => custody_core::treasury::rows(
-            &state.hot_wallets,
+        // One row per hot wallet (retired ones marked): balances read from the chain now.
+        _ => custody_core::treasury::rows_of(
+            &state.hot_wallet_sets(),
             &state.chains,
             &state.catalog,
             state.store.as_ref(),
@@ -468,8 +468,8 @@ pub async fn dashboard(state: &AppState) -> CoreResult<Reply> {
 /// wallet + deposit addresses), read now through `treasury::rows` (the figures TREASURY
 /// reconciliation decides on). A network whose holdings cannot be read says why.
 async fn asset_figures(state: &AppState) -> CoreResult<Vec<serde_json::Value>> {
-    let rows = custody_core::treasury::rows(
-        &state.hot_wallets,
+    let rows = custody_core::treasury::rows_of(
+        &state.hot_wallet_sets(),
         &state.chains,
         &state.catalog,
         state.store.as_ref(),

@@ -4,6 +4,7 @@ mod alerts_controls;
 mod audit;
 pub(crate) mod credentials;
 mod deposits;
+mod hot_wallets;
 mod idempotency;
 mod ledger;
 mod outbox;

@@ -61,7 +61,9 @@ struct FundingBody {
     address: String,
     from: String,
     amount: Amount,
-    sweep_id: Uuid,
+    /// `None` for a hot wallet drain, which pays no sweep.
+    #[serde(default)]
+    sweep_id: Option<Uuid>,
     outgoing_id: Uuid,
     status: String,
     fee_native: Option<Amount>,
@@ -300,7 +302,7 @@ impl SweepRepo for SqliteTx<'_> {
             .execute(params![
                 f.id.to_string(),
                 f.network.as_str(),
-                f.sweep_id.to_string(),
+                f.sweep_id.map(|id| id.to_string()),
                 f.status.as_str(),
                 funding_body(f),
                 f.created_at.unix_millis(),

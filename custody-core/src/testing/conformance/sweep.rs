@@ -75,7 +75,7 @@ fn funding(n: u128, sweep_id: u128, status: FundingStatus) -> Funding {
         waits_for: None,
         reclaim_id: None,
         reclaims: None,
-        sweep_id: uid(sweep_id),
+        sweep_id: Some(uid(sweep_id)),
         outgoing_id: uid(n + 1_000),
         status,
         fee_native: None,

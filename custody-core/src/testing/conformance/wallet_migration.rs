@@ -23,6 +23,7 @@ suite!(
         tenant_accounts_are_replaced_from_the_global_allocator,
         migration_records_round_trip,
         seeds_round_trip_and_the_next_account_follows_the_allocator,
+        hot_wallet_records_round_trip_and_take_accounts_from_the_allocator,
     }
 );
 
@@ -488,4 +489,119 @@ async fn seeds_round_trip_and_the_next_account_follows_the_allocator(store: Arc<
     for clash in [seed(1, 20, "0xC"), seed(3, 9, "0xC"), seed(3, 20, "0xA")] {
         assert_port_error(w(s, move |tx| tx.insert_seed(&clash)).await);
     }
+}
+
+fn hot_record(
+    network: Network,
+    address: &str,
+    account: u32,
+    status: crate::wallet::hot::HotWalletStatus,
+    created: i64,
+) -> crate::wallet::hot::HotWalletRecord {
+    crate::wallet::hot::HotWalletRecord {
+        network,
+        address: address.to_owned(),
+        account,
+        index: 0,
+        status,
+        rotated_by: "cli:ops".into(),
+        reason: format!("rotation {created}"),
+        created_at: at(created),
+        retired_at: None,
+    }
+}
+
+/// Hot wallet records are kept exactly, per network oldest first, one per address and one
+/// active per network; retiring one stamps it; their accounts come from the tenants' allocator
+/// (neither ever gets the other's) under labels that must be new.
+async fn hot_wallet_records_round_trip_and_take_accounts_from_the_allocator(store: Arc<dyn Store>) {
+    use crate::wallet::hot::HotWalletStatus::{Active, Retired};
+    let s = store.as_ref();
+    assert!(r(s, |tx| tx.hot_wallet_records(Network::Bsc))
+        .await
+        .is_empty());
+    w(s, |tx| tx.allocate_tenant_account(&tid("acme"), at(1)))
+        .await
+        .unwrap();
+    let account = w(s, |tx| {
+        tx.allocate_hot_wallet_account("hot-wallet:BSC:1", at(2))
+    })
+    .await
+    .unwrap();
+    assert_eq!(account, 1);
+    assert_port_error(
+        w(s, |tx| {
+            tx.allocate_hot_wallet_account("hot-wallet:BSC:1", at(2))
+        })
+        .await,
+    );
+    assert_eq!(r(s, |tx| tx.next_account()).await, 2);
+    let beta = w(s, |tx| tx.allocate_tenant_account(&tid("beta"), at(3)))
+        .await
+        .unwrap();
+    assert_eq!(beta, 2, "a tenant never gets a hot wallet's account");
+    let replaced = w(s, |tx| tx.replace_tenant_account(&tid("acme"), at(4)))
+        .await
+        .unwrap();
+    assert_eq!(replaced, 3);
+    let later = w(s, |tx| {
+        tx.allocate_hot_wallet_account("hot-wallet:BSC:2", at(5))
+    })
+    .await
+    .unwrap();
+    assert_eq!(later, 4);
+
+    let old = hot_record(
+        Network::Bsc,
+        &addr(Network::Bsc, "h0"),
+        2_147_483_647,
+        Retired,
+        10,
+    );
+    let new = hot_record(Network::Bsc, &addr(Network::Bsc, "h1"), 1, Active, 10);
+    let tron = hot_record(Network::Tron, &addr(Network::Tron, "t1"), 4, Active, 11);
+    let (a, b, c) = (old.clone(), new.clone(), tron.clone());
+    w(s, move |tx| {
+        tx.insert_hot_wallet(&b)?;
+        tx.insert_hot_wallet(&a)?;
+        tx.insert_hot_wallet(&c)
+    })
+    .await
+    .unwrap();
+    let mut bsc = vec![old.clone(), new.clone()];
+    bsc.sort_by(|x, y| x.address.cmp(&y.address));
+    assert_eq!(r(s, |tx| tx.hot_wallet_records(Network::Bsc)).await, bsc);
+    assert_eq!(
+        r(s, |tx| tx.hot_wallet_records(Network::Tron)).await,
+        vec![tron]
+    );
+    // One record per address, one active per network.
+    let again = hot_record(Network::Bsc, &new.address, 9, Retired, 12);
+    assert_port_error(w(s, move |tx| tx.insert_hot_wallet(&again)).await);
+    let second = hot_record(Network::Bsc, &addr(Network::Bsc, "h2"), 4, Active, 12);
+    let second2 = second.clone();
+    assert_port_error(w(s, move |tx| tx.insert_hot_wallet(&second2)).await);
+    // Only the active one is retired; then another may be active.
+    let old_address = old.address.clone();
+    assert_port_error(
+        w(s, move |tx| {
+            tx.retire_hot_wallet(Network::Bsc, &old_address, at(13))
+        })
+        .await,
+    );
+    let new_address = new.address.clone();
+    w(s, move |tx| {
+        tx.retire_hot_wallet(Network::Bsc, &new_address, at(13))?;
+        tx.insert_hot_wallet(&second)
+    })
+    .await
+    .unwrap();
+    let got = r(s, |tx| tx.hot_wallet_records(Network::Bsc)).await;
+    assert_eq!(got.len(), 3);
+    let retired = got.iter().find(|x| x.address == new.address).unwrap();
+    assert_eq!(
+        (retired.status, retired.retired_at),
+        (Retired, Some(at(13)))
+    );
+    assert_eq!(got[2].address, addr(Network::Bsc, "h2"), "oldest first");
 }

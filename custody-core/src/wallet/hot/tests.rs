@@ -1,0 +1,242 @@
+//! Hot wallet rotation on the memory store, and the drain's arithmetic.
+
+use super::*;
+use crate::asset::AssetCatalog;
+use crate::keys::{HdKeys, Mnemonic, SeedSet};
+use crate::ports::store::{read, write};
+use crate::testing::{block_on, MemoryStore, MNEMONIC};
+use crate::wallet::seeds::SeedRecord;
+use crate::TenantId;
+
+const NOW: Timestamp = Timestamp::from_unix_millis(1_800_000_000_000);
+const ZOO_12: &str = "zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo wrong";
+
+fn keys(phrase: &str) -> HdKeys {
+    HdKeys::from_mnemonic(&Mnemonic::parse(phrase).unwrap()).unwrap()
+}
+
+fn address_of(signer: &dyn Signer, account: u32) -> String {
+    let (k, c) = signer
+        .external_chain_public_key(Network::Bsc, account)
+        .unwrap();
+    derive_address(Network::Bsc, &k, &c, 0).unwrap().0
+}
+
+fn first(signer: &dyn Signer) -> HotWallet {
+    HotWallet {
+        address: address_of(signer, HOT_WALLET_ACCOUNT),
+        path: hot_wallet_path(Network::Bsc),
+    }
+}
+
+/// A store whose tenant `acme` holds account 0, then (with `import`) a seed imported from
+/// account 1; and the signer over both.
+fn setup(import: bool) -> (MemoryStore, std::sync::Arc<SeedSet>) {
+    let store = MemoryStore::new();
+    let mut set = SeedSet::new(keys(MNEMONIC));
+    block_on(write(&store, |tx| {
+        tx.allocate_tenant_account(&TenantId::parse("acme").unwrap(), NOW)?;
+        Ok(())
+    }))
+    .unwrap();
+    if import {
+        set.add(1, 1, keys(ZOO_12)).unwrap();
+        block_on(write(&store, |tx| {
+            Ok(tx.insert_seed(&SeedRecord {
+                generation: 1,
+                first_account: 1,
+                sealed_mnemonic: vec![1],
+                fingerprint: "zoo".into(),
+                created_at: NOW,
+            })?)
+        }))
+        .unwrap();
+    }
+    (store, std::sync::Arc::new(set))
+}
+
+fn rotate_now(
+    store: &MemoryStore,
+    set: &std::sync::Arc<SeedSet>,
+    n: u128,
+) -> CoreResult<(HotWallet, HotWallet)> {
+    let current = block_on(read(store, |tx| Ok(tx.hot_wallet_records(Network::Bsc)?))).unwrap();
+    let request = RotationRequest {
+        network: Network::Bsc,
+        expected_old: resolve(&current, first(set.as_ref())).active,
+        first: first(set.as_ref()),
+        actor: "cli:ops".into(),
+        reason: "seed exposed".into(),
+    };
+    let set = std::sync::Arc::clone(set);
+    block_on(write(store, move |tx| {
+        rotate(
+            tx,
+            set.as_ref(),
+            [Uuid::from_u128(n), Uuid::from_u128(n + 1)],
+            &request,
+            NOW,
+        )
+    }))
+}
+
+#[test]
+fn without_a_record_the_first_seeds_hot_wallet_is_the_active_one() {
+    let (_, set) = setup(false);
+    let got = resolve(&[], first(set.as_ref()));
+    assert_eq!(got.active, first(set.as_ref()));
+    assert!(got.retired.is_empty());
+}
+
+#[test]
+fn a_rotation_is_refused_while_no_new_seed_was_imported() {
+    let (store, set) = setup(false);
+    let err = rotate_now(&store, &set, 10).unwrap_err();
+    assert!(
+        err.to_string().contains("no new seed was imported"),
+        "{err}"
+    );
+    let records = block_on(read(&store, |tx| Ok(tx.hot_wallet_records(Network::Bsc)?))).unwrap();
+    assert!(records.is_empty());
+}
+
+#[test]
+fn a_rotation_takes_the_next_account_of_the_newest_seed_and_retires_the_old_wallet() {
+    let (store, set) = setup(true);
+    let (old, new) = rotate_now(&store, &set, 10).unwrap();
+    assert_eq!(old, first(set.as_ref()));
+    // Account 1: the allocator's next, the first of generation 1, derived from the new seed.
+    assert_eq!(new.path.account, 1);
+    assert_eq!(new.path.index, 0);
+    let zoo = crate::keys::SeedSet::new(keys(ZOO_12));
+    assert_eq!(new.address, address_of(&zoo, 1));
+    assert_ne!(new.address, address_of(&SeedSet::new(keys(MNEMONIC)), 1));
+    let (records, next, audit) = block_on(read(&store, |tx| {
+        Ok((
+            tx.hot_wallet_records(Network::Bsc)?,
+            tx.next_account()?,
+            tx.list_audit(crate::page::Page::first(10))?,
+        ))
+    }))
+    .unwrap();
+    // The account is taken: no tenant ever gets it.
+    assert_eq!(next, 2);
+    let set_now = resolve(&records, first(set.as_ref()));
+    assert_eq!(set_now.active, new);
+    assert_eq!(set_now.retired, vec![old.clone()]);
+    let active = records
+        .iter()
+        .find(|r| r.status == HotWalletStatus::Active)
+        .unwrap();
+    assert_eq!(
+        (active.rotated_by.as_str(), active.reason.as_str()),
+        ("cli:ops", "seed exposed")
+    );
+    assert!(records
+        .iter()
+        .any(|r| r.address == old.address && r.retired_at == Some(NOW)));
+    assert_eq!(audit.expect("a page")[0].action, "treasury.rotate");
+    // Other networks keep their hot wallet.
+    let tron = block_on(read(&store, |tx| Ok(tx.hot_wallet_records(Network::Tron)?))).unwrap();
+    assert!(tron.is_empty());
+}
+
+#[test]
+fn a_hot_wallet_already_on_the_newest_seed_is_not_rotated_again() {
+    let (store, set) = setup(true);
+    rotate_now(&store, &set, 10).unwrap();
+    let err = rotate_now(&store, &set, 20).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("already derived from the newest seed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_rotation_raced_by_another_is_refused() {
+    let (store, set) = setup(true);
+    let request = RotationRequest {
+        network: Network::Bsc,
+        expected_old: HotWallet {
+            address: "0xother".into(),
+            path: hot_wallet_path(Network::Bsc),
+        },
+        first: first(set.as_ref()),
+        actor: "cli:ops".into(),
+        reason: "x".into(),
+    };
+    let err = block_on(write(&store, move |tx| {
+        rotate(
+            tx,
+            set.as_ref(),
+            [Uuid::from_u128(1), Uuid::from_u128(2)],
+            &request,
+            NOW,
+        )
+    }))
+    .unwrap_err();
+    assert!(err.to_string().contains("changed while"), "{err}");
+}
+
+#[test]
+fn the_path_of_a_retired_hot_wallet_is_its_own() {
+    let (store, set) = setup(true);
+    let (old, new) = rotate_now(&store, &set, 10).unwrap();
+    let (a, b, c) = block_on(read(&store, move |tx| {
+        Ok((
+            hot_wallet_path_of(tx, Network::Bsc, &old.address)?,
+            hot_wallet_path_of(tx, Network::Bsc, &new.address)?,
+            hot_wallet_path_of(tx, Network::Tron, "Tanything")?,
+        ))
+    }))
+    .unwrap();
+    assert_eq!(a, hot_wallet_path(Network::Bsc));
+    assert_eq!(b.account, 1);
+    assert_eq!(c, hot_wallet_path(Network::Tron));
+}
+
+fn drain_asset(code: &str, spendable: u128, pending: u128, max_fee: u128) -> DrainAsset {
+    DrainAsset {
+        asset: AssetCatalog::mainnet()
+            .get(Network::Bsc, code)
+            .unwrap()
+            .clone(),
+        spendable: Amount::from_units(spendable),
+        pending: Amount::from_units(pending),
+        max_fee: Amount::from_units(max_fee),
+    }
+}
+
+#[test]
+fn the_drain_moves_tokens_first_then_the_native_coin_less_what_payments_and_fees_need() {
+    let native = drain_asset("BNB", 1_000_000, 100_000, 21_000);
+    let tokens = [
+        drain_asset("USDT", 500, 200, 60_000),
+        drain_asset("USDC", 0, 0, 60_000),
+    ];
+    let plan = plan_drain(&native, &tokens, Amount::from_units(30_000)).unwrap();
+    let moved: Vec<_> = plan
+        .transfers
+        .iter()
+        .map(|(a, n)| (a.code.as_str(), n.units()))
+        .collect();
+    // BNB: 1,000,000 − 100,000 pending − 2 × 30,000 in flight − 2 × 60,000 (USDT's transfer)
+    // − 2 × 21,000 (its own).
+    assert_eq!(moved, [("USDT", 300), ("BNB", 678_000)]);
+    assert_eq!(plan.left.len(), 1);
+    assert_eq!(plan.left[0].0, "USDC");
+}
+
+#[test]
+fn a_drain_whose_token_fees_the_native_coin_cannot_pay_is_refused() {
+    let native = drain_asset("BNB", 100_000, 0, 21_000);
+    let tokens = [drain_asset("USDT", 500, 0, 60_000)];
+    let err = plan_drain(&native, &tokens, Amount::ZERO).unwrap_err();
+    assert!(err.message.contains("fund it"), "{}", err.message);
+    // Enough for the token's fees but not for a native transfer on top: the native coin stays.
+    let native = drain_asset("BNB", 130_000, 0, 21_000);
+    let plan = plan_drain(&native, &tokens, Amount::ZERO).unwrap();
+    assert_eq!(plan.transfers.len(), 1);
+    assert_eq!(plan.left[0].0, "BNB");
+}
