@@ -205,11 +205,12 @@ fn stopped_part_way(
     )
 }
 
-/// Printed after a migration to a new seed: no rotation moves the hot wallets.
-const HOT_WALLETS_STAY: &str = "warning: the hot wallets stay on the first seed (seed.json): a \
-    migration to a new seed does not move them. If the first seed is compromised, move the hot \
-    wallets' funds by hand to addresses it does not derive (`custody treasury show` lists the \
-    hot wallets and their balances).";
+/// Printed after a migration to a new seed: the hot wallets move only when rotated.
+const HOT_WALLETS_STAY: &str = "warning: the hot wallets stay on the seed that derived them: a \
+    migration to a new seed does not move them. If that seed is compromised, turn \
+    kill_switch.sweeps on, stop `custody serve`, and run `custody treasury rotate --network N \
+    --reason TEXT` for each network: a new hot wallet under the new seed, the old one drained \
+    into it (`custody treasury show` lists both with their balances).";
 
 #[cfg(test)]
 mod tests {

@@ -161,9 +161,9 @@ fn a_wallet_moved_to_a_new_seed_is_served_from_it_and_both_addresses_are_swept()
         refused.contains("already has this seed") && refused.contains("without --mnemonic-file"),
         "{refused}"
     );
-    // No rotation moves the hot wallets: the operator is told to drain them by hand.
+    // The hot wallets move only when rotated: the operator is told how.
     assert!(
-        err.contains("hot wallets stay on the first seed") && err.contains("by hand"),
+        err.contains("hot wallets stay on the seed") && err.contains("custody treasury rotate"),
         "{err}"
     );
     let _ = std::fs::remove_file(&new_seed);
