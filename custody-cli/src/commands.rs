@@ -439,6 +439,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             retired_hot_wallets,
             limits,
             limiter: limiter.clone(),
+            quotes: Arc::default(),
             nonces: Arc::clone(&nonces),
             credentials: custody_http::CredentialCache::default(),
             second_factors: custody_http::SecondFactorChecks::default(),

@@ -112,6 +112,10 @@ pub struct AppState {
     pub fee_policies: Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>,
     pub limits: HttpLimits,
     pub limiter: Arc<dyn RateLimit>,
+    /// Quotes counted per credential and window in this process (`auth::quote_budget`): a
+    /// quote costs the chain several calls, so quotes have a budget of their own beside the
+    /// general limit. Per instance: several instances each allow the budget.
+    pub quotes: Arc<custody_core::auth::RateLimiter>,
     /// Where requests' nonces are recorded (`crate::nonces`).
     pub nonces: Arc<crate::nonces::NonceGate>,
     /// Opened credentials, checked against the store's credentials version on every request.

@@ -17,7 +17,7 @@ pub use canonical::{canonical_string, signature_hex, verify_signature};
 pub use credential::{
     load_credential, Credential, CredentialReads, CredentialRepo, Scope, StoredCredential,
 };
-pub use rate_limit::{window_of, RateDecision, RateLimit, RateLimiter, WINDOW_S};
+pub use rate_limit::{quote_budget, window_of, RateDecision, RateLimit, RateLimiter, WINDOW_S};
 
 use crate::error::{ErrorCode, Refusal};
 use crate::time::Timestamp;

@@ -17,6 +17,20 @@ use crate::time::Timestamp;
 
 pub const WINDOW_S: i64 = 60;
 
+/// A quote asks the chain for several figures (the gas price, the destination's code, a gas
+/// estimate, the router's price): each costs this many ordinary requests of a credential's
+/// budget, so the quotes of a window are at most its rate limit divided by this.
+pub const QUOTE_COST: u32 = 5;
+
+/// Quotes a credential may always ask for in a window, however low its rate limit.
+pub const QUOTES_PER_WINDOW_MIN: u32 = 10;
+
+/// How many quotes (withdrawal and swap quotes together) a credential with `rate_limit`
+/// requests per window may ask for in one window.
+pub fn quote_budget(rate_limit: u32) -> u32 {
+    (rate_limit / QUOTE_COST).max(QUOTES_PER_WINDOW_MIN)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateDecision {
     pub allowed: bool,
@@ -142,6 +156,14 @@ impl RateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotes_cost_a_fifth_of_the_rate_limit_with_a_floor() {
+        assert_eq!(quote_budget(600), 120);
+        assert_eq!(quote_budget(100_000), 20_000);
+        assert_eq!(quote_budget(20), QUOTES_PER_WINDOW_MIN);
+        assert_eq!(quote_budget(0), QUOTES_PER_WINDOW_MIN);
+    }
 
     #[test]
     fn counts_down_then_refuses_then_resets() {

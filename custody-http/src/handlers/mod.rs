@@ -67,3 +67,25 @@ pub async fn dispatch(state: &AppState, route: &Route, call: &Call) -> CoreResul
 pub fn admin_resources() -> &'static [&'static str] {
     admin::RESOURCES
 }
+
+/// Counts a quote against its credential's quote budget (`auth::quote_budget`) before the
+/// chain is asked anything; over it, 429 `RATE_LIMITED` with the window's `Retry-After`.
+pub(crate) fn take_quote_budget(
+    state: &crate::state::AppState,
+    call: &crate::dispatch::Call,
+) -> Result<(), custody_core::error::Refusal> {
+    let credential = call.credential();
+    let budget = custody_core::auth::quote_budget(credential.rate_limit);
+    let decision = state.quotes.check(credential.id, budget, state.clock.now());
+    if decision.allowed {
+        return Ok(());
+    }
+    Err(custody_core::error::Refusal::new(
+        custody_core::error::ErrorCode::RateLimited,
+        format!(
+            "the quote budget of these credentials is reached ({budget} quotes a minute: a \
+             quote costs the chain several calls)"
+        ),
+    )
+    .retry_after(decision.reset_after_s))
+}

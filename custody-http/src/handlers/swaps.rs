@@ -199,6 +199,7 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     ) else {
         return Err(unavailable("no [bsc] endpoint is configured").into());
     };
+    super::take_quote_budget(state, call)?;
     let wrapped = router.wrapped_native.as_str();
     let (codes, path, expected) =
         route(dex.as_ref(), wrapped, &asset_in, &asset_out, amount_in).await?;

@@ -132,6 +132,7 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
     else {
         return Err(unavailable(network, "no endpoint is configured").into());
     };
+    super::take_quote_budget(state, call)?;
     let payment = match &asset.contract {
         None => Payment::Native {
             to: destination.as_str().to_owned(),
