@@ -188,8 +188,13 @@ fn cancelled(
                 },
             }
         }
-        // TRON: its bytes are not offered again; they expire and are proven void.
-        Decision::Broadcast if tx.network == Network::Tron => wait,
+        // TRON: its bytes are not offered again; they expire and are proven void. (An attempt
+        // never recorded as sent, or refused, is judged here too: the rules that rebuild or
+        // fail a payment do not look at bytes that are still to be sent.)
+        Decision::Broadcast if tx.network == Network::Tron => match observation {
+            Some(obs) if tron_void(tx, obs, policy) => Decision::Fail { reason },
+            _ => wait,
+        },
         other => other,
     }
 }
@@ -274,10 +279,15 @@ fn follow(
 
     let found = in_blocks(tx, obs);
     let recorded_hash = tx.included.as_ref().map(|r| r.hash.as_str());
-    // The recorded attempt while it is still in a block, else the first by attempt order.
+    // The recorded attempt while it is still in a block, else the first by attempt order; a
+    // succeeded one before a failed one (two in blocks, a double payment: money left through
+    // the one that succeeded, so the payment must not end failed and release its hold).
+    let recorded = |f: &&Found| Some(f.hash.as_str()) == recorded_hash;
     let included = found
         .iter()
-        .find(|f| Some(f.hash.as_str()) == recorded_hash)
+        .find(|f| recorded(f) && f.inclusion.succeeded)
+        .or_else(|| found.iter().find(|f| f.inclusion.succeeded))
+        .or_else(|| found.iter().find(recorded))
         .or_else(|| found.first())
         .cloned();
     if found.len() > 1 && !double_payment_recorded(tx) {
@@ -989,6 +999,28 @@ mod tests {
     }
 
     #[test]
+    fn a_cancelled_tron_payment_never_recorded_sent_fails_once_proven_void() {
+        // Stored, then the send's record was lost (a crash, or the cancel ended its lease):
+        // it may be out there, so only the blocks can clear it.
+        let mut t = tx(Network::Tron);
+        t.attempts.push(tron_attempt("a", 0, None, 60_000));
+        t.status = OutStatus::Signed;
+        cancel(&mut t);
+        let unread = obs(30, 61_000, vec![TxLookup::Unknown]);
+        assert!(matches!(
+            decide(&t, Some(&unread), &policy(), at(120_000)),
+            Decision::Wait { .. }
+        ));
+        let void = absent(obs(30, 61_000, vec![TxLookup::Unknown]), 6, 28, 61_000);
+        assert_eq!(
+            decide(&t, Some(&void), &policy(), at(120_000)),
+            Decision::Fail {
+                reason: "cancelled by ops: stuck for a day".into()
+            }
+        );
+    }
+
+    #[test]
     fn a_swap_not_signed_before_its_deadline_fails_unsent() {
         let p = policy();
         let deadline_s = 1_000;
@@ -1499,6 +1531,35 @@ mod tests {
             decide(&t, Some(&o), &policy(), at(121_000)),
             Decision::Reorged
         );
+    }
+
+    #[test]
+    fn a_double_payment_follows_the_attempt_that_succeeded() {
+        // The first attempt reverted, the second paid: the payment must end paid (its hold
+        // settled), never failed with its hold released while money left.
+        let mut t = tx(Network::Bsc);
+        t.attempts.push(attempt("a", 0, Some(0), None));
+        t.attempts.push(attempt("b", 60_000, Some(60_000), None));
+        t.status = OutStatus::Sent;
+        let both = obs(
+            11,
+            0,
+            vec![
+                TxLookup::Included(inclusion(8, false)),
+                TxLookup::Included(inclusion(9, true)),
+            ],
+        );
+        assert!(matches!(
+            decide(&t, Some(&both), &policy(), at(61_000)),
+            Decision::DoublePayment { hash, inclusion: i, .. } if hash == "b" && i.succeeded
+        ));
+        // Even when the failed one was recorded first.
+        t.included = Some(Included::new("a", &inclusion(8, false)));
+        t.status = OutStatus::Included;
+        assert!(matches!(
+            decide(&t, Some(&both), &policy(), at(61_000)),
+            Decision::DoublePayment { hash, .. } if hash == "b"
+        ));
     }
 
     #[test]

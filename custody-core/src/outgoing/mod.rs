@@ -557,7 +557,14 @@ pub fn may_sign_new(
     network: Network,
 ) -> Result<bool, PortError> {
     let maintenance = format!("maintenance.{network}");
-    for key in [purpose_switch(purpose), maintenance.as_str()] {
+    // A revocation of a former router's approval moves no money and is what an operator
+    // wants most while swaps are stopped: only the global switch holds it.
+    let switch = if purpose == Purpose::Approval && is_revocation(tx, reference)? {
+        "kill_switch.global"
+    } else {
+        purpose_switch(purpose)
+    };
+    for key in [switch, maintenance.as_str()] {
         if crate::admin::restricted(tx, key)? {
             return Ok(false);
         }
@@ -584,6 +591,24 @@ pub fn may_sign_new(
         }
     }
     Ok(true)
+}
+
+/// Whether the approval that references `reference` is a revocation (`approve(0)` of a former
+/// router, `crate::swap::revoke_stale_approvals`): it serves no swap and references itself.
+pub fn is_revocation(
+    tx: &mut dyn crate::ports::store::ReadTx,
+    reference: Uuid,
+) -> Result<bool, PortError> {
+    Ok(tx
+        .outgoing(reference)?
+        .is_some_and(|o| is_revocation_tx(&o)))
+}
+
+/// Whether `out` is a revocation: an approval of zero that references itself.
+pub fn is_revocation_tx(out: &OutgoingTx) -> bool {
+    out.purpose == Purpose::Approval
+        && out.reference_id == out.id
+        && matches!(&out.payment, Payment::Approve { amount, .. } if amount.is_zero())
 }
 
 /// What [`record_signed`] did.

@@ -524,6 +524,20 @@ fn on_approval(
             )?;
         }
     }
+    if crate::outgoing::is_revocation_tx(out) {
+        // A former router's approval: zero once the revocation succeeded on chain; otherwise
+        // the count stays, and the next start queues it again.
+        let counted = tx.allowance(Network::Bsc, &out.from, token, spender)?;
+        let succeeded =
+            out.status == OutStatus::Final && out.included.as_ref().is_some_and(|i| i.succeeded);
+        if let Some(mut a) = counted.filter(|a| a.approval_outgoing_id == out.id) {
+            if succeeded {
+                a.remaining = Amount::ZERO;
+                tx.put_allowance(&a)?;
+            }
+        }
+        return Ok(());
+    }
     if out.status == OutStatus::Failed {
         // The count set by this approval, or by the approval of everything this `approve(0)`
         // went first for (its reference): that one goes out over an allowance the zero did
@@ -557,6 +571,13 @@ pub fn revoke_stale_approvals(
         if a.spender.eq_ignore_ascii_case(router) || a.remaining.is_zero() {
             continue;
         }
+        // Already being revoked (a start before this one queued it): not twice.
+        let revoking = tx
+            .outgoing(a.approval_outgoing_id)?
+            .is_some_and(|o| crate::outgoing::is_revocation_tx(&o) && !o.status.is_terminal());
+        if revoking {
+            continue;
+        }
         let id = new_uuid(entropy);
         let revoke = OutgoingTx::new(
             id,
@@ -583,8 +604,9 @@ pub fn revoke_stale_approvals(
             revoke
         };
         tx.insert_outgoing(&revoke)?;
+        // Counted as it is until the revocation is final (then zero); if it fails, the count
+        // stays and the next start revokes again.
         tx.put_allowance(&Allowance {
-            remaining: Amount::ZERO,
             approval_outgoing_id: id,
             ..a.clone()
         })?;

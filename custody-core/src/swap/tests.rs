@@ -785,12 +785,16 @@ fn a_router_change_revokes_the_old_routers_approvals_once() {
     assert!(token.eq_ignore_ascii_case(&contract("USDT")));
     assert!(spender.eq_ignore_ascii_case(ROUTER));
     assert_eq!(*amount, Amount::ZERO);
-    let counted = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
-    }))
-    .unwrap()
-    .unwrap();
-    assert_eq!(counted.remaining, Amount::ZERO);
+    let counted = || {
+        block_on(read(fx.store.as_ref(), |tx| {
+            Ok(tx.allowance(Network::Bsc, HOT, &contract("USDT"), ROUTER)?)
+        }))
+        .unwrap()
+        .unwrap()
+    };
+    // Counted as it stands until the revocation is final.
+    assert_eq!(counted().approval_outgoing_id, queued[0]);
+    assert!(counted().remaining > Amount::ZERO);
     let audit = block_on(read(fx.store.as_ref(), |tx| {
         Ok(tx
             .list_audit(crate::page::Page::first(10))?
@@ -798,9 +802,81 @@ fn a_router_change_revokes_the_old_routers_approvals_once() {
     }))
     .unwrap();
     assert_eq!(audit[0].action, "swap.router_approval_revoked");
-    assert!(revoke(4).is_empty(), "a second start queues nothing");
-    // Nothing moved on any ledger account: a revocation spends only its (later) fee.
+    assert!(
+        revoke(4).is_empty(),
+        "a second start while it is on its way queues nothing"
+    );
+    // Nothing moved on any ledger account: a revocation spends only its fee.
     assert_eq!(fx.balance("USDT"), (10_000_000 - 1_010_062, 1_010_062));
     assert_eq!(fx.house("network_fees"), (0, 0));
+    // Reverted on chain: the count stays, and the next start revokes again.
+    fx.engine(queued[0], |out| {
+        sent(out);
+        mined(40, false, vec![])(out);
+    });
+    assert!(counted().remaining > Amount::ZERO);
+    assert_eq!(fx.house("network_fees"), (40, 0), "its gas is the house's");
+    let again = revoke(5);
+    assert_eq!(again.len(), 1);
+    // Final: counted zero, and never revoked again.
+    fx.engine(again[0], |out| {
+        sent(out);
+        mined(40, true, vec![])(out);
+    });
+    assert_eq!(counted().remaining, Amount::ZERO);
+    assert!(revoke(6).is_empty());
+    assert_eq!(fx.balance("USDT"), (10_000_000 - 1_010_062, 1_010_062));
     fx.reconciles();
+}
+
+/// A revocation moves no money and is what an operator wants while swaps are stopped: the
+/// swaps switch holds the swaps and their approvals, not a revocation; the global one holds
+/// everything.
+#[test]
+fn the_swaps_switch_holds_approvals_but_not_a_revocation() {
+    let fx = Fx::new("USDT", 10_000_000);
+    let q = fx.quote("USDT", "USDC", 1_000_000, 990_000).unwrap();
+    let s = fx.execute(&q, 1).unwrap();
+    let approval = fx.approvals()[1].0;
+    let entropy = Arc::clone(&fx.entropy);
+    let revocation = block_on(write(fx.store.as_ref(), move |tx| {
+        crate::swap::revoke_stale_approvals(
+            tx,
+            entropy.as_ref(),
+            &hot(),
+            "0x00000000000000000000000000000000000000e2",
+            at(2),
+        )
+    }))
+    .unwrap()[0];
+    let may = |purpose: Purpose, reference: Uuid| {
+        block_on(read(fx.store.as_ref(), move |tx| {
+            Ok(crate::outgoing::may_sign_new(
+                tx,
+                purpose,
+                reference,
+                Network::Bsc,
+            )?)
+        }))
+        .unwrap()
+    };
+    let switch = |key: &'static str, on: bool| {
+        block_on(write(fx.store.as_ref(), move |tx| {
+            crate::admin::set_control(tx, Uuid::new_v4(), "cli:test", key, on, "drill", at(3))
+        }))
+        .unwrap();
+    };
+    switch("kill_switch.swaps", true);
+    assert!(!may(Purpose::Swap, s.id));
+    assert!(
+        !may(Purpose::Approval, approval),
+        "an approval serves a swap"
+    );
+    assert!(may(Purpose::Approval, revocation), "a revocation goes on");
+    switch("kill_switch.swaps", false);
+    switch("kill_switch.global", true);
+    assert!(
+        !may(Purpose::Approval, revocation),
+        "the global switch holds it too"
+    );
 }
