@@ -22,7 +22,9 @@ use crate::ports::sender::{BlockListing, Inclusion, TxLookup};
 use super::{Included, OutgoingTx};
 
 /// Most blocks one window may span. A window is the reference depth plus the lifetime of a
-/// transaction plus one block (about 41 blocks on the defaults); a wider one is not read.
+/// transaction plus one block (about 41 blocks on the defaults); reading stops at the first
+/// block past the expiration, so a window ends this far after its start at the latest,
+/// however far the head has moved on since (an outage, a stopped service).
 pub const MAX_WINDOW_BLOCKS: u64 = 1_200;
 
 /// The blocks to read for an absence proof.
@@ -101,9 +103,12 @@ pub fn scan_window(
     }
     let from = latest.reference_block?.checked_add(1)?;
     let final_block = final_block(head_number, confirmations)?;
-    if final_block < from || final_block - from >= MAX_WINDOW_BLOCKS {
+    if final_block < from {
         return None;
     }
+    // Bounded from its start, not from the head: a payment whose expiration fell during a
+    // long outage is still proven void by the same few blocks.
+    let final_block = final_block.min(from + MAX_WINDOW_BLOCKS - 1);
     Some(ScanWindow {
         from,
         final_block,
@@ -222,6 +227,45 @@ mod tests {
 
     fn recorded(numbers: &[u64]) -> BTreeMap<u64, String> {
         numbers.iter().map(|n| (*n, format!("{n:064x}"))).collect()
+    }
+
+    #[test]
+    fn a_window_after_a_long_outage_is_bounded_from_its_start_not_dropped() {
+        use crate::outgoing::{Attempt, Bid, OutgoingTx, Purpose};
+        let mut tx = OutgoingTx::new(
+            uuid::Uuid::from_u128(1),
+            Network::Tron,
+            Purpose::Withdrawal,
+            uuid::Uuid::from_u128(2),
+            "sender".into(),
+            crate::ports::signer::HdPath {
+                network: Network::Tron,
+                account: 2_147_483_647,
+                index: 0,
+            },
+            crate::ports::sender::Payment::Native {
+                to: "to".into(),
+                amount: crate::Amount::from_units(5),
+            },
+            None,
+            crate::Timestamp::from_unix_millis(0),
+        );
+        tx.attempts.push(Attempt {
+            hash: "aa".into(),
+            raw: vec![1],
+            bid: Bid::FeeLimit { sun: 1 },
+            expires_at_ms: Some(60_000),
+            signed_at: crate::Timestamp::from_unix_millis(0),
+            sent_at: Some(crate::Timestamp::from_unix_millis(0)),
+            last_answer: None,
+            plan: None,
+            reference_block: Some(10),
+            void: false,
+        });
+        // The head a day later: the window still starts after the reference block and ends
+        // MAX_WINDOW_BLOCKS after it at the latest (reading stops past the expiration).
+        let w = scan_window(&tx, 30_000, Some(86_400_000), &[TxLookup::Unknown], 19).unwrap();
+        assert_eq!((w.from, w.final_block), (11, 11 + MAX_WINDOW_BLOCKS - 1));
     }
 
     #[test]

@@ -661,16 +661,25 @@ fn bumped(bid: Bid, policy: &EnginePolicy) -> Option<FeeBid> {
     else {
         return None;
     };
-    let percent = u128::from(policy.bump_percent.max(10));
-    let raised = gas_price_wei
-        .checked_mul(100 + percent)?
-        .div_ceil(100)
-        .max(gas_price_wei + 1);
-    (raised <= policy.gas_price_cap_wei).then_some(FeeBid::Gas {
+    let raise = |percent: u128| {
+        gas_price_wei
+            .checked_mul(100 + percent)
+            .map(|p| p.div_ceil(100).max(gas_price_wei + 1))
+    };
+    let wanted = raise(u128::from(policy.bump_percent).max(NODE_BUMP_PERCENT))?;
+    // Where the policy's bump passes the cap, the cap itself still replaces the attempt if it
+    // is the node's minimum bump above it: an attempt priced under a risen market would
+    // otherwise never be replaced, and never mined.
+    let price = wanted.min(policy.gas_price_cap_wei);
+    (price >= raise(NODE_BUMP_PERCENT)?).then_some(FeeBid::Gas {
         gas_limit,
-        gas_price_wei: raised,
+        gas_price_wei: price,
     })
 }
+
+/// The least raise of the gas price with which EVM nodes accept a replacement (geth's
+/// `txpool.pricebump`), in percent.
+const NODE_BUMP_PERCENT: u128 = 10;
 
 /// What a terminal transaction ended as, for the record that owns it.
 pub fn final_status(tx: &OutgoingTx) -> Option<bool> {
@@ -1531,6 +1540,37 @@ mod tests {
             decide(&t, Some(&o), &policy(), at(121_000)),
             Decision::Reorged
         );
+    }
+
+    #[test]
+    fn a_replacement_past_the_cap_bids_the_cap_when_the_node_takes_it() {
+        let policy = EnginePolicy {
+            bump_percent: 29,
+            gas_price_cap_wei: 50_000,
+            ..policy()
+        };
+        let bid = |price| Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: price,
+        };
+        // 29 % above 38,760 passes the cap; the cap is still 10 % above: it replaces.
+        assert_eq!(
+            bumped(bid(38_760), &policy),
+            Some(FeeBid::Gas {
+                gas_limit: 21_000,
+                gas_price_wei: 50_000
+            })
+        );
+        // Within the cap: the full bump.
+        assert_eq!(
+            bumped(bid(10_000), &policy),
+            Some(FeeBid::Gas {
+                gas_limit: 21_000,
+                gas_price_wei: 12_900
+            })
+        );
+        // The cap less than 10 % above: no replacement a node would take.
+        assert_eq!(bumped(bid(46_000), &policy), None);
     }
 
     #[test]
