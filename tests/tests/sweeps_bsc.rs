@@ -202,12 +202,14 @@ fn a_bnb_deposit_is_swept_in_one_transfer_and_a_small_one_stays() {
     let bob = client.wallet("bob", "BSC");
     let a = alice["address"].as_str().unwrap().to_owned();
     let b = bob["address"].as_str().unwrap().to_owned();
+    // Read before the deposits: the sweep may be sent (and automined) as soon as they are
+    // credited, before this test looks again.
+    let hot_before = anvil.balance(&s.hot);
     anvil.send_value(anvil.account(1), &a, 2 * E18);
     // Below the default minimum of one BNB.
     anvil.send_value(anvil.account(1), &b, E18 / 2);
     anvil.mine(16);
     s.wait_credited(2);
-    let hot_before = anvil.balance(&s.hot);
     s.wait_sweep(&a, "BNB", "broadcasted");
     anvil.mine(16);
     let done = s.wait_sweep(&a, "BNB", "confirmed");
