@@ -278,8 +278,10 @@ impl Broadcaster {
             Decision::Broadcast => {
                 // Money that never left (signed, then refused or interrupted) leaves only if it
                 // still may: a switch turned on since, or a debt of the user, stops it here.
+                // A cancel's void moves no money: no switch holds it (it frees the nonce).
                 let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
-                if never_sent && !self.may_sign_new(&out).await? {
+                let void = out.latest().is_some_and(|a| a.void);
+                if never_sent && !void && !self.may_sign_new(&out).await? {
                     return self.held_by_control(out, now).await;
                 }
                 self.send_latest(out).await

@@ -1932,3 +1932,51 @@ async fn the_nonce_allocator_moves_forward_when_the_chain_is_ahead() {
     assert_eq!(f.get(third).await.nonce, Some(7));
     assert_eq!(alerts_of(&f, "nonce_resynced").await.len(), 1);
 }
+
+/// A cancel's void moves no money: a switch turned on while it waits (refused, or stored and
+/// not yet sent) does not hold it, or the nonce and every later payment would stay stuck.
+#[tokio::test]
+async fn a_void_waiting_to_be_sent_is_not_held_by_a_switch() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    let before = books(&f).await;
+    // The node refuses every bid for now: the payment, then its void.
+    *f.chain.min_price.lock().unwrap() = 1_000_000_000_000;
+    f.b.round().await.unwrap();
+    request_cancel(&f, id).await.unwrap();
+    f.advance(1_000);
+    f.b.round().await.unwrap();
+    let voiding = f.get(id).await;
+    let void = voiding.attempts.last().unwrap().clone();
+    assert!(void.void && void.sent_at.is_none(), "{void:?}");
+    let now = f.clock.now();
+    write(f.b.store.as_ref(), move |tx| {
+        set_control(
+            tx,
+            Uuid::new_v4(),
+            "ops",
+            "kill_switch.withdrawals",
+            true,
+            "incident",
+            now,
+        )
+    })
+    .await
+    .unwrap();
+    // The node takes it now: it goes out despite the switch.
+    *f.chain.min_price.lock().unwrap() = 0;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    let sent = f.get(id).await;
+    let last = sent.attempts.last().unwrap();
+    assert!(last.void, "still the void");
+    assert!(last.sent_at.is_some(), "sent: {sent:?}");
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    let done = f.rounds_until_done(id, 6, 5_000).await;
+    assert_eq!(done.status, OutStatus::Failed);
+    assert_eq!(f.chain.mined_payments(), 1, "only the void");
+    let fee = done.included.as_ref().unwrap().fee_native.units();
+    assert!(fee > 0);
+    released_with_fee(&before, &books(&f).await, fee);
+}
