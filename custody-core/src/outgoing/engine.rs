@@ -564,22 +564,44 @@ fn tron_void(tx: &OutgoingTx, obs: &Observation, policy: &EnginePolicy) -> bool 
     expired && unknown && absent
 }
 
-/// TRON: the reason a payment whose newest attempt expired on chain unseen can never be proven
-/// void: that attempt was stored without its reference block (before it was kept), so the
-/// blocks that could include it are not known. An operator must check the chain.
+/// How long after its expiration (at the final block) an expired TRON attempt may wait for
+/// the proof that no block includes it before an operator is told. The proof needs the
+/// scanner's recorded hash of the first block past the expiration, which the scanner keeps for
+/// `blocks_kept` blocks (about 50 minutes at the default 1,000): after a longer outage of the
+/// scanner or the endpoints it may never come.
+pub const TRON_PROOF_PATIENCE_MS: i64 = 30 * 60_000;
+
+/// TRON: the reason a payment whose newest attempt expired on chain unseen cannot be proven
+/// void, so that nothing new is signed and an operator must check the chain: the attempt was
+/// stored without its reference block (before it was kept), so the blocks that could include
+/// it are not known; or the proof has not come [`TRON_PROOF_PATIENCE_MS`] after the expiration.
 fn tron_unprovable(tx: &OutgoingTx, obs: &Observation) -> Option<String> {
     let latest = tx.latest()?;
     let expires = latest.expires_at_ms?;
-    let expired = obs.final_time_ms.is_some_and(|t| t > expires);
+    let final_time = obs.final_time_ms?;
+    let expired = final_time > expires;
     let unknown = obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown));
-    (tx.network == Network::Tron && expired && unknown && latest.reference_block.is_none()).then(
-        || {
-            format!(
-                "attempt {} expired unseen by the lookups, but it was stored without its                  reference block: that no block includes it cannot be proven from block                  contents, so nothing new is signed; check the chain",
-                latest.hash
-            )
-        },
-    )
+    if tx.network != Network::Tron || !expired || !unknown {
+        return None;
+    }
+    if latest.reference_block.is_none() {
+        return Some(format!(
+            "attempt {} expired unseen by the lookups, but it was stored without its reference \
+             block: that no block includes it cannot be proven from block contents, so nothing \
+             new is signed; check the chain",
+            latest.hash
+        ));
+    }
+    let waited = final_time.saturating_sub(expires);
+    (matches!(obs.blocks, BlockScan::NotRead) && waited > TRON_PROOF_PATIENCE_MS).then(|| {
+        format!(
+            "attempt {} expired {} minutes ago unseen by the lookups, and the blocks that could \
+             include it are still not proven free of it (the scanner may no longer keep the \
+             block that anchors the proof): nothing new is signed; check the chain",
+            latest.hash,
+            waited / 60_000
+        )
+    })
 }
 
 /// Whether a node's refusal is a shortage the hot wallet's funding cures (the payment waits and
@@ -1488,6 +1510,33 @@ mod tests {
             decide(&t, Some(&o), &policy(), at(120_000)),
             Decision::Stuck { reason } if reason.contains("reference block")
         ));
+    }
+
+    #[test]
+    fn a_tron_attempt_unproven_long_after_its_expiration_is_stuck_for_an_operator() {
+        let mut t = tx(Network::Tron);
+        t.attempts.push(tron_attempt("a", 0, Some(0), 60_000));
+        t.status = OutStatus::Sent;
+        // Expired, no proof yet: waits quietly.
+        let soon = obs(30, 60_000 + TRON_PROOF_PATIENCE_MS, vec![TxLookup::Unknown]);
+        let d = decide(&t, Some(&soon), &policy(), at(200_000));
+        assert!(matches!(d, Decision::Wait { .. }), "{d:?}");
+        // Past the patience, still no proof: an operator is told; nothing is signed.
+        let late = obs(
+            900,
+            61_001 + TRON_PROOF_PATIENCE_MS,
+            vec![TxLookup::Unknown],
+        );
+        assert!(matches!(
+            decide(&t, Some(&late), &policy(), at(4_000_000)),
+            Decision::Stuck { reason } if reason.contains("not proven")
+        ));
+        // The proof, however late: rebuilt as usual.
+        let proven = absent(late, 6, 28, 61_000);
+        assert_eq!(
+            decide(&t, Some(&proven), &policy(), at(4_000_000)),
+            Decision::Rebuild
+        );
     }
 
     #[test]
