@@ -1980,3 +1980,56 @@ async fn a_void_waiting_to_be_sent_is_not_held_by_a_switch() {
     assert!(fee > 0);
     released_with_fee(&before, &books(&f).await, fee);
 }
+
+/// Another instance holds the hot wallet's signing lock (issue 31, F13).
+struct HeldElsewhere;
+
+#[async_trait]
+impl custody_core::ports::Exclusive for HeldElsewhere {
+    async fn hold(&self, _work: &str) -> bool {
+        false
+    }
+}
+
+/// Issue 31, F13: two instances must not each pass the funds check of one hot wallet and
+/// sign what it covers only once. An instance that does not hold the wallet's signing lock
+/// signs nothing new, even for a payment it has claimed; the one that holds it signs within
+/// what the wallet covers, and the other payment waits for funds.
+#[tokio::test]
+async fn only_the_instance_holding_the_wallets_lock_signs_for_it() {
+    let f = Fixture::new();
+    let (first, second) = (f.create().await, f.create().await);
+    let before = books(&f).await;
+    // The wallet covers one payment (5 units and its fee at most), not two.
+    *f.chain.balance.lock().unwrap() = 5 + 21_000 * 1_000_000_000;
+    let other = Broadcaster {
+        network: Network::Bsc,
+        sender: Arc::clone(&f.chain) as Arc<dyn ChainSender>,
+        signer: Arc::clone(&f.b.signer),
+        store: Arc::clone(&f.b.store),
+        clock: Arc::clone(&f.b.clock),
+        entropy: Arc::new(OsEntropy),
+        policy: f.b.policy,
+        poll_interval: f.b.poll_interval,
+        lease: Duration::from_millis(1),
+        batch: 16,
+        native: f.b.native.clone(),
+        exclusive: Arc::new(HeldElsewhere),
+    };
+    // The other instance claims both payments: it signs neither.
+    other.round().await.unwrap();
+    for id in [first, second] {
+        assert!(
+            f.get(id).await.attempts.is_empty(),
+            "nothing signed without the lock"
+        );
+    }
+    assert!(f.chain.broadcasts.lock().unwrap().is_empty());
+    // The lock's holder signs what the wallet covers: one payment.
+    f.advance(60_000);
+    f.b.round().await.unwrap();
+    let attempts = f.get(first).await.attempts.len() + f.get(second).await.attempts.len();
+    assert_eq!(attempts, 1, "one payment signed");
+    assert_eq!(f.chain.broadcasts.lock().unwrap().len(), 1);
+    assert_eq!(books(&f).await, before, "nothing settled yet");
+}
