@@ -265,11 +265,10 @@ pub async fn update_control(state: &AppState, call: &Call) -> CoreResult<Reply> 
     Ok(Reply::json(200, &control))
 }
 
-/// `POST /admin/alerts/{id}/ack`: the alert stops counting as open, with an audit record (who,
-/// when, why). Body first, then the second factors, as for `/admin/controls`; an id that is
-/// not a UUID is as unknown as one no alert has (404).
-pub async fn acknowledge_alert(state: &AppState, call: &Call) -> CoreResult<Reply> {
-    let id = uuid::Uuid::parse_str(&call.params[0]).map_err(|_| Refusal::not_found("alert"))?;
+/// The body `{"reason"}` of an operator's action on one record, judged before the second
+/// factors (a refusal for the body must not count as a failed factor); then the factors.
+/// Returns the reason and the actor for the audit record.
+async fn reasoned_action(state: &AppState, call: &Call) -> CoreResult<(String, String)> {
     let map = crate::input::json_object(&call.body)?;
     let mut fields = crate::input::Fields::new();
     fields.no_unknown(&map, &["reason"]);
@@ -281,7 +280,15 @@ pub async fn acknowledge_alert(state: &AppState, call: &Call) -> CoreResult<Repl
     let reason = admin::check_ack_reason(&reason)?.to_owned();
     let credential = call.credential();
     second_factor::check(state, credential, &call.headers).await?;
-    let actor = format!("credential:{}", credential.id);
+    Ok((reason, format!("credential:{}", credential.id)))
+}
+
+/// `POST /admin/alerts/{id}/ack`: the alert stops counting as open, with an audit record (who,
+/// when, why). Body first, then the second factors, as for `/admin/controls`; an id that is
+/// not a UUID is as unknown as one no alert has (404).
+pub async fn acknowledge_alert(state: &AppState, call: &Call) -> CoreResult<Reply> {
+    let id = uuid::Uuid::parse_str(&call.params[0]).map_err(|_| Refusal::not_found("alert"))?;
+    let (reason, actor) = reasoned_action(state, call).await?;
     let audit_id = new_uuid(state.entropy.as_ref());
     let now = state.clock.now();
     let alert = write(state.store.as_ref(), move |tx| {
@@ -297,18 +304,7 @@ pub async fn acknowledge_alert(state: &AppState, call: &Call) -> CoreResult<Repl
 pub async fn cancel_outgoing(state: &AppState, call: &Call) -> CoreResult<Reply> {
     let id = uuid::Uuid::parse_str(&call.params[0])
         .map_err(|_| Refusal::not_found("outgoing transaction"))?;
-    let map = crate::input::json_object(&call.body)?;
-    let mut fields = crate::input::Fields::new();
-    fields.no_unknown(&map, &["reason"]);
-    let reason = fields.string(&map, "reason", 500);
-    fields.finish()?;
-    let Some(reason) = reason else {
-        unreachable!("finish() refuses missing fields")
-    };
-    let reason = admin::check_ack_reason(&reason)?.to_owned();
-    let credential = call.credential();
-    second_factor::check(state, credential, &call.headers).await?;
-    let actor = format!("credential:{}", credential.id);
+    let (reason, actor) = reasoned_action(state, call).await?;
     let audit_id = new_uuid(state.entropy.as_ref());
     let now = state.clock.now();
     let out = write(state.store.as_ref(), move |tx| {
