@@ -639,19 +639,17 @@ impl Broadcaster {
             .await
     }
 
-    /// BSC, a cancel requested: signs and sends a void of the payment's nonce (0 to the sender
-    /// itself) at no less than `minimum`, raised to the node's price where that is higher. No
-    /// switch stops it (it moves no money; it frees the nonce the sender's later payments
-    /// wait behind), nor is it checked against the wallet's funds beyond what the node
-    /// checks: a refusal is sent again and re-priced like any attempt.
-    async fn void_nonce(&self, mut out: OutgoingTx, minimum: FeeBid) -> CoreResult<()> {
-        let now = self.clock.now();
-        if !self.seed_loaded(&mut out, now).await? {
-            return self.check_later(out, now).await;
-        }
-        let payment = out.void_payment();
-        let fresh = self.sender.price(&out.from, &payment).await.ok();
-        let bid = custody_core::outgoing::void_priced(minimum, fresh.map(|f| f.bid), &self.policy);
+    /// Builds `payment` from `out`'s sender at its nonce with `bid`, signs it with the sender's
+    /// key and adds it to `out` as a new attempt, not yet sent (a cancel's `void` or one of the
+    /// payment's own). Returns the attempt's hash and when it was signed.
+    async fn sign_attempt(
+        &self,
+        out: &mut OutgoingTx,
+        payment: custody_core::ports::sender::Payment,
+        bid: FeeBid,
+        plan: Option<ResourcePlan>,
+        void: bool,
+    ) -> CoreResult<(String, Timestamp)> {
         let request = BuildRequest {
             from: out.from.clone(),
             payment,
@@ -671,14 +669,33 @@ impl Broadcaster {
                 signed_at: now,
                 sent_at: None,
                 last_answer: None,
-                plan: None,
+                plan,
                 reference_block: unsigned.reference_block,
-                void: true,
+                void,
             },
             now,
         )
         .map_err(CoreError::Invariant)?;
-        tracing::warn!(network = %self.network, outgoing = %out.id, hash = %signed.hash, "cancel: the payment's nonce is voided");
+        Ok((signed.hash, now))
+    }
+
+    /// BSC, a cancel requested: signs and sends a void of the payment's nonce (0 to the sender
+    /// itself) at no less than `minimum`, raised to the node's price where that is higher. No
+    /// switch stops it (it moves no money; it frees the nonce the sender's later payments
+    /// wait behind), nor is it checked against the wallet's funds beyond what the node
+    /// checks: a refusal is sent again and re-priced like any attempt.
+    async fn void_nonce(&self, mut out: OutgoingTx, minimum: FeeBid) -> CoreResult<()> {
+        let now = self.clock.now();
+        if !self.seed_loaded(&mut out, now).await? {
+            return self.check_later(out, now).await;
+        }
+        let payment = out.void_payment();
+        let fresh = self.sender.price(&out.from, &payment).await.ok();
+        let bid = custody_core::outgoing::void_priced(minimum, fresh.map(|f| f.bid), &self.policy);
+        let (hash, now) = self
+            .sign_attempt(&mut out, payment, bid, None, true)
+            .await?;
+        tracing::warn!(network = %self.network, outgoing = %out.id, %hash, "cancel: the payment's nonce is voided");
         out.next_check_at = now;
         let stored = out.clone();
         write(self.store.as_ref(), move |tx| {
@@ -781,32 +798,10 @@ impl Broadcaster {
             // Only predicted: the allocation is part of the write that was refused.
             unsigned_copy.nonce = None;
         }
-        let request = BuildRequest {
-            from: out.from.clone(),
-            payment: out.payment.clone(),
-            nonce: out.nonce,
-            bid,
-        };
-        let unsigned = self.sender.build(&request).await?;
-        let signature = self.signer.sign_digest(&out.from_path, &unsigned.digest)?;
-        let signed = self.sender.assemble(&unsigned, &signature)?;
-        let now = self.clock.now();
-        out.add_attempt(
-            Attempt {
-                hash: signed.hash.clone(),
-                raw: signed.raw,
-                bid: bid.into(),
-                expires_at_ms: unsigned.expires_at_ms,
-                signed_at: now,
-                sent_at: None,
-                last_answer: None,
-                plan,
-                reference_block: unsigned.reference_block,
-                void: false,
-            },
-            now,
-        )
-        .map_err(CoreError::Invariant)?;
+        let payment = out.payment.clone();
+        let (_, now) = self
+            .sign_attempt(&mut out, payment, bid, plan, false)
+            .await?;
         out.next_check_at = now;
         if !self.signs_for(&out).await {
             // Another instance took the sender's signing over while this one priced and
