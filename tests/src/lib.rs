@@ -755,3 +755,22 @@ impl Custody {
         }
     }
 }
+
+/// The `data` rows of `GET /v1/admin/{resource}?limit=100`, asked with the admin credential
+/// `ops` (asserts a 200).
+pub fn admin_rows(custody: &Custody, ops: &Cred, resource: &str) -> Vec<Value> {
+    let r = custody
+        .client(ops)
+        .get(&format!("/v1/admin/{resource}?limit=100"));
+    assert_eq!(r.status, 200, "{:?}", r.json());
+    r.json()["data"].as_array().unwrap().clone()
+}
+
+/// A new file holding `text` that only its owner may read, as a mnemonic file must be.
+pub fn private_file(text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::temp_dir().join(format!("custody-mnemonic-{}", uuid::Uuid::new_v4()));
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}

@@ -16,21 +16,9 @@ const NEW_MNEMONIC: &str =
     "letter advice cage absurd amount doctor acoustic avoid letter advice cage above";
 const DESTINATION: &str = "0x00000000000000000000000000000000000000D9";
 
-fn admin(custody: &Custody, ops: &Cred, resource: &str) -> Vec<Value> {
-    let r = custody
-        .client(ops)
-        .get(&format!("/v1/admin/{resource}?limit=100"));
-    assert_eq!(r.status, 200, "{:?}", r.json());
-    r.json()["data"].as_array().unwrap().clone()
-}
+use custody_e2e::admin_rows as admin;
 
-fn temp_file(text: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::temp_dir().join(format!("custody-mnemonic-{}", uuid::Uuid::new_v4()));
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
-}
+use custody_e2e::private_file as temp_file;
 
 fn units(v: &Value) -> u128 {
     v.as_str().unwrap().parse().unwrap()

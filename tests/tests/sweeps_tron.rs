@@ -16,13 +16,7 @@ const SENDER: &str = "TLsV52sRDL79HXGGm9yzwKibb6BeruhUzy";
 const SUN: i64 = 1_000_000;
 const MAINNET_GENESIS: &str = "00000000000000001ebf88508a03865c71d452e25f4d51194196a1d22b6653dc";
 
-fn admin(custody: &Custody, ops: &Cred, resource: &str) -> Vec<Value> {
-    let r = custody
-        .client(ops)
-        .get(&format!("/v1/admin/{resource}?limit=100"));
-    assert_eq!(r.status, 200, "{:?}", r.json());
-    r.json()["data"].as_array().unwrap().clone()
-}
+use custody_e2e::admin_rows as admin;
 
 #[test]
 fn a_trc20_deposit_is_swept_after_a_final_trx_funding() {

@@ -7,18 +7,12 @@
 
 use custody_e2e::anvil::{hex_u64, Anvil};
 use custody_e2e::receiver::set_config;
-use custody_e2e::{oracle_address, Cred, Custody, TEST_MNEMONIC};
-use serde_json::{json, Value};
+use custody_e2e::{oracle_address, Custody, TEST_MNEMONIC};
+use serde_json::json;
 
 const E18: u128 = 1_000_000_000_000_000_000;
 
-fn admin(custody: &Custody, ops: &Cred, resource: &str) -> Vec<Value> {
-    let r = custody
-        .client(ops)
-        .get(&format!("/v1/admin/{resource}?limit=100"));
-    assert_eq!(r.status, 200, "{:?}", r.json());
-    r.json()["data"].as_array().unwrap().clone()
-}
+use custody_e2e::admin_rows as admin;
 
 fn uuid_v4() -> String {
     uuid::Uuid::new_v4().to_string()

@@ -8,7 +8,7 @@
 
 use custody_e2e::anvil::{hex_u64, Anvil};
 use custody_e2e::receiver::set_config;
-use custody_e2e::{oracle_address, Cred, Custody, TEST_MNEMONIC};
+use custody_e2e::{oracle_address, Custody, TEST_MNEMONIC};
 use serde_json::{json, Value};
 
 const E18: u128 = 1_000_000_000_000_000_000;
@@ -16,22 +16,9 @@ const E18: u128 = 1_000_000_000_000_000_000;
 const NEW_MNEMONIC: &str =
     "letter advice cage absurd amount doctor acoustic avoid letter advice cage above";
 
-fn admin(custody: &Custody, ops: &Cred, resource: &str) -> Vec<Value> {
-    let r = custody
-        .client(ops)
-        .get(&format!("/v1/admin/{resource}?limit=100"));
-    assert_eq!(r.status, 200, "{:?}", r.json());
-    r.json()["data"].as_array().unwrap().clone()
-}
+use custody_e2e::admin_rows as admin;
 
-/// A file only its owner may read, as a mnemonic file must be.
-fn temp_file(text: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::temp_dir().join(format!("custody-mnemonic-{}", uuid::Uuid::new_v4()));
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
-}
+use custody_e2e::private_file as temp_file;
 
 /// Everything under `dir`, as bytes.
 fn contains_anywhere(dir: &std::path::Path, needle: &[u8]) -> bool {
