@@ -399,6 +399,20 @@ enum Estimate {
 }
 
 impl BscSender {
+    /// `eth_getTransactionCount` of `address` at block `tag`: its nonce after that block.
+    async fn transaction_count(&self, address: &str, tag: String) -> Result<u64, PortError> {
+        let address = parse_address("address", address)?;
+        let v = self
+            .chain
+            .rpc()
+            .call(
+                "eth_getTransactionCount",
+                json!([address.to_lowercase_hex(), tag]),
+            )
+            .await?;
+        codec::quantity_u64(&v).map_err(malformed)
+    }
+
     pub fn new(chain: Arc<BscChain>, settings: BscSenderSettings) -> Self {
         BscSender { chain, settings }
     }
@@ -553,16 +567,42 @@ impl ChainSender for BscSender {
     }
 
     async fn confirmed_nonce(&self, address: &str) -> Result<Option<u64>, PortError> {
-        let address = parse_address("address", address)?;
-        let v = self
-            .chain
-            .rpc()
-            .call(
-                "eth_getTransactionCount",
-                json!([address.to_lowercase_hex(), "latest"]),
-            )
-            .await?;
-        Ok(Some(codec::quantity_u64(&v).map_err(malformed)?))
+        self.transaction_count(address, "latest".to_owned())
+            .await
+            .map(Some)
+    }
+
+    async fn nonce_taken_elsewhere(
+        &self,
+        from: &str,
+        nonce: u64,
+        block: u64,
+        hashes: &[String],
+    ) -> Result<Option<bool>, PortError> {
+        let from = parse_address("from", from)?;
+        let mut calls = vec![(
+            "eth_getTransactionCount",
+            json!([from.to_lowercase_hex(), format!("{block:#x}")]),
+        )];
+        for h in hashes {
+            let h = format!("0x{}", h.trim_start_matches("0x"));
+            calls.push(("eth_getTransactionReceipt", json!([h])));
+            calls.push(("eth_getTransactionByHash", json!([h])));
+        }
+        // One batch: one endpoint counts the nonce and says it knows none of the hashes.
+        let answers = self.chain.rpc().batch(&calls).await?;
+        let mut known = false;
+        let mut count = None;
+        for ((method, _), answer) in calls.iter().zip(answers) {
+            let v = answer.map_err(|e| e.into_port_error(method))?;
+            if *method == "eth_getTransactionCount" {
+                count = Some(codec::quantity_u64(&v).map_err(malformed)?);
+            } else if !v.is_null() {
+                known = true;
+            }
+        }
+        let count = count.ok_or_else(|| malformed("no transaction count in the batch"))?;
+        Ok(Some(count > nonce && !known))
     }
 
     async fn build(&self, request: &BuildRequest) -> Result<UnsignedTx, PortError> {
@@ -762,6 +802,7 @@ impl ChainSender for BscSender {
                 moves: receipt_moves(logs),
                 resources: None,
                 block_time_ms,
+                head_number: Some(head_number),
             }));
         }
         let tx = self

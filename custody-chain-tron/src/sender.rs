@@ -429,6 +429,7 @@ fn inclusion_of(
         moves: Vec::new(),
         resources: Some(fees::actual_resources(info)),
         block_time_ms: None,
+        head_number: None,
     })
 }
 
@@ -811,6 +812,16 @@ impl ChainSender for TronSender {
     }
 
     async fn confirmed_nonce(&self, _address: &str) -> Result<Option<u64>, PortError> {
+        Ok(None)
+    }
+
+    async fn nonce_taken_elsewhere(
+        &self,
+        _from: &str,
+        _nonce: u64,
+        _block: u64,
+        _hashes: &[String],
+    ) -> Result<Option<bool>, PortError> {
         Ok(None)
     }
 

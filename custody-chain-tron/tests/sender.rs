@@ -224,6 +224,7 @@ async fn a_trx_payment_is_priced_built_signed_broadcast_and_included() {
                 ..ActualResources::default()
             }),
             block_time_ms: None,
+            head_number: None,
         }
     );
     // Upper case and 0x are read too.
@@ -621,6 +622,7 @@ async fn a_failed_trc20_transfer_is_included_as_failed_with_its_fee() {
                 ..ActualResources::default()
             }),
             block_time_ms: None,
+            head_number: None,
         }
     );
     assert_eq!(api.trc20_balance(USDT, &hot), 1_000);

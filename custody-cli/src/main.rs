@@ -84,6 +84,9 @@ enum TreasuryCommand {
     /// Move a network's hot wallet to a new one under the newest imported seed and drain the
     /// old one into it (audited). Stop `custody serve` first; restart it afterwards.
     Rotate(treasury::RotateArgs),
+    /// Drain what is left on a network's retired hot wallets (sweeps planned before the
+    /// rotation, funds sent there since) into the active one (audited). Safe while serving.
+    Drain(treasury::RotateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -238,6 +241,7 @@ fn main() -> ExitCode {
         Command::Ledger(LedgerCommand::SettleOwed(args)) => ledger_cmd::settle_owed(&dir, &args),
         Command::Treasury(TreasuryCommand::Show) => treasury::show(&dir),
         Command::Treasury(TreasuryCommand::Rotate(args)) => treasury::rotate(&dir, &args),
+        Command::Treasury(TreasuryCommand::Drain(args)) => treasury::drain(&dir, &args),
         Command::Wallets(command) => wallets_cmd::run(&dir, &command),
         Command::Outgoing(OutgoingCommand::Cancel { id, reason }) => {
             outgoing_cmd::cancel(&dir, &id, &reason)

@@ -36,6 +36,28 @@ pub struct RotateArgs {
     pub reason: String,
 }
 
+impl RotateArgs {
+    fn network(&self) -> Result<Network, String> {
+        self.network
+            .parse()
+            .map_err(|_| format!("--network: must be BSC or TRON (got {:?})", self.network))
+    }
+}
+
+/// The network's chain reader and sender: a drain needs both.
+fn endpoints(
+    chains: &crate::chains::Chains,
+    network: Network,
+) -> Result<(&dyn ChainSource, &dyn ChainSender), String> {
+    match (chains.sources.get(&network), chains.senders.get(&network)) {
+        (Some(chain), Some(sender)) => Ok((chain.as_ref(), sender.as_ref())),
+        _ => Err(format!(
+            "no [{}] endpoint is configured: the drain needs the chain",
+            network.as_str().to_lowercase()
+        )),
+    }
+}
+
 /// Every network's hot wallets: recorded by rotations, else generation 0's.
 pub(crate) async fn hot_wallet_sets(
     store: &dyn Store,
@@ -80,10 +102,7 @@ pub fn show(dir: &DataDir) -> Result<(), String> {
 }
 
 pub fn rotate(dir: &DataDir, args: &RotateArgs) -> Result<(), String> {
-    let network: Network = args
-        .network
-        .parse()
-        .map_err(|_| format!("--network: must be BSC or TRON (got {:?})", args.network))?;
+    let network = args.network()?;
     let config = dir.load_config()?;
     let catalog = config.catalog()?;
     // Held until the rotation is recorded: a running service keeps paying from the hot wallet
@@ -96,18 +115,11 @@ pub fn rotate(dir: &DataDir, args: &RotateArgs) -> Result<(), String> {
     drop(unlocked);
     let result = runtime()?.block_on(async {
         let chains = crate::chains::build(&config, &catalog)?;
-        let (Some(chain), Some(sender)) =
-            (chains.sources.get(&network), chains.senders.get(&network))
-        else {
-            return Err(format!(
-                "no [{}] endpoint is configured: the drain needs the chain",
-                network.as_str().to_lowercase()
-            ));
-        };
+        let (chain, sender) = endpoints(&chains, network)?;
         rotate_with(
             store.as_ref(),
             std::sync::Arc::clone(&signer),
-            (chain.as_ref(), sender.as_ref()),
+            (chain, sender),
             &catalog,
             network,
             args,
@@ -116,6 +128,98 @@ pub fn rotate(dir: &DataDir, args: &RotateArgs) -> Result<(), String> {
     });
     store.close();
     print_json(&result?)
+}
+
+/// `custody treasury drain`: every retired hot wallet of the network that holds something
+/// beyond what its unfinished payments need is drained into the active one. Runs beside
+/// `custody serve` (which sends the transfers): the write refuses a plan whose wallet's
+/// unfinished payments changed meanwhile.
+pub fn drain(dir: &DataDir, args: &RotateArgs) -> Result<(), String> {
+    let network = args.network()?;
+    let config = dir.load_config()?;
+    let catalog = config.catalog()?;
+    let (store, unlocked) = open_store(dir, &config)?;
+    let signer = crate::seeds::load(store.as_ref(), &unlocked)?;
+    drop(unlocked);
+    let result: Result<serde_json::Value, String> = runtime()?.block_on(async {
+        let chains = crate::chains::build(&config, &catalog)?;
+        let (chain, sender) = endpoints(&chains, network)?;
+        let set = hot_wallet_sets(store.as_ref(), &signer)
+            .await?
+            .remove(&network)
+            .ok_or_else(|| format!("no {network} hot wallet"))?;
+        let mut drained = Vec::new();
+        // Each retired wallet on its own: one that cannot be drained now does not hide what
+        // was recorded for the others.
+        for old in &set.retired {
+            let outcome = drain_one(
+                store.as_ref(),
+                (chain, sender),
+                &catalog,
+                (old, &set.active),
+                args,
+            )
+            .await;
+            drained.push(match outcome {
+                Ok(done) => done,
+                Err(e) => json!({ "retired": old.address, "error": e }),
+            });
+        }
+        Ok(json!({
+            "network": network,
+            "active": set.active.address,
+            "retired": drained,
+        }))
+    });
+    store.close();
+    print_json(&result?)
+}
+
+/// Plans and records the drain of retired wallet `old` into `active`: what it planned and what
+/// it left, and why.
+async fn drain_one(
+    store: &dyn Store,
+    (chain, sender): (&dyn ChainSource, &dyn ChainSender),
+    catalog: &AssetCatalog,
+    (old, active): (&HotWallet, &HotWallet),
+    args: &RotateArgs,
+) -> Result<serde_json::Value, String> {
+    let network = args.network()?;
+    let (plan, seen) = plan_drain_of(
+        store,
+        (chain, sender),
+        catalog,
+        network,
+        old,
+        &active.address,
+    )
+    .await?;
+    let left: Vec<_> = plan
+        .left
+        .iter()
+        .map(|(asset, why)| json!({ "asset": asset, "why": why }))
+        .collect();
+    let fundings = if plan.transfers.is_empty() {
+        Vec::new()
+    } else {
+        let request = hot::DrainRequest {
+            network,
+            actor: crate::commands::cli_actor(),
+            reason: args.reason.clone(),
+        };
+        let (old_w, new_w, now) = (old.clone(), active.clone(), SystemClock.now());
+        write(store, move |tx| {
+            let mut next = || new_uuid(&OsEntropy);
+            hot::drain_retired(tx, &mut next, (&old_w, &new_w), &request, &plan, &seen, now)
+        })
+        .await
+        .map_err(|e| format!("the drain was not recorded: {e}"))?
+    };
+    Ok(json!({
+        "retired": old.address,
+        "drain": fundings.iter().map(|f| f.view()).collect::<Vec<_>>(),
+        "left": left,
+    }))
 }
 
 /// What the rotation reads before its one write: the old wallet's balances, its unfinished
@@ -136,6 +240,63 @@ async fn rotate_with(
         .await
         .map_err(|e| format!("cannot read the account allocator: {e}"))?;
     let new_address = address_at(signer.as_ref(), network, account)?;
+    let (plan, seen) =
+        plan_drain_of(store, (chain, sender), catalog, network, &old, &new_address).await?;
+    let request = RotationRequest {
+        network,
+        expected_old: old,
+        first,
+        actor: crate::commands::cli_actor(),
+        reason: args.reason.clone(),
+    };
+    let now = SystemClock.now();
+    let ids = [new_uuid(&OsEntropy), new_uuid(&OsEntropy)];
+    let plan_for_write = plan.clone();
+    let (old, new, fundings) = write(store, move |tx| {
+        let (old, new) = hot::rotate(tx, signer.as_ref(), ids, &request, now)?;
+        if new.address != new_address {
+            return Err(custody_core::error::Refusal::new(
+                custody_core::error::ErrorCode::ValidationFailed,
+                "the account allocator moved while the rotation was prepared: run it again",
+            )
+            .into());
+        }
+        let mut next = || new_uuid(&OsEntropy);
+        let fundings = hot::create_drain(
+            tx,
+            &mut next,
+            (&old, &new),
+            network,
+            &plan_for_write,
+            &seen,
+            now,
+        )?;
+        Ok((old, new, fundings))
+    })
+    .await
+    .map_err(|e| format!("the rotation was not recorded: {e}"))?;
+    Ok(json!({
+        "network": network,
+        "retired": { "address": old.address, "derivation_path": old.path.render() },
+        "active": { "address": new.address, "derivation_path": new.path.render() },
+        "drain": fundings.iter().map(|f| f.view()).collect::<Vec<_>>(),
+        "left": plan.left.iter().map(|(asset, why)| json!({ "asset": asset, "why": why })).collect::<Vec<_>>(),
+        "next": "restart `custody serve`: it pays from the new hot wallet and sends the drain",
+    }))
+}
+
+/// What draining hot wallet `old` into `new_address` moves: read from the chain (balances,
+/// prices) and the store (`old`'s unfinished payments, returned as the ids the write checks
+/// again), planned by `hot::plan_drain`.
+async fn plan_drain_of(
+    store: &dyn Store,
+    (chain, sender): (&dyn ChainSource, &dyn ChainSender),
+    catalog: &AssetCatalog,
+    network: Network,
+    old: &HotWallet,
+    new_address: &str,
+) -> Result<(hot::DrainPlan, Vec<uuid::Uuid>), String> {
+    let new_address = new_address.to_owned();
     let from = old.address.clone();
     let in_flight: Vec<OutgoingTx> = read(store, move |tx| {
         Ok(tx
@@ -215,48 +376,7 @@ async fn rotate_with(
     }
     let native = native.ok_or_else(|| format!("the catalog has no {network} native coin"))?;
     let plan = hot::plan_drain(&native, &tokens, in_flight_fees).map_err(|r| r.message)?;
-    let seen: Vec<_> = in_flight.iter().map(|o| o.id).collect();
-    let request = RotationRequest {
-        network,
-        expected_old: old,
-        first,
-        actor: crate::commands::cli_actor(),
-        reason: args.reason.clone(),
-    };
-    let now = SystemClock.now();
-    let ids = [new_uuid(&OsEntropy), new_uuid(&OsEntropy)];
-    let plan_for_write = plan.clone();
-    let (old, new, fundings) = write(store, move |tx| {
-        let (old, new) = hot::rotate(tx, signer.as_ref(), ids, &request, now)?;
-        if new.address != new_address {
-            return Err(custody_core::error::Refusal::new(
-                custody_core::error::ErrorCode::ValidationFailed,
-                "the account allocator moved while the rotation was prepared: run it again",
-            )
-            .into());
-        }
-        let mut next = || new_uuid(&OsEntropy);
-        let fundings = hot::create_drain(
-            tx,
-            &mut next,
-            (&old, &new),
-            network,
-            &plan_for_write,
-            &seen,
-            now,
-        )?;
-        Ok((old, new, fundings))
-    })
-    .await
-    .map_err(|e| format!("the rotation was not recorded: {e}"))?;
-    Ok(json!({
-        "network": network,
-        "retired": { "address": old.address, "derivation_path": old.path.render() },
-        "active": { "address": new.address, "derivation_path": new.path.render() },
-        "drain": fundings.iter().map(|f| f.view()).collect::<Vec<_>>(),
-        "left": plan.left.iter().map(|(asset, why)| json!({ "asset": asset, "why": why })).collect::<Vec<_>>(),
-        "next": "restart `custody serve`: it pays from the new hot wallet and sends the drain",
-    }))
+    Ok((plan, in_flight.iter().map(|o| o.id).collect()))
 }
 
 fn address_at(signer: &dyn Signer, network: Network, account: u32) -> Result<String, String> {

@@ -200,6 +200,58 @@ fn a_rotated_hot_wallet_is_drained_into_the_new_one_which_then_pays_and_receives
             .eq_ignore_ascii_case(&new_hot),
         "{swept}"
     );
+
+    // Money that reaches the retired wallet later (a sweep planned before the rotation, a
+    // payer with an old address) is drained by `custody treasury drain`, beside the service.
+    anvil.send_value(anvil.account(2), &old_hot, E18);
+    let (old_before, new_before) = (anvil.balance(&old_hot), anvil.balance(&new_hot));
+    let books_before = custody.client(&ops).ledger_books();
+    let drained = custody.cli_ok(&[
+        "treasury",
+        "drain",
+        "--network",
+        "BSC",
+        "--reason",
+        "late arrivals",
+    ]);
+    let planned = &drained["retired"][0]["drain"];
+    assert_eq!(planned.as_array().map(Vec::len), Some(1), "{drained}");
+    assert_eq!(planned[0]["asset"], "BNB", "{drained}");
+    let late_id = planned[0]["id"].as_str().unwrap().to_owned();
+    let late = custody.wait_for(90, "the late drain confirmed", || {
+        anvil.mine(1);
+        admin(&custody, &ops, "treasury-fundings")
+            .into_iter()
+            .find(|f| f["id"] == late_id.as_str() && f["status"] == "confirmed")
+    });
+    let (amount, fee) = (
+        units(&late["amount_units"]),
+        units(&late["network_cost_units"]),
+    );
+    assert!(amount > E18 * 9 / 10, "{late}");
+    assert_eq!(anvil.balance(&new_hot), new_before + amount);
+    assert_eq!(anvil.balance(&old_hot), old_before - amount - fee);
+    let books = custody.client(&ops).ledger_books();
+    for (k, v) in &books {
+        let before = books_before.get(k).copied().unwrap_or(0);
+        match k.as_str() {
+            "system:network_fees:BSC:BNB" => {
+                assert_eq!(before - v, i128::try_from(fee).unwrap())
+            }
+            "system:treasury:BSC:BNB" => assert_eq!(v - before, i128::try_from(fee).unwrap()),
+            _ => assert_eq!(*v, before, "{k}"),
+        }
+    }
+    let audit = admin(&custody, &ops, "audit");
+    assert!(
+        audit.iter().any(|a| a["action"] == "treasury.drain"),
+        "audited"
+    );
+    // Nothing left to move: nothing planned, and why.
+    let again = custody.cli_ok(&["treasury", "drain", "--network", "BSC", "--reason", "again"]);
+    assert_eq!(again["retired"][0]["drain"], json!([]), "{again}");
+    assert!(!again["retired"][0]["left"].as_array().unwrap().is_empty());
+
     let (ok, out, _) = custody.cli(&["ledger", "reconcile"]);
     assert!(ok, "{out}");
     custody.stop();

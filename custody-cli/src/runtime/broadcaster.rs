@@ -22,7 +22,7 @@ use std::time::Duration;
 use custody_core::admin::Alert;
 use custody_core::amount::Amount;
 use custody_core::error::{CoreError, CoreResult};
-use custody_core::outgoing::funds::{shortfall, Holdings};
+use custody_core::outgoing::funds::{shortfall, FundsSeen, Holdings};
 use custody_core::outgoing::{
     blocks, decide, repriced, Attempt, BlockScan, Decision, DoublePaymentIds, EnginePolicy,
     Included, Observation, OutStatus, OutgoingTx, Purpose, Recorded, ANSWER_NONCE_USED,
@@ -177,7 +177,7 @@ impl Broadcaster {
                 }
                 // What the payment moves first: a token payment the wallet cannot cover cannot
                 // even be priced (the node's estimate reverts), and must still raise the alert.
-                if !self.can_fund(&mut out, Amount::ZERO, now).await? {
+                if self.can_fund(&mut out, Amount::ZERO, now).await?.is_none() {
                     return self.unfunded(out, now).await;
                 }
                 let Some(estimate) = self.price_or_wait(&mut out, now).await? else {
@@ -187,12 +187,12 @@ impl Broadcaster {
                     return self.check_later(out, now).await;
                 }
                 let fee = fee_to_hold(&out, &estimate);
-                if !self.can_fund(&mut out, fee, now).await? {
+                let Some(seen) = self.can_fund(&mut out, fee, now).await? else {
                     return self.unfunded(out, now).await;
-                }
+                };
                 let seed = self.predict_nonce(&mut out).await?;
                 match self
-                    .sign_store_send(out, estimate.bid, estimate.plan, seed)
+                    .sign_store_send(out, estimate.bid, estimate.plan, seed, seen)
                     .await?
                 {
                     None => Ok(()),
@@ -219,10 +219,13 @@ impl Broadcaster {
                 let Some(bid) = repriced(refused, fresh.bid, &self.policy) else {
                     return self.send_latest(out).await;
                 };
-                if !self.can_fund(&mut out, max_fee(bid), now).await? {
+                let Some(seen) = self.can_fund(&mut out, max_fee(bid), now).await? else {
                     return self.check_later(out, now).await;
-                }
-                match self.sign_store_send(out, bid, fresh.plan, None).await? {
+                };
+                match self
+                    .sign_store_send(out, bid, fresh.plan, None, seen)
+                    .await?
+                {
                     None => Ok(()),
                     Some(out) => self.held_by_control(out, self.clock.now()).await,
                 }
@@ -237,12 +240,12 @@ impl Broadcaster {
                 {
                     return self.send_latest(out).await;
                 }
-                if !self.can_fund(&mut out, max_fee(bid), now).await? {
+                let Some(seen) = self.can_fund(&mut out, max_fee(bid), now).await? else {
                     // The earlier attempt stays out there; send it again rather than nothing.
                     return self.send_latest(out).await;
-                }
+                };
                 // A replacement's bid comes from the engine; no plan priced it.
-                match self.sign_store_send(out, bid, None, None).await? {
+                match self.sign_store_send(out, bid, None, None, seen).await? {
                     None => Ok(()),
                     Some(out) => self.held_by_control(out, self.clock.now()).await,
                 }
@@ -253,7 +256,7 @@ impl Broadcaster {
                 }
                 // A new TRON transaction: priced afresh (bandwidth, activation, energy), as the
                 // first one was.
-                if !self.can_fund(&mut out, Amount::ZERO, now).await? {
+                if self.can_fund(&mut out, Amount::ZERO, now).await?.is_none() {
                     return self.unfunded(out, now).await;
                 }
                 let Some(estimate) = self.price_or_wait(&mut out, now).await? else {
@@ -263,11 +266,11 @@ impl Broadcaster {
                     return self.check_later(out, now).await;
                 }
                 let fee = fee_to_hold(&out, &estimate);
-                if !self.can_fund(&mut out, fee, now).await? {
+                let Some(seen) = self.can_fund(&mut out, fee, now).await? else {
                     return self.unfunded(out, now).await;
-                }
+                };
                 match self
-                    .sign_store_send(out, estimate.bid, estimate.plan, None)
+                    .sign_store_send(out, estimate.bid, estimate.plan, None, seen)
                     .await?
                 {
                     None => Ok(()),
@@ -392,13 +395,40 @@ impl Broadcaster {
         let blocks = self
             .read_blocks(out, head_number, final_time_ms, &lookups)
             .await?;
+        let nonce_taken_elsewhere = self.nonce_taken_elsewhere(out, head_number).await;
         Ok(Observation {
             head_number,
             head_time_ms,
             final_time_ms,
             lookups,
             blocks,
+            nonce_taken_elsewhere,
         })
+    }
+
+    /// BSC, a cancel requested of a payment that holds a nonce and is in no block: whether a
+    /// transaction that is none of its attempts took its nonce at confirmation depth
+    /// (`ChainSender::nonce_taken_elsewhere`). Not read otherwise (it costs a call); a read
+    /// that fails is no evidence (the rest of the observation still counts).
+    async fn nonce_taken_elsewhere(&self, out: &OutgoingTx, head_number: u64) -> Option<bool> {
+        let nonce = out.nonce?;
+        if out.network != Network::Bsc || out.cancel_request().is_none() || out.included.is_some() {
+            return None;
+        }
+        let depth = u64::from(self.policy.confirmations.max(1)) - 1;
+        let block = head_number.checked_sub(depth)?;
+        let hashes: Vec<String> = out.attempts.iter().map(|a| a.hash.clone()).collect();
+        match self
+            .sender
+            .nonce_taken_elsewhere(&out.from, nonce, block, &hashes)
+            .await
+        {
+            Ok(taken) => taken,
+            Err(e) => {
+                tracing::warn!(network = %self.network, outgoing = %out.id, error = %e, "cannot tell whether the nonce was taken elsewhere");
+                None
+            }
+        }
     }
 
     /// TRON: what blocks read by number say where the lookups by id found nothing: whether
@@ -692,6 +722,12 @@ impl Broadcaster {
         let payment = out.void_payment();
         let fresh = self.sender.price(&out.from, &payment).await.ok();
         let bid = custody_core::outgoing::void_priced(minimum, fresh.map(|f| f.bid), &self.policy);
+        if out.attempts.iter().any(|a| a.void && a.bid == bid.into()) {
+            // The same void again (it was refused, and nothing prices a new one higher; voids
+            // only rise, so it is the newest): its bytes go out once more, as a new signature
+            // would give the same transaction.
+            return self.send_latest(out).await;
+        }
         let (hash, now) = self
             .sign_attempt(&mut out, payment, bid, None, true)
             .await?;
@@ -731,7 +767,7 @@ impl Broadcaster {
         out: &mut OutgoingTx,
         max_fee_native: Amount,
         now: Timestamp,
-    ) -> CoreResult<bool> {
+    ) -> CoreResult<Option<FundsSeen>> {
         let contract = out.payment.spends().token.map(|(c, _)| c);
         let (native, token) = self.sender.balances(&out.from, contract).await?;
         let (network, from) = (out.network, out.from.clone());
@@ -746,7 +782,7 @@ impl Broadcaster {
             &in_flight,
             out.id,
         ) else {
-            return Ok(true);
+            return Ok(Some(FundsSeen::of(&in_flight, out.id)));
         };
         // A sweep's sender is a deposit address, not a hot wallet: it fails and is planned
         // again (`unfunded`), nobody needs to fund it.
@@ -769,7 +805,7 @@ impl Broadcaster {
             .await?;
             out.note(format!("{HOT_WALLET_SHORT}: {why}"), now);
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// Builds and signs a new attempt, stores it with the plan it was priced with (TRON), and
@@ -787,6 +823,7 @@ impl Broadcaster {
         bid: FeeBid,
         plan: Option<ResourcePlan>,
         first_nonce_seed: Option<u64>,
+        funds_seen: FundsSeen,
     ) -> CoreResult<Option<OutgoingTx>> {
         let checked_at = self.clock.now();
         if !self.seed_loaded(&mut out, checked_at).await? {
@@ -810,8 +847,10 @@ impl Broadcaster {
             return Ok(Some(unsigned_copy));
         }
         let stored = out.clone();
+        // A sweep's sender is a deposit address with one open sweep at a time: nothing to fence.
+        let seen = (out.purpose != Purpose::Sweep).then_some(funds_seen);
         let recorded = write(self.store.as_ref(), move |tx| {
-            custody_core::outgoing::record_signed(tx, &stored, first_nonce_seed)
+            custody_core::outgoing::record_signed(tx, &stored, first_nonce_seed, seen.as_ref())
         })
         .await?;
         match recorded {
@@ -822,6 +861,13 @@ impl Broadcaster {
             Recorded::Refused => {
                 tracing::warn!(network = %self.network, outgoing = %out.id, "a control turned on while it was signed: dropped unsent");
                 Ok(Some(unsigned_copy))
+            }
+            Recorded::FundsChanged => {
+                // Not a control: no alert; its funds are checked again at the next look.
+                tracing::warn!(network = %self.network, outgoing = %out.id, "another payment of the sender was signed since its funds check: dropped unsent");
+                let now = self.clock.now();
+                self.check_later(unsigned_copy, now).await?;
+                Ok(None)
             }
         }
     }

@@ -65,6 +65,11 @@ pub struct Observation {
     /// TRON: what the blocks read by number say ([`blocks::scan_window`],
     /// [`blocks::recorded_to_check`]); `NotRead` elsewhere.
     pub blocks: BlockScan,
+    /// BSC, a cancel requested of a payment that holds a nonce and is in no block: whether the
+    /// block at confirmation depth (`head − confirmations + 1`) counts past its nonce while the
+    /// same endpoint, in the same request, knows none of its attempts
+    /// ([`crate::ports::ChainSender::nonce_taken_elsewhere`]); `None` when not read.
+    pub nonce_taken_elsewhere: Option<bool>,
 }
 
 /// The next step for one transaction.
@@ -153,6 +158,16 @@ fn cancelled(
     let wait = Decision::Wait {
         until: now.plus_millis(policy.check_every_ms),
     };
+    if let Some(obs) = observation {
+        if let Some(taken) = nonce_taken_by_another(tx, obs) {
+            return Decision::Fail {
+                reason: format!("{reason}: {taken}"),
+            };
+        }
+        if let Some(step) = unproven_token_payment(tx, obs, policy, &reason) {
+            return step.unwrap_or(wait);
+        }
+    }
     match next {
         // Nothing signed (so no nonce held): nothing can be included.
         Decision::FirstAttempt => Decision::Fail { reason },
@@ -199,12 +214,120 @@ fn cancelled(
     }
 }
 
+/// BSC, cancelled: why none of `tx`'s attempts can ever be included because a transaction
+/// that is none of them took its nonce: the block at confirmation depth already counts the
+/// nonce while the endpoint that counted it knows none of the attempts, in one request
+/// ([`Observation::nonce_taken_elsewhere`]), and the lookups know none of them either. The
+/// payment then fails and releases its hold: nothing of it left.
+fn nonce_taken_by_another(tx: &OutgoingTx, obs: &Observation) -> Option<String> {
+    let nonce = tx.nonce?;
+    let taken = obs.nonce_taken_elsewhere == Some(true);
+    let unknown = obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown));
+    (tx.network == Network::Bsc && tx.included.is_none() && taken && unknown).then(|| {
+        format!(
+            "nonce {nonce} of {} was taken by a transaction that is none of this payment's {} \
+             attempts (final at depth); nothing of it was paid",
+            tx.from,
+            tx.attempts.len()
+        )
+    })
+}
+
+/// BSC, cancelled: a token payment whose attempt succeeded in a block without the
+/// `Transfer` its receipt must show ([`token_transfer_missing`]) — what otherwise stays stuck
+/// for an operator. The operator's cancel says the chain was checked and nothing reached the
+/// destination: the inclusion is recorded (so its fee is booked), and once it is final the
+/// payment fails and releases its hold. `Some(None)`: wait for the depth. `None`: not such a
+/// payment (or more than one attempt in a block, which the double payment path handles).
+fn unproven_token_payment(
+    tx: &OutgoingTx,
+    obs: &Observation,
+    policy: &EnginePolicy,
+    reason: &str,
+) -> Option<Option<Decision>> {
+    let found = in_blocks(tx, obs);
+    let [f] = found.as_slice() else {
+        return None;
+    };
+    if tx.is_void(&f.hash) {
+        return None;
+    }
+    let missing = token_transfer_missing(tx, &f.hash, &f.inclusion)?;
+    // Some of the token left the sender (a fee-taking token, another recipient): money moved,
+    // and failing the payment would release a hold that paid it. It stays for an operator.
+    if moved_any_of_its_token(tx, &f.inclusion.moves) {
+        return None;
+    }
+    // Recorded before with its Transfer shown (an earlier, sound answer): this one is the
+    // lying or stripped answer, not proof that nothing moved.
+    if tx
+        .included
+        .as_ref()
+        .is_some_and(|r| r.hash == f.hash && moved_any_of_its_token(tx, &r.moves))
+    {
+        return None;
+    }
+    let recorded = tx.included.as_ref().is_some_and(|r| {
+        r.hash == f.hash
+            && r.block_number == f.inclusion.block_number
+            && r.block_hash == f.inclusion.block_hash
+    });
+    if !recorded {
+        return Some(Some(Decision::Included {
+            hash: f.hash.clone(),
+            inclusion: f.inclusion.clone(),
+        }));
+    }
+    let fail = Decision::Fail {
+        reason: format!("{reason}: {missing}"),
+    };
+    Some((depth_of(&f.inclusion, obs) >= u64::from(policy.confirmations)).then_some(fail))
+}
+
+/// Whether `moves` show any of `tx`'s token leaving its sender, whatever the amount or the
+/// recipient.
+fn moved_any_of_its_token(tx: &OutgoingTx, moves: &[crate::ports::sender::TokenMove]) -> bool {
+    let Payment::Token { contract, .. } = &tx.payment else {
+        return false;
+    };
+    moves.iter().any(|m| {
+        m.kind == MoveKind::Transfer
+            && m.contract.eq_ignore_ascii_case(contract)
+            && m.from.eq_ignore_ascii_case(&tx.from)
+    })
+}
+
+/// How many blocks deep `inclusion` is: counted from the lower of the observation's head and
+/// the head the endpoint that answered the receipt saw with it ([`Inclusion::head_number`]),
+/// so that a head read from another endpoint (ahead, or on another fork) cannot make final
+/// what the receipt's endpoint does not hold that deep.
+fn depth_of(inclusion: &Inclusion, obs: &Observation) -> u64 {
+    let head = inclusion
+        .head_number
+        .map_or(obs.head_number, |h| h.min(obs.head_number));
+    head.saturating_sub(inclusion.block_number)
+        .saturating_add(1)
+}
+
+/// Whether attempt `a` is a void a node refused (never taken): it is in no pool, so it sets no
+/// price a new void must outbid.
+fn refused_void(a: &super::Attempt) -> bool {
+    a.void
+        && a.sent_at.is_none()
+        && a.last_answer
+            .as_deref()
+            .is_some_and(|x| x.starts_with(ANSWER_REJECTED_PREFIX))
+}
+
 /// BSC: the least bid a void of `tx`'s nonce needs: the replacement minimum over the highest
-/// gas price any of its attempts bid, at a plain transfer's gas; `None` past the cap.
+/// gas price any of its attempts bid (a void a node refused excepted: outbidding it would raise
+/// every new void over the last until the cap), and no less than a refused void's; at a plain
+/// transfer's gas; `None` past the cap.
 fn void_bid(tx: &OutgoingTx, policy: &EnginePolicy) -> Option<FeeBid> {
     let highest = tx
         .attempts
         .iter()
+        .filter(|a| !refused_void(a))
         .filter_map(|a| match a.bid {
             Bid::Gas { gas_price_wei, .. } => Some(gas_price_wei),
             Bid::FeeLimit { .. } => None,
@@ -219,10 +342,25 @@ fn void_bid(tx: &OutgoingTx, policy: &EnginePolicy) -> Option<FeeBid> {
     )? {
         FeeBid::Gas { gas_price_wei, .. } => Some(FeeBid::Gas {
             gas_limit: VOID_GAS,
-            gas_price_wei,
+            // Never under a refused void: voids only rise, so the newest void is the highest
+            // and a bid equal to it resends its bytes (the same bid signs the same hash).
+            gas_price_wei: gas_price_wei.max(highest_refused_void(tx)),
         }),
         FeeBid::FeeLimit { .. } => None,
     }
+}
+
+/// The highest gas price of a void a node refused (0 when none).
+fn highest_refused_void(tx: &OutgoingTx) -> u128 {
+    tx.attempts
+        .iter()
+        .filter(|a| refused_void(a))
+        .filter_map(|a| match a.bid {
+            Bid::Gas { gas_price_wei, .. } => Some(gas_price_wei),
+            Bid::FeeLimit { .. } => None,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The gas of a plain transfer: what a void (0 to the sender itself) uses.
@@ -322,11 +460,7 @@ fn follow(
                 Decision::IncludedUnknownToLookups { hash, inclusion }
             };
         }
-        let depth = obs
-            .head_number
-            .saturating_sub(inclusion.block_number)
-            .saturating_add(1);
-        if depth >= u64::from(policy.confirmations) {
+        if depth_of(&inclusion, obs) >= u64::from(policy.confirmations) {
             return Decision::Final;
         }
         return wait;
@@ -777,6 +911,7 @@ mod tests {
             moves: Vec::new(),
             resources: None,
             block_time_ms: None,
+            head_number: None,
         }
     }
 
@@ -789,6 +924,7 @@ mod tests {
             final_time_ms: Some(head_time),
             lookups,
             blocks: BlockScan::NotRead,
+            nonce_taken_elsewhere: None,
         }
     }
 
@@ -1762,6 +1898,160 @@ mod tests {
         assert!(refusal_waits_for_funds(
             &transfer,
             "CONTRACT_VALIDATE_ERROR: Validate TransferContract error, balance is not sufficient."
+        ));
+    }
+
+    #[test]
+    fn a_cancelled_payment_whose_nonce_another_transaction_took_fails_once_that_is_final() {
+        let mut t = tx(Network::Bsc);
+        let mut a = attempt("a", 0, Some(0), None);
+        a.last_answer = Some(ANSWER_NONCE_USED.into());
+        t.attempts.push(a);
+        t.status = OutStatus::Sent;
+        let mut o = obs(20, 0, vec![TxLookup::Unknown]);
+        // Not cancelled: stuck for an operator, whatever the chain counts.
+        o.nonce_taken_elsewhere = Some(true);
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(1_000)),
+            Decision::Stuck { .. }
+        ));
+        cancel(&mut t);
+        // The block at depth does not count nonce 7 yet (or its endpoint knows an attempt):
+        // no verdict.
+        o.nonce_taken_elsewhere = Some(false);
+        assert!(!matches!(
+            decide(&t, Some(&o), &policy(), at(1_000)),
+            Decision::Fail { .. }
+        ));
+        // Counted at depth, and the nodes know none of the attempts: failed.
+        o.nonce_taken_elsewhere = Some(true);
+        let Decision::Fail { reason } = decide(&t, Some(&o), &policy(), at(1_000)) else {
+            panic!("failed")
+        };
+        assert!(
+            reason.starts_with("cancelled by ops: stuck for a day: nonce 7 of sender was taken"),
+            "{reason}"
+        );
+        // An attempt the node still holds, or one in a block, is not someone else's.
+        for lookup in [TxLookup::Pending, TxLookup::Included(inclusion(15, true))] {
+            let seen = Observation {
+                lookups: vec![lookup],
+                ..o.clone()
+            };
+            assert!(!matches!(
+                decide(&t, Some(&seen), &policy(), at(1_000)),
+                Decision::Fail { .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn depth_is_counted_from_the_lower_of_the_two_heads() {
+        let mut t = tx(Network::Bsc);
+        t.attempts.push(attempt("a", 0, Some(0), None));
+        t.status = OutStatus::Included;
+        t.included = Some(Included::new("a", &inclusion(10, true)));
+        // The head read on its own says 12 (depth 3: final); the receipt's endpoint saw 11.
+        let lagging = Inclusion {
+            head_number: Some(11),
+            ..inclusion(10, true)
+        };
+        let o = obs(12, 0, vec![TxLookup::Included(lagging)]);
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(1_000)),
+            Decision::Wait { .. }
+        ));
+        let caught_up = Inclusion {
+            head_number: Some(12),
+            ..inclusion(10, true)
+        };
+        let o = obs(12, 0, vec![TxLookup::Included(caught_up)]);
+        assert_eq!(decide(&t, Some(&o), &policy(), at(1_000)), Decision::Final);
+    }
+
+    #[test]
+    fn a_void_a_node_refused_sets_no_price_for_the_next() {
+        let mut t = tx(Network::Bsc);
+        t.attempts.push(attempt("a", 0, Some(0), None));
+        t.status = OutStatus::Sent;
+        cancel(&mut t);
+        let mut v = attempt("v", 1_000, None, None);
+        v.void = true;
+        v.bid = Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 1_120_000_000,
+        };
+        v.last_answer = Some(format!(
+            "{ANSWER_REJECTED_PREFIX}insufficient funds for gas"
+        ));
+        t.attempts.push(v);
+        let o = obs(10, 0, vec![TxLookup::Pending, TxLookup::Unknown]);
+        // Long after: the void is priced over the payment's own attempt again, not over the
+        // refused void (the broadcaster then sends the same bytes rather than a new signature).
+        let Decision::Void { bid } = decide(&t, Some(&o), &policy(), at(600_000)) else {
+            panic!("a void")
+        };
+        assert_eq!(gas_price(&bid), 1_120_000_000);
+    }
+
+    #[test]
+    fn a_cancelled_token_payment_without_its_transfer_is_recorded_then_fails_at_depth() {
+        let mut t = tx(Network::Bsc);
+        t.payment = Payment::Token {
+            contract: "usdt".into(),
+            to: "to".into(),
+            amount: Amount::from_units(5),
+        };
+        t.attempts.push(attempt("a", 0, Some(0), None));
+        t.status = OutStatus::Sent;
+        let o = obs(10, 0, vec![TxLookup::Included(inclusion(10, true))]);
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(1_000)),
+            Decision::Stuck { .. }
+        ));
+        cancel(&mut t);
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(1_000)),
+            Decision::Included { hash, .. } if hash == "a"
+        ));
+        t.included = Some(Included::new("a", &inclusion(10, true)));
+        t.status = OutStatus::Included;
+        assert!(matches!(
+            decide(&t, Some(&o), &policy(), at(1_000)),
+            Decision::Wait { .. }
+        ));
+        let deep = obs(12, 0, vec![TxLookup::Included(inclusion(10, true))]);
+        let Decision::Fail { reason } = decide(&t, Some(&deep), &policy(), at(1_000)) else {
+            panic!("failed at depth")
+        };
+        assert!(reason.contains("no Transfer"), "{reason}");
+        // Some of the token left (a fee-taking token: 4 of 5 arrived): money moved, so the
+        // cancel does not fail it; it stays for an operator.
+        let partial = Inclusion {
+            moves: vec![crate::ports::sender::TokenMove {
+                contract: "USDT".into(),
+                kind: MoveKind::Transfer,
+                from: "sender".into(),
+                to: "to".into(),
+                amount: Amount::from_units(4),
+            }],
+            ..inclusion(10, true)
+        };
+        let deep = obs(12, 0, vec![TxLookup::Included(partial.clone())]);
+        assert!(matches!(
+            decide(&t, Some(&deep), &policy(), at(1_000)),
+            Decision::Stuck { .. }
+        ));
+        // Recorded earlier with the token's moves, a later answer without them is no proof.
+        t.included = Some(Included::new("a", &partial));
+        assert!(matches!(
+            decide(
+                &t,
+                Some(&obs(12, 0, vec![TxLookup::Included(inclusion(10, true))])),
+                &policy(),
+                at(1_000)
+            ),
+            Decision::Stuck { .. }
         ));
     }
 }

@@ -38,13 +38,19 @@ fn max_fee(bid: Bid) -> u128 {
     }
 }
 
-/// Offered to a node and not yet in a block: the chain's balance does not show it yet.
+/// Signed and not yet in a block: the chain's balance does not show it yet. Counted unless
+/// every attempt of it was refused by a node (it waits for funds like the payment checked, and
+/// counting it would make two such payments wait on each other); one stored and not yet
+/// answered is on its way (its send is under way, or follows at once after a crash).
 fn on_its_way(tx: &OutgoingTx) -> bool {
     matches!(tx.status, OutStatus::Signed | OutStatus::Sent)
-        && tx
-            .attempts
-            .iter()
-            .any(|a| a.sent_at.is_some() || a.last_answer.is_some())
+        && tx.attempts.iter().any(|a| {
+            a.sent_at.is_some()
+                || !a
+                    .last_answer
+                    .as_deref()
+                    .is_some_and(|x| x.starts_with(super::ANSWER_REJECTED_PREFIX))
+        })
 }
 
 /// Why the wallet cannot fund `payment` at a worst-case fee of `max_fee_native`, beside the
@@ -92,6 +98,37 @@ pub fn shortfall(
         }
     }
     (!short.is_empty()).then(|| short.join("; "))
+}
+
+/// The payments of a wallet a funds check counted beside the one it checked (those on their
+/// way). The write that stores the checked payment's new attempt compares it with what the
+/// store holds then ([`FundsSeen::signed_since`]): a payment of the wallet on its way now that
+/// the check did not count (signed in between by another instance, or a refused one accepted
+/// since) means the check must run again. The store's writes are serializable, so of two such
+/// writes racing, one sees the other.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FundsSeen(std::collections::BTreeSet<uuid::Uuid>);
+
+impl FundsSeen {
+    /// What a check of payment `own_id` counts among `in_flight`.
+    pub fn of(in_flight: &[OutgoingTx], own_id: uuid::Uuid) -> Self {
+        FundsSeen(signed_others(in_flight, own_id).collect())
+    }
+
+    /// A payment of `in_flight` (other than `own_id`) signed since this check, if any.
+    pub fn signed_since(&self, in_flight: &[OutgoingTx], own_id: uuid::Uuid) -> Option<uuid::Uuid> {
+        signed_others(in_flight, own_id).find(|id| !self.0.contains(id))
+    }
+}
+
+fn signed_others(
+    in_flight: &[OutgoingTx],
+    own_id: uuid::Uuid,
+) -> impl Iterator<Item = uuid::Uuid> + '_ {
+    in_flight
+        .iter()
+        .filter(move |t| t.id != own_id && on_its_way(t))
+        .map(|t| t.id)
 }
 
 #[cfg(test)]
@@ -203,9 +240,13 @@ mod tests {
             None
         );
         assert!(shortfall(&p, Amount::from_units(20), holds(189, None), &[sent], own).is_some());
-        // Not yet offered (waiting like us), already included (the balance shows it), or our
-        // own transaction: none of these is counted.
-        let waiting = flying(2, payment(false, 50), false, OutStatus::Signed);
+        // Refused by the node (waiting like us), already included (the balance shows it), or
+        // our own transaction: none of these is counted.
+        let mut waiting = flying(2, payment(false, 50), false, OutStatus::Signed);
+        waiting.attempts[0].last_answer = Some(format!(
+            "{}insufficient funds for gas * price + value",
+            crate::outgoing::ANSWER_REJECTED_PREFIX
+        ));
         let included = flying(3, payment(false, 50), true, OutStatus::Included);
         let ours = flying(9, payment(false, 100), true, OutStatus::Sent);
         assert_eq!(
@@ -217,6 +258,31 @@ mod tests {
                 own
             ),
             None
+        );
+    }
+
+    #[test]
+    fn one_signed_and_stored_but_not_yet_answered_is_on_its_way() {
+        let p = payment(false, 100);
+        let sending = flying(1, payment(false, 50), false, OutStatus::Signed);
+        assert!(shortfall(
+            &p,
+            Amount::from_units(20),
+            holds(189, None),
+            std::slice::from_ref(&sending),
+            Uuid::from_u128(9)
+        )
+        .is_some());
+        // Counted by the check, it is no news to the write; another one signed since is.
+        let seen = FundsSeen::of(std::slice::from_ref(&sending), Uuid::from_u128(9));
+        assert_eq!(
+            seen.signed_since(std::slice::from_ref(&sending), Uuid::from_u128(9)),
+            None
+        );
+        let later = flying(3, payment(false, 50), false, OutStatus::Signed);
+        assert_eq!(
+            seen.signed_since(&[sending, later], Uuid::from_u128(9)),
+            Some(Uuid::from_u128(3))
         );
     }
 

@@ -621,6 +621,9 @@ pub enum Recorded {
     /// written, no nonce was taken; the signed bytes are dropped unsent and the payment waits
     /// as one refused before pricing.
     Refused,
+    /// Another payment of the sender was signed since the funds check (another instance):
+    /// nothing was written; the payment is checked again later.
+    FundsChanged,
 }
 
 /// Records `out`, whose newest attempt was just signed, unless a control now stops new money
@@ -631,13 +634,24 @@ pub enum Recorded {
 /// that one, else nothing is written (another payment of the sender took it meanwhile; the
 /// caller signs again). So a nonce exists exactly when an attempt signed with it is stored: a
 /// crash or a failure between the two can leave no gap.
+///
+/// `funds_seen`: what the sender's funds check counted ([`funds::FundsSeen`]); when another
+/// payment of the sender was signed since, nothing is written ([`Recorded::FundsChanged`]):
+/// the wallet may not cover both.
 pub fn record_signed(
     tx: &mut dyn crate::ports::store::WriteTx,
     out: &OutgoingTx,
     seed: Option<u64>,
+    funds_seen: Option<&funds::FundsSeen>,
 ) -> crate::error::CoreResult<Recorded> {
     if !may_sign_new(tx, out.purpose, out.reference_id, out.network)? {
         return Ok(Recorded::Refused);
+    }
+    if let Some(seen) = funds_seen {
+        let now = tx.outgoing_in_flight(out.network, &out.from)?;
+        if seen.signed_since(&now, out.id).is_some() {
+            return Ok(Recorded::FundsChanged);
+        }
     }
     if let Some(seed) = seed {
         let n = tx.allocate_nonce(out.network, &out.from, seed)?;

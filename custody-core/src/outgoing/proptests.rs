@@ -199,6 +199,7 @@ impl Chain {
             moves: Vec::new(),
             resources: None,
             block_time_ms: None,
+            head_number: None,
         }
     }
 
@@ -232,6 +233,7 @@ impl Chain {
             final_time_ms,
             lookups,
             blocks,
+            nonce_taken_elsewhere: None,
         }
     }
 

@@ -253,6 +253,9 @@ pub struct Inclusion {
     /// The block's timestamp (Unix ms) when the adapter read it: BSC reads it for a failed
     /// receipt, where it tells a swap whose deadline passed from one whose price moved.
     pub block_time_ms: Option<i64>,
+    /// The head of the endpoint that answered the receipt, read with it (BSC, one batch): the
+    /// engine counts the depth from the lower of this and the head it read on its own.
+    pub head_number: Option<u64>,
 }
 
 /// One token movement read from a receipt's logs. Addresses in the network's canonical form.
@@ -302,6 +305,18 @@ pub trait ChainSender: Send + Sync {
     /// The next nonce of `address` counting only mined transactions (EVM), for seeding the
     /// store's nonce allocator; `Ok(None)` where the chain has no nonces.
     async fn confirmed_nonce(&self, address: &str) -> Result<Option<u64>, PortError>;
+
+    /// EVM: whether a transaction that is none of `hashes` took `from`'s `nonce` for good:
+    /// the blocks up to `block` count past `nonce`, and the same endpoint, in the same request
+    /// (one JSON-RPC batch), knows none of `hashes` (no receipt, no transaction). `Ok(None)`
+    /// where the chain has no nonces.
+    async fn nonce_taken_elsewhere(
+        &self,
+        from: &str,
+        nonce: u64,
+        block: u64,
+        hashes: &[String],
+    ) -> Result<Option<bool>, PortError>;
 
     /// Builds the unsigned transaction (TRON: with a recent block as reference and an
     /// expiration).

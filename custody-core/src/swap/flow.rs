@@ -292,6 +292,7 @@ pub fn execute(
         )));
     }
     controls_refusal(tx, asset_in, asset_out)?;
+    crate::wallet::hot::require_active(tx, Network::Bsc, &hot.address)?;
     crate::deposit::refuse_if_owing(
         tx,
         tenant,

@@ -97,6 +97,7 @@ pub fn create_sweep(
     if tx.open_sweep_at(network, &order.source.address)?.is_some() {
         return Ok(None);
     }
+    crate::wallet::hot::require_active(tx, network, &order.hot.address)?;
     let mut sweep = Sweep {
         id: ids.sweep,
         network,

@@ -163,6 +163,30 @@ pub fn hot_wallet_path_of(
         .map_or_else(|| hot_wallet_path(network), HotWalletRecord::path))
 }
 
+/// Refuses new money out of (or swept into) `address` on `network` unless it is the active
+/// hot wallet in the store: an instance started before a rotation (another host sharing a
+/// PostgreSQL store) still pays from the one it derived at start. Checked in the write that
+/// creates a withdrawal, a swap or a sweep, so a stale instance creates nothing against the
+/// retired wallet: the request is refused (`MAINTENANCE`, 503) until it restarts.
+pub fn require_active(tx: &mut dyn WriteTx, network: Network, address: &str) -> CoreResult<()> {
+    let records = tx.hot_wallet_records(network)?;
+    let active = records.is_empty()
+        || records
+            .iter()
+            .any(|r| r.status == HotWalletStatus::Active && r.address == address);
+    if active {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        ErrorCode::Maintenance,
+        format!(
+            "the {network} hot wallet {address} this instance pays from was retired by a \
+             rotation: restart the instance to pay from the active one"
+        ),
+    )
+    .into())
+}
+
 /// What a rotation needs, gathered by the caller.
 #[derive(Debug, Clone)]
 pub struct RotationRequest {
@@ -362,7 +386,7 @@ pub fn plan_drain(
             ErrorCode::ValidationFailed,
             format!(
                 "the old hot wallet holds {} {} but its unfinished payments keep {} and the \
-                 drain's token transfers need {} for their fees: fund it, then rotate again",
+                 drain's token transfers need {} for their fees: fund it, then run it again",
                 native.spendable.units(),
                 native.asset.code,
                 kept.units(),
@@ -492,6 +516,76 @@ pub fn create_drain(
         fundings.push(funding);
         previous = Some(outgoing_id);
     }
+    Ok(fundings)
+}
+
+/// Who drains a retired hot wallet, and why ([`drain_retired`]).
+#[derive(Debug, Clone)]
+pub struct DrainRequest {
+    pub network: Network,
+    pub actor: String,
+    pub reason: String,
+}
+
+/// Drains what is left on retired hot wallet `old` (sweeps planned before its rotation, funds
+/// sent to it since) into the active one, `new`, with its audit record, in the caller's
+/// transaction ([`create_drain`]). Refused unless `old` is retired and `new` is the active
+/// wallet in the store now, or when the plan moves nothing.
+#[allow(clippy::too_many_arguments)]
+pub fn drain_retired(
+    tx: &mut dyn WriteTx,
+    ids: &mut dyn FnMut() -> Uuid,
+    (old, new): (&HotWallet, &HotWallet),
+    request: &DrainRequest,
+    plan: &DrainPlan,
+    in_flight_seen: &[Uuid],
+    now: Timestamp,
+) -> CoreResult<Vec<Funding>> {
+    let network = request.network;
+    if request.reason.trim().is_empty() {
+        return Err(Refusal::validation("reason", "must not be empty").into());
+    }
+    let records = tx.hot_wallet_records(network)?;
+    let retired = records
+        .iter()
+        .any(|r| r.address == old.address && r.status == HotWalletStatus::Retired);
+    if !retired {
+        return Err(Refusal::new(
+            ErrorCode::ValidationFailed,
+            format!("{} is not a retired {network} hot wallet", old.address),
+        )
+        .into());
+    }
+    require_active(tx, network, &new.address)?;
+    if plan.transfers.is_empty() {
+        return Err(Refusal::new(
+            ErrorCode::ValidationFailed,
+            format!("nothing to move from {}", old.address),
+        )
+        .into());
+    }
+    let audit_id = ids();
+    let fundings = create_drain(tx, ids, (old, new), network, plan, in_flight_seen, now)?;
+    tx.append_audit(&AuditRecord {
+        id: audit_id,
+        actor: request.actor.clone(),
+        action: "treasury.drain".into(),
+        target: format!("hot_wallet:{network}:{}", old.address),
+        old_value: None,
+        new_value: Some(serde_json::json!({
+            "to": new.address,
+            "transfers": plan
+                .transfers
+                .iter()
+                .map(|(asset, amount)| serde_json::json!({
+                    "asset": asset.code,
+                    "amount_units": amount.units().to_string(),
+                }))
+                .collect::<Vec<_>>(),
+        })),
+        reason: request.reason.clone(),
+        created_at: now,
+    })?;
     Ok(fundings)
 }
 

@@ -198,6 +198,7 @@ pub fn execute(
         )));
     }
     controls_refusal(tx, &asset.id())?;
+    crate::wallet::hot::require_active(tx, asset.network, &hot.address)?;
     crate::deposit::refuse_if_owing(
         tx,
         tenant,

@@ -69,6 +69,9 @@ struct ScriptedChain {
     hide_transfers: std::sync::atomic::AtomicBool,
     /// What the chain says the hot wallet's confirmed nonce is (`None`: 0).
     confirmed: Mutex<Option<u64>>,
+    /// nonce -> block: a transaction that is none of ours took the nonce (the key used
+    /// elsewhere); a node answers "nonce too low" to ours.
+    foreign: Mutex<BTreeMap<u64, u64>>,
 }
 
 impl ScriptedChain {
@@ -84,14 +87,23 @@ impl ScriptedChain {
                 best.insert(nonce, (hash.clone(), price));
             }
         }
+        let foreign = self.foreign.lock().unwrap();
         for (nonce, (hash, _)) in best {
-            let taken = mined
-                .keys()
-                .any(|h| pool.get(h).is_some_and(|(n, _)| *n == nonce));
+            let taken = foreign.contains_key(&nonce)
+                || mined
+                    .keys()
+                    .any(|h| pool.get(h).is_some_and(|(n, _)| *n == nonce));
             if !taken {
                 mined.insert(hash, *head);
             }
         }
+    }
+
+    /// A transaction that is none of ours takes `nonce` in a new block.
+    fn take_nonce_elsewhere(&self, nonce: u64) {
+        let mut head = self.head.lock().unwrap();
+        *head += 1;
+        self.foreign.lock().unwrap().insert(nonce, *head);
     }
 
     fn empty_blocks(&self, n: u64) {
@@ -152,6 +164,27 @@ impl ChainSender for ScriptedChain {
         Ok(Some(self.confirmed.lock().unwrap().unwrap_or(0)))
     }
 
+    async fn nonce_taken_elsewhere(
+        &self,
+        _: &str,
+        nonce: u64,
+        block: u64,
+        hashes: &[String],
+    ) -> Result<Option<bool>, PortError> {
+        let taken = self
+            .foreign
+            .lock()
+            .unwrap()
+            .get(&nonce)
+            .is_some_and(|b| *b <= block);
+        let pool = self.pool.lock().unwrap();
+        let mined = self.mined.lock().unwrap();
+        let known = hashes
+            .iter()
+            .any(|h| pool.contains_key(h) || mined.contains_key(h));
+        Ok(Some(taken && !known))
+    }
+
     async fn build(&self, r: &BuildRequest) -> Result<UnsignedTx, PortError> {
         let switch = self.switch_on_build.lock().unwrap().take();
         if let Some((store, key)) = switch {
@@ -208,6 +241,9 @@ impl ChainSender for ScriptedChain {
     async fn broadcast(&self, signed: &SignedTx) -> BroadcastOutcome {
         self.broadcasts.lock().unwrap().push(signed.hash.clone());
         let (nonce, price) = decode(&signed.raw);
+        if self.foreign.lock().unwrap().contains_key(&nonce) {
+            return BroadcastOutcome::NonceUsed;
+        }
         if price < *self.min_price.lock().unwrap() {
             return BroadcastOutcome::Rejected("transaction underpriced".into());
         }
@@ -264,6 +300,7 @@ impl ChainSender for ScriptedChain {
                 moves,
                 resources: None,
                 block_time_ms: None,
+                head_number: None,
             }));
         }
         Ok(if self.pool.lock().unwrap().contains_key(hash) {
@@ -761,7 +798,7 @@ async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> Stri
         )
         .unwrap();
     let recorded = write(f.b.store.as_ref(), move |tx| {
-        custody_core::outgoing::record_signed(tx, &stored, Some(next))
+        custody_core::outgoing::record_signed(tx, &stored, Some(next), None)
     })
     .await
     .unwrap();
@@ -2032,4 +2069,150 @@ async fn only_the_instance_holding_the_wallets_lock_signs_for_it() {
     assert_eq!(attempts, 1, "one payment signed");
     assert_eq!(f.chain.broadcasts.lock().unwrap().len(), 1);
     assert_eq!(books(&f).await, before, "nothing settled yet");
+}
+
+#[tokio::test]
+async fn a_cancelled_payment_whose_nonce_another_transaction_took_fails_and_releases_its_hold() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    let before = books(&f).await;
+    f.b.round().await.unwrap();
+    let sent = f.get(id).await;
+    assert_eq!((sent.nonce, sent.status), (Some(0), OutStatus::Sent));
+    // The key signed another transaction at nonce 0 elsewhere; the node dropped ours.
+    f.chain.take_nonce_elsewhere(0);
+    f.chain.drop_pool();
+    // Replaced after a minute: the node answers "nonce too low", and it stays stuck.
+    f.advance(61_000);
+    f.b.round().await.unwrap();
+    for _ in 0..3 {
+        f.advance(3_000);
+        f.b.round().await.unwrap();
+    }
+    let stuck = f.get(id).await;
+    assert!(!stuck.status.is_terminal());
+    assert_eq!(
+        stuck.latest().unwrap().last_answer.as_deref(),
+        Some("nonce_used")
+    );
+    assert_eq!(alerts_of(&f, "outgoing_stuck").await.len(), 1);
+    request_cancel(&f, id).await.unwrap();
+    // The taking transaction is not final yet (confirmations 3): nothing is decided.
+    f.advance(1_000);
+    f.b.round().await.unwrap();
+    assert!(!f.get(id).await.status.is_terminal());
+    f.chain.empty_blocks(2);
+    let done = f.rounds_until_done(id, 3, 61_000).await;
+    assert_eq!(done.status, OutStatus::Failed);
+    assert!(done.included.is_none());
+    let w = f.withdrawal(id).await;
+    assert_eq!(w.status, custody_core::withdrawal::WithdrawalStatus::Failed);
+    assert!(
+        w.failure_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("nonce 0") && r.contains("taken")),
+        "{:?}",
+        w.failure_reason
+    );
+    assert_eq!(f.chain.mined_payments(), 0, "nothing of ours was mined");
+    released_with_fee(&before, &books(&f).await, 0);
+}
+
+#[tokio::test]
+async fn a_cancelled_token_payment_whose_receipt_shows_no_transfer_fails_with_its_fee_booked() {
+    let f = Fixture::new();
+    *f.chain.token_balance.lock().unwrap() = 1_000;
+    let id = f.create_of("USDT").await;
+    let before = books(&f).await;
+    f.advance(16_000);
+    f.b.round().await.unwrap();
+    f.chain.hide_transfers.store(true, Ordering::SeqCst);
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    f.advance(61_000);
+    f.b.round().await.unwrap();
+    assert_eq!(alerts_of(&f, "outgoing_stuck").await.len(), 1);
+    assert!(f.get(id).await.included.is_none());
+    // An operator checked the chain: nothing reached the destination.
+    request_cancel(&f, id).await.unwrap();
+    let done = f.rounds_until_done(id, 4, 61_000).await;
+    assert_eq!(done.status, OutStatus::Failed);
+    assert!(
+        done.failure_reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("cancelled by ops: stuck") && r.contains("no Transfer")),
+        "{:?}",
+        done.failure_reason
+    );
+    assert_eq!(
+        f.withdrawal(id).await.status,
+        custody_core::withdrawal::WithdrawalStatus::Failed
+    );
+    // The hold (USDT amount and cost) released; the gas it burned booked in BNB.
+    released_with_fee(&before, &books(&f).await, 21_000_000_000_000);
+}
+
+#[tokio::test]
+async fn a_refused_void_is_sent_again_not_outbid_until_the_cap() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    f.b.round().await.unwrap();
+    assert_eq!(f.get(id).await.attempts.len(), 1);
+    request_cancel(&f, id).await.unwrap();
+    // The node now refuses anything under 5 gwei while quoting 1 gwei: every void is refused.
+    *f.chain.min_price.lock().unwrap() = 5_000_000_000;
+    for _ in 0..6 {
+        f.advance(61_000);
+        f.b.round().await.unwrap();
+    }
+    let out = f.get(id).await;
+    assert_eq!(
+        out.attempts.len(),
+        2,
+        "one void, sent again: {:?}",
+        out.attempts
+    );
+    assert!(out.attempts[1].void);
+    assert_eq!(
+        out.attempts[1].bid,
+        custody_core::outgoing::Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 1_120_000_000
+        }
+    );
+    let void_sends = f
+        .chain
+        .broadcasts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|h| **h == out.attempts[1].hash)
+        .count();
+    assert!(void_sends >= 3, "sent again: {void_sends}");
+    // The node's price rises: a new void at it (refused too); then it falls and rises again:
+    // never under the refused void, so its bytes are sent again, never signed twice.
+    *f.chain.node_price.lock().unwrap() = 1_500_000_000;
+    for price in [1_500_000_000, 1_000_000_000, 1_500_000_000] {
+        *f.chain.node_price.lock().unwrap() = price;
+        f.advance(61_000);
+        f.b.round().await.unwrap();
+    }
+    let out = f.get(id).await;
+    assert_eq!(out.attempts.len(), 3, "{:?}", out.attempts);
+    assert_eq!(
+        out.attempts[2].bid,
+        custody_core::outgoing::Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 1_500_000_000
+        }
+    );
+    let global = read(f.b.store.as_ref(), |tx| {
+        Ok(restricted(
+            tx,
+            custody_core::invariants::GLOBAL_KILL_SWITCH,
+        )?)
+    })
+    .await
+    .unwrap();
+    assert!(!global, "no invariant broke");
 }

@@ -24,6 +24,7 @@ suite!(
         a_nonce_is_set_once_at_signing_and_stays_unique,
         an_attempt_belongs_to_one_transaction,
         a_transaction_is_found_by_any_of_its_attempts,
+        of_two_payments_of_one_sender_funded_by_one_check_only_one_is_recorded,
     }
 );
 
@@ -371,7 +372,7 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     let stored = signed.clone();
     assert_eq!(
         crate::ports::store::write(s, move |tx| {
-            crate::outgoing::record_signed(tx, &stored, Some(41))
+            crate::outgoing::record_signed(tx, &stored, Some(41), None)
         })
         .await
         .unwrap(),
@@ -384,7 +385,7 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     stale.nonce = Some(41);
     stale.add_attempt(attempt("b1"), at(20)).unwrap();
     let refused = crate::ports::store::write(s, move |tx| {
-        crate::outgoing::record_signed(tx, &stale, Some(0))
+        crate::outgoing::record_signed(tx, &stale, Some(0), None)
     })
     .await;
     assert!(refused.is_err());
@@ -415,7 +416,7 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     // nothing and allocates nothing.
     let record_next = |next: OutgoingTx| {
         crate::ports::store::write(s, move |tx| {
-            crate::outgoing::record_signed(tx, &next, Some(0))
+            crate::outgoing::record_signed(tx, &next, Some(0), None)
         })
     };
     let switch = |on: bool| {
@@ -516,4 +517,60 @@ async fn a_transaction_is_found_by_any_of_its_attempts(store: Arc<dyn Store>) {
     assert!(r(s, |tx| tx.outgoing_by_attempt(Network::Bsc, "ffff"))
         .await
         .is_none());
+}
+
+/// Two instances each checked the hot wallet's funds for their own payment, neither counting
+/// the other's (both unsigned then), and both signed: the writes that would store the two
+/// attempts run at the same time. Exactly one is stored; the other sees a payment signed since
+/// its check (`outgoing::funds::FundsSeen`) and writes nothing, to be checked again.
+async fn of_two_payments_of_one_sender_funded_by_one_check_only_one_is_recorded(
+    store: Arc<dyn Store>,
+) {
+    let s = store.as_ref();
+    let (a, b) = (outgoing(1, 100, None, 10), outgoing(2, 200, None, 10));
+    let (ia, ib) = (a.clone(), b.clone());
+    w(s, move |tx| {
+        tx.insert_outgoing(&ia)?;
+        tx.insert_outgoing(&ib)
+    })
+    .await
+    .unwrap();
+    let before = r(s, |tx| tx.outgoing_in_flight(Network::Bsc, HOT)).await;
+    let record = |mut out: OutgoingTx, hash: &'static str| {
+        let seen = crate::outgoing::funds::FundsSeen::of(&before, out.id);
+        out.add_attempt(attempt(hash), at(20)).unwrap();
+        crate::ports::store::write(s, move |tx| {
+            crate::outgoing::record_signed(tx, &out, None, Some(&seen))
+        })
+    };
+    let both = crate::testing::join_all(vec![record(a, "a1"), record(b, "b1")]).await;
+    let mut results: Vec<_> = both.into_iter().map(Result::unwrap).collect();
+    results.sort_by_key(|x| format!("{x:?}"));
+    assert_eq!(
+        results,
+        vec![
+            crate::outgoing::Recorded::FundsChanged,
+            crate::outgoing::Recorded::Stored
+        ]
+    );
+    let signed = r(s, |tx| tx.outgoing_in_flight(Network::Bsc, HOT))
+        .await
+        .iter()
+        .filter(|o| !o.attempts.is_empty())
+        .count();
+    assert_eq!(signed, 1, "one attempt stored");
+    // Checked again, with the stored one counted, the other is recorded.
+    let now = r(s, |tx| tx.outgoing_in_flight(Network::Bsc, HOT)).await;
+    let left = now.iter().find(|o| o.attempts.is_empty()).unwrap().clone();
+    let seen = crate::outgoing::funds::FundsSeen::of(&now, left.id);
+    let mut again = left;
+    again.add_attempt(attempt("c1"), at(30)).unwrap();
+    assert_eq!(
+        crate::ports::store::write(s, move |tx| {
+            crate::outgoing::record_signed(tx, &again, None, Some(&seen))
+        })
+        .await
+        .unwrap(),
+        crate::outgoing::Recorded::Stored
+    );
 }

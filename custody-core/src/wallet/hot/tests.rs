@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::asset::AssetCatalog;
+use crate::error::CoreError;
 use crate::keys::{HdKeys, Mnemonic, SeedSet};
 use crate::ports::store::{read, write};
 use crate::testing::{block_on, MemoryStore, MNEMONIC};
@@ -239,4 +240,24 @@ fn a_drain_whose_token_fees_the_native_coin_cannot_pay_is_refused() {
     let plan = plan_drain(&native, &tokens, Amount::ZERO).unwrap();
     assert_eq!(plan.transfers.len(), 1);
     assert_eq!(plan.left[0].0, "BNB");
+}
+
+#[test]
+fn after_a_rotation_only_the_active_hot_wallet_may_pay_or_receive_new_money() {
+    let (store, set) = setup(true);
+    let check = |address: String| {
+        block_on(write(&store, move |tx| {
+            require_active(tx, Network::Bsc, &address)
+        }))
+    };
+    let old = first(set.as_ref());
+    check(old.address.clone()).expect("never rotated: the first seed's wallet pays");
+    let (_, new) = rotate_now(&store, &set, 10).unwrap();
+    check(new.address.clone()).expect("the active one pays");
+    let err = check(old.address.clone()).unwrap_err();
+    let CoreError::Refused(refusal) = &err else {
+        panic!("a refusal: {err}")
+    };
+    assert_eq!(refusal.code, ErrorCode::Maintenance);
+    assert!(refusal.message.contains("restart"), "{}", refusal.message);
 }
