@@ -399,6 +399,100 @@ enum Estimate {
 }
 
 impl BscSender {
+    /// The first block up to `final_block` whose state counts past `nonce` of `from` (the one
+    /// that holds `from`'s transaction at `nonce`), `None` when `final_block` does not count
+    /// past it. Searched down from `final_block` in doubling steps, then halved: a nonce taken
+    /// recently (the usual case) costs a few calls, and only within the state a pruning node
+    /// keeps.
+    async fn block_taking_nonce(
+        &self,
+        from: &str,
+        nonce: u64,
+        final_block: u64,
+    ) -> Result<Option<u64>, PortError> {
+        let past = |count: u64| count > nonce;
+        if !past(
+            self.transaction_count(from, format!("{final_block:#x}"))
+                .await?,
+        ) {
+            return Ok(None);
+        }
+        let (mut low, mut high) = (None, final_block);
+        let mut step = 1u64;
+        while low.is_none() {
+            let probe = final_block.saturating_sub(step);
+            if probe == high {
+                // Block 0 counts past it: only a chain that starts with it.
+                return Ok(Some(0));
+            }
+            if past(self.transaction_count(from, format!("{probe:#x}")).await?) {
+                high = probe;
+                step = step.saturating_mul(2);
+            } else {
+                low = Some(probe);
+            }
+        }
+        let mut low = low.unwrap_or(0);
+        while high - low > 1 {
+            let mid = low + (high - low) / 2;
+            if past(self.transaction_count(from, format!("{mid:#x}")).await?) {
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        Ok(Some(high))
+    }
+
+    /// The hash of `from`'s transaction at `nonce` in block `number`, read from the block's
+    /// own list with the endpoint's head in one request, when the block is at least `depth`
+    /// blocks below that head; `None` otherwise.
+    async fn transaction_in_block_at_nonce(
+        &self,
+        from: &str,
+        nonce: u64,
+        number: u64,
+        depth: u64,
+    ) -> Result<Option<String>, PortError> {
+        let from = parse_address("from", from)?;
+        let mut answers = self
+            .chain
+            .rpc()
+            .batch(&[
+                (
+                    "eth_getBlockByNumber",
+                    json!([format!("{number:#x}"), true]),
+                ),
+                ("eth_getBlockByNumber", json!(["latest", false])),
+            ])
+            .await?
+            .into_iter();
+        let mut next = || match answers.next() {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(e)) => Err(e.into_port_error("eth_getBlockByNumber")),
+            None => Err(malformed("no answer to eth_getBlockByNumber in the batch")),
+        };
+        let (block, head) = (next()?, next()?);
+        if block.is_null() || head.is_null() {
+            return Ok(None);
+        }
+        let head = codec::quantity_u64(field(&head, "number")?).map_err(malformed)?;
+        if head.saturating_sub(number) < depth {
+            return Ok(None);
+        }
+        let txs = field(&block, "transactions")?
+            .as_array()
+            .ok_or_else(|| malformed("a block's transactions are not a list"))?;
+        for tx in txs {
+            let sender = codec::address(field(tx, "from")?).map_err(malformed)?;
+            let at = codec::quantity_u64(field(tx, "nonce")?).map_err(malformed)?;
+            if sender == from && at == nonce {
+                return Ok(Some(codec::hash(field(tx, "hash")?).map_err(malformed)?));
+            }
+        }
+        Ok(None)
+    }
+
     /// `eth_getTransactionCount` of `address` at block `tag`: its nonce after that block.
     async fn transaction_count(&self, address: &str, tag: String) -> Result<u64, PortError> {
         let address = parse_address("address", address)?;
@@ -572,37 +666,22 @@ impl ChainSender for BscSender {
             .map(Some)
     }
 
-    async fn nonce_taken_elsewhere(
+    async fn final_transaction_at_nonce(
         &self,
         from: &str,
         nonce: u64,
-        block: u64,
-        hashes: &[String],
-    ) -> Result<Option<bool>, PortError> {
-        let from = parse_address("from", from)?;
-        let mut calls = vec![(
-            "eth_getTransactionCount",
-            json!([from.to_lowercase_hex(), format!("{block:#x}")]),
-        )];
-        for h in hashes {
-            let h = format!("0x{}", h.trim_start_matches("0x"));
-            calls.push(("eth_getTransactionReceipt", json!([h])));
-            calls.push(("eth_getTransactionByHash", json!([h])));
-        }
-        // One batch: one endpoint counts the nonce and says it knows none of the hashes.
-        let answers = self.chain.rpc().batch(&calls).await?;
-        let mut known = false;
-        let mut count = None;
-        for ((method, _), answer) in calls.iter().zip(answers) {
-            let v = answer.map_err(|e| e.into_port_error(method))?;
-            if *method == "eth_getTransactionCount" {
-                count = Some(codec::quantity_u64(&v).map_err(malformed)?);
-            } else if !v.is_null() {
-                known = true;
-            }
-        }
-        let count = count.ok_or_else(|| malformed("no transaction count in the batch"))?;
-        Ok(Some(count > nonce && !known))
+        confirmations: u32,
+    ) -> Result<Option<String>, PortError> {
+        let (head, _) = self.head().await?;
+        let depth = u64::from(confirmations.max(1)) - 1;
+        let Some(final_block) = head.checked_sub(depth) else {
+            return Ok(None);
+        };
+        let Some(block) = self.block_taking_nonce(from, nonce, final_block).await? else {
+            return Ok(None);
+        };
+        self.transaction_in_block_at_nonce(from, nonce, block, depth)
+            .await
     }
 
     async fn build(&self, request: &BuildRequest) -> Result<UnsignedTx, PortError> {

@@ -449,3 +449,39 @@ async fn bnb_to_a_contract_is_priced_by_the_node_and_a_refusing_contract_is_refu
         }
     ));
 }
+
+#[tokio::test]
+async fn what_took_a_nonce_is_read_from_its_block_once_it_is_final() {
+    let Some(f) = fixture() else { return };
+    let start = f.nonce().await;
+    // Automine: each payment in a block of its own.
+    let mut hashes = Vec::new();
+    for i in 0..5 {
+        let signed = f.signed(native(1), start + i, gas(21_000, 10 * GWEI)).await;
+        assert_eq!(
+            f.sender.broadcast(&signed).await,
+            BroadcastOutcome::Accepted
+        );
+        f.included(&signed.hash).await;
+        hashes.push(signed.hash);
+    }
+    // The newest is one block deep: not final at 3 confirmations; the one before it is... not
+    // either (2 deep); the third from the end is.
+    let at = |nonce: u64, confirmations: u32| {
+        let sender = &f.sender;
+        let from = f.from.clone();
+        async move {
+            sender
+                .final_transaction_at_nonce(&from, nonce, confirmations)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(at(start + 4, 3).await, None, "not deep enough");
+    assert_eq!(at(start + 2, 3).await, Some(hashes[2].clone()));
+    assert_eq!(at(start, 3).await, Some(hashes[0].clone()));
+    assert_eq!(at(start + 4, 1).await, Some(hashes[4].clone()));
+    assert_eq!(at(start + 5, 1).await, None, "never used");
+    f.anvil.mine(3);
+    assert_eq!(at(start + 4, 3).await, Some(hashes[4].clone()));
+}

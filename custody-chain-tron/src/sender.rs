@@ -815,13 +815,12 @@ impl ChainSender for TronSender {
         Ok(None)
     }
 
-    async fn nonce_taken_elsewhere(
+    async fn final_transaction_at_nonce(
         &self,
         _from: &str,
         _nonce: u64,
-        _block: u64,
-        _hashes: &[String],
-    ) -> Result<Option<bool>, PortError> {
+        _confirmations: u32,
+    ) -> Result<Option<String>, PortError> {
         Ok(None)
     }
 

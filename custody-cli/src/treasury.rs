@@ -172,7 +172,17 @@ pub fn drain(dir: &DataDir, args: &RotateArgs) -> Result<(), String> {
         }))
     });
     store.close();
-    print_json(&result?)
+    let result = result?;
+    print_json(&result)?;
+    let failed = result["retired"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|w| w.get("error").is_some()));
+    if failed {
+        return Err(
+            "the drain of at least one retired hot wallet was not recorded (see \"error\")".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Plans and records the drain of retired wallet `old` into `active`: what it planned and what

@@ -395,37 +395,42 @@ impl Broadcaster {
         let blocks = self
             .read_blocks(out, head_number, final_time_ms, &lookups)
             .await?;
-        let nonce_taken_elsewhere = self.nonce_taken_elsewhere(out, head_number).await;
+        let nonce_holder = self.nonce_holder(out).await;
         Ok(Observation {
             head_number,
             head_time_ms,
             final_time_ms,
             lookups,
             blocks,
-            nonce_taken_elsewhere,
+            nonce_holder,
         })
     }
 
-    /// BSC, a cancel requested of a payment that holds a nonce and is in no block: whether a
-    /// transaction that is none of its attempts took its nonce at confirmation depth
-    /// (`ChainSender::nonce_taken_elsewhere`). Not read otherwise (it costs a call); a read
-    /// that fails is no evidence (the rest of the observation still counts).
-    async fn nonce_taken_elsewhere(&self, out: &OutgoingTx, head_number: u64) -> Option<bool> {
+    /// BSC, a cancel requested of a payment in no block whose nonce a node called used: the
+    /// hash of the sender's transaction at that nonce at confirmation depth
+    /// (`ChainSender::final_transaction_at_nonce`). Not read otherwise (it costs several
+    /// calls); a read that fails is no evidence (the rest of the observation still counts).
+    async fn nonce_holder(&self, out: &OutgoingTx) -> Option<String> {
         let nonce = out.nonce?;
-        if out.network != Network::Bsc || out.cancel_request().is_none() || out.included.is_some() {
+        let told_used = out
+            .attempts
+            .iter()
+            .any(|a| a.last_answer.as_deref() == Some(ANSWER_NONCE_USED));
+        if out.network != Network::Bsc
+            || out.cancel_request().is_none()
+            || out.included.is_some()
+            || !told_used
+        {
             return None;
         }
-        let depth = u64::from(self.policy.confirmations.max(1)) - 1;
-        let block = head_number.checked_sub(depth)?;
-        let hashes: Vec<String> = out.attempts.iter().map(|a| a.hash.clone()).collect();
         match self
             .sender
-            .nonce_taken_elsewhere(&out.from, nonce, block, &hashes)
+            .final_transaction_at_nonce(&out.from, nonce, self.policy.confirmations)
             .await
         {
-            Ok(taken) => taken,
+            Ok(holder) => holder,
             Err(e) => {
-                tracing::warn!(network = %self.network, outgoing = %out.id, error = %e, "cannot tell whether the nonce was taken elsewhere");
+                tracing::warn!(network = %self.network, outgoing = %out.id, error = %e, "cannot read what took the payment's nonce");
                 None
             }
         }

@@ -65,11 +65,11 @@ pub struct Observation {
     /// TRON: what the blocks read by number say ([`blocks::scan_window`],
     /// [`blocks::recorded_to_check`]); `NotRead` elsewhere.
     pub blocks: BlockScan,
-    /// BSC, a cancel requested of a payment that holds a nonce and is in no block: whether the
-    /// block at confirmation depth (`head − confirmations + 1`) counts past its nonce while the
-    /// same endpoint, in the same request, knows none of its attempts
-    /// ([`crate::ports::ChainSender::nonce_taken_elsewhere`]); `None` when not read.
-    pub nonce_taken_elsewhere: Option<bool>,
+    /// BSC, a cancel requested of a payment whose nonce a node called used: the hash of the
+    /// sender's transaction at that nonce, read from a block at confirmation depth
+    /// ([`crate::ports::ChainSender::final_transaction_at_nonce`]); `None` when not read or
+    /// not found.
+    pub nonce_holder: Option<String>,
 }
 
 /// The next step for one transaction.
@@ -215,17 +215,25 @@ fn cancelled(
 }
 
 /// BSC, cancelled: why none of `tx`'s attempts can ever be included because a transaction
-/// that is none of them took its nonce: the block at confirmation depth already counts the
-/// nonce while the endpoint that counted it knows none of the attempts, in one request
-/// ([`Observation::nonce_taken_elsewhere`]), and the lookups know none of them either. The
-/// payment then fails and releases its hold: nothing of it left.
+/// that is none of them took its nonce: the transaction at its nonce, read from a block at
+/// confirmation depth, is none of its attempts ([`Observation::nonce_holder`]), and no lookup
+/// finds one of them in a block. Positive proof: only one transaction of a nonce is ever in
+/// the chain. The payment then fails and releases its hold: nothing of it left.
 fn nonce_taken_by_another(tx: &OutgoingTx, obs: &Observation) -> Option<String> {
     let nonce = tx.nonce?;
-    let taken = obs.nonce_taken_elsewhere == Some(true);
-    let unknown = obs.lookups.iter().all(|l| matches!(l, TxLookup::Unknown));
-    (tx.network == Network::Bsc && tx.included.is_none() && taken && unknown).then(|| {
+    let holder = obs.nonce_holder.as_deref()?;
+    let ours = tx.attempts.iter().any(|a| {
+        a.hash
+            .trim_start_matches("0x")
+            .eq_ignore_ascii_case(holder.trim_start_matches("0x"))
+    });
+    let in_a_block = obs
+        .lookups
+        .iter()
+        .any(|l| matches!(l, TxLookup::Included(_)));
+    (tx.network == Network::Bsc && tx.included.is_none() && !ours && !in_a_block).then(|| {
         format!(
-            "nonce {nonce} of {} was taken by a transaction that is none of this payment's {} \
+            "nonce {nonce} of {} was taken by transaction {holder}, none of this payment's {} \
              attempts (final at depth); nothing of it was paid",
             tx.from,
             tx.attempts.len()
@@ -924,7 +932,7 @@ mod tests {
             final_time_ms: Some(head_time),
             lookups,
             blocks: BlockScan::NotRead,
-            nonce_taken_elsewhere: None,
+            nonce_holder: None,
         }
     }
 
@@ -1909,40 +1917,45 @@ mod tests {
         t.attempts.push(a);
         t.status = OutStatus::Sent;
         let mut o = obs(20, 0, vec![TxLookup::Unknown]);
-        // Not cancelled: stuck for an operator, whatever the chain counts.
-        o.nonce_taken_elsewhere = Some(true);
+        // Not cancelled: stuck for an operator, whatever holds the nonce.
+        o.nonce_holder = Some("f0".into());
         assert!(matches!(
             decide(&t, Some(&o), &policy(), at(1_000)),
             Decision::Stuck { .. }
         ));
         cancel(&mut t);
-        // The block at depth does not count nonce 7 yet (or its endpoint knows an attempt):
-        // no verdict.
-        o.nonce_taken_elsewhere = Some(false);
+        // Nothing at nonce 7 at depth yet, or what holds it is one of the attempts (a lagging
+        // index): no verdict.
+        o.nonce_holder = None;
         assert!(!matches!(
             decide(&t, Some(&o), &policy(), at(1_000)),
             Decision::Fail { .. }
         ));
-        // Counted at depth, and the nodes know none of the attempts: failed.
-        o.nonce_taken_elsewhere = Some(true);
+        o.nonce_holder = Some("A".into());
+        assert!(!matches!(
+            decide(&t, Some(&o), &policy(), at(1_000)),
+            Decision::Fail { .. }
+        ));
+        // Another transaction holds it at depth: failed.
+        o.nonce_holder = Some("f0".into());
         let Decision::Fail { reason } = decide(&t, Some(&o), &policy(), at(1_000)) else {
             panic!("failed")
         };
         assert!(
-            reason.starts_with("cancelled by ops: stuck for a day: nonce 7 of sender was taken"),
+            reason.starts_with(
+                "cancelled by ops: stuck for a day: nonce 7 of sender was taken by transaction f0"
+            ),
             "{reason}"
         );
-        // An attempt the node still holds, or one in a block, is not someone else's.
-        for lookup in [TxLookup::Pending, TxLookup::Included(inclusion(15, true))] {
-            let seen = Observation {
-                lookups: vec![lookup],
-                ..o.clone()
-            };
-            assert!(!matches!(
-                decide(&t, Some(&seen), &policy(), at(1_000)),
-                Decision::Fail { .. }
-            ));
-        }
+        // A lookup that finds an attempt in a block contradicts it: no verdict.
+        let seen = Observation {
+            lookups: vec![TxLookup::Included(inclusion(15, true))],
+            ..o.clone()
+        };
+        assert!(!matches!(
+            decide(&t, Some(&seen), &policy(), at(1_000)),
+            Decision::Fail { .. }
+        ));
     }
 
     #[test]

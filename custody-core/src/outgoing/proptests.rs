@@ -233,7 +233,7 @@ impl Chain {
             final_time_ms,
             lookups,
             blocks,
-            nonce_taken_elsewhere: None,
+            nonce_holder: None,
         }
     }
 

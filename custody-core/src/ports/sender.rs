@@ -306,17 +306,17 @@ pub trait ChainSender: Send + Sync {
     /// store's nonce allocator; `Ok(None)` where the chain has no nonces.
     async fn confirmed_nonce(&self, address: &str) -> Result<Option<u64>, PortError>;
 
-    /// EVM: whether a transaction that is none of `hashes` took `from`'s `nonce` for good:
-    /// the blocks up to `block` count past `nonce`, and the same endpoint, in the same request
-    /// (one JSON-RPC batch), knows none of `hashes` (no receipt, no transaction). `Ok(None)`
-    /// where the chain has no nonces.
-    async fn nonce_taken_elsewhere(
+    /// EVM: the hash of `from`'s transaction at `nonce`, read from the list of transactions of
+    /// the block that holds it, once that block is at least `confirmations` deep on the
+    /// endpoint that answers (its head read in the same request): positive proof of what took
+    /// the nonce. `Ok(None)` when no transaction at `nonce` is that deep yet (or the endpoint's
+    /// answers disagree), and where the chain has no nonces.
+    async fn final_transaction_at_nonce(
         &self,
         from: &str,
         nonce: u64,
-        block: u64,
-        hashes: &[String],
-    ) -> Result<Option<bool>, PortError>;
+        confirmations: u32,
+    ) -> Result<Option<String>, PortError>;
 
     /// Builds the unsigned transaction (TRON: with a recent block as reference and an
     /// expiration).

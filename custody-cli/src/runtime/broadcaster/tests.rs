@@ -69,6 +69,9 @@ struct ScriptedChain {
     hide_transfers: std::sync::atomic::AtomicBool,
     /// What the chain says the hot wallet's confirmed nonce is (`None`: 0).
     confirmed: Mutex<Option<u64>>,
+    /// Another instance's payment of the hot wallet, recorded signed (with the store) while
+    /// the next payment is built: after this instance's funds check, before its write.
+    signed_elsewhere_on_build: Mutex<Option<(Arc<dyn Store>, OutgoingTx)>>,
     /// nonce -> block: a transaction that is none of ours took the nonce (the key used
     /// elsewhere); a node answers "nonce too low" to ours.
     foreign: Mutex<BTreeMap<u64, u64>>,
@@ -164,28 +167,34 @@ impl ChainSender for ScriptedChain {
         Ok(Some(self.confirmed.lock().unwrap().unwrap_or(0)))
     }
 
-    async fn nonce_taken_elsewhere(
+    async fn final_transaction_at_nonce(
         &self,
         _: &str,
         nonce: u64,
-        block: u64,
-        hashes: &[String],
-    ) -> Result<Option<bool>, PortError> {
-        let taken = self
-            .foreign
+        confirmations: u32,
+    ) -> Result<Option<String>, PortError> {
+        let head = *self.head.lock().unwrap();
+        let deep = |block: u64| head + 1 >= block + u64::from(confirmations);
+        if let Some(&block) = self.foreign.lock().unwrap().get(&nonce) {
+            return Ok(deep(block).then(|| format!("{:064x}", 0xf0 + nonce)));
+        }
+        let pool = self.pool.lock().unwrap();
+        Ok(self
+            .mined
             .lock()
             .unwrap()
-            .get(&nonce)
-            .is_some_and(|b| *b <= block);
-        let pool = self.pool.lock().unwrap();
-        let mined = self.mined.lock().unwrap();
-        let known = hashes
             .iter()
-            .any(|h| pool.contains_key(h) || mined.contains_key(h));
-        Ok(Some(taken && !known))
+            .find(|(h, b)| pool.get(*h).is_some_and(|(n, _)| *n == nonce) && deep(**b))
+            .map(|(h, _)| h.clone()))
     }
 
     async fn build(&self, r: &BuildRequest) -> Result<UnsignedTx, PortError> {
+        let elsewhere = self.signed_elsewhere_on_build.lock().unwrap().take();
+        if let Some((store, other)) = elsewhere {
+            write(store.as_ref(), move |tx| Ok(tx.update_outgoing(&other)?))
+                .await
+                .unwrap();
+        }
         let switch = self.switch_on_build.lock().unwrap().take();
         if let Some((store, key)) = switch {
             write(store.as_ref(), move |tx| {
@@ -2215,4 +2224,61 @@ async fn a_refused_void_is_sent_again_not_outbid_until_the_cap() {
     .await
     .unwrap();
     assert!(!global, "no invariant broke");
+}
+
+#[tokio::test]
+async fn a_payment_another_instance_signed_since_the_funds_check_makes_it_check_again() {
+    let f = Fixture::new();
+    let first = f.create().await;
+    let other = f.create().await;
+    // Another instance signs `other` (nonce 7, stored, not yet sent) while this one builds
+    // `first`: its funds check did not count it.
+    let mut signed = f.get(other).await;
+    signed.nonce = Some(7);
+    let raw = serde_json::to_vec(&serde_json::json!({
+        "nonce": 7, "gas_price": "1000000000", "payment": signed.payment,
+    }))
+    .unwrap();
+    signed
+        .add_attempt(
+            custody_core::outgoing::Attempt {
+                hash: "ab".repeat(32),
+                raw,
+                bid: custody_core::outgoing::Bid::Gas {
+                    gas_limit: 21_000,
+                    gas_price_wei: 1_000_000_000,
+                },
+                expires_at_ms: None,
+                signed_at: f.clock.now(),
+                sent_at: None,
+                last_answer: None,
+                plan: None,
+                reference_block: None,
+                void: false,
+            },
+            f.clock.now(),
+        )
+        .unwrap();
+    *f.chain.signed_elsewhere_on_build.lock().unwrap() = Some((Arc::clone(&f.b.store), signed));
+    let step = f.b.step(f.get(first).await).await;
+    assert!(step.is_ok(), "{step:?}");
+    let held = f.get(first).await;
+    assert_eq!(
+        (held.attempts.len(), held.nonce),
+        (0, None),
+        "nothing stored, no nonce taken"
+    );
+    assert!(alerts_of(&f, "outgoing_stuck").await.is_empty());
+    assert!(alerts_of(&f, "hot_wallet_insufficient").await.is_empty());
+    assert!(
+        f.chain.broadcasts.lock().unwrap().is_empty(),
+        "nothing sent"
+    );
+    // Checked again with the other counted (the wallet covers both): signed and sent.
+    f.advance(16_000);
+    let step = f.b.step(f.get(first).await).await;
+    assert!(step.is_ok(), "{step:?}");
+    let sent = f.get(first).await;
+    assert_eq!(sent.attempts.len(), 1);
+    assert_eq!(sent.status, OutStatus::Sent);
 }
