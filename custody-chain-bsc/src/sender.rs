@@ -476,6 +476,10 @@ impl BscSender {
         if block.is_null() || head.is_null() {
             return Ok(None);
         }
+        // The block asked for, not another one an endpoint answered with.
+        if codec::quantity_u64(field(&block, "number")?).map_err(malformed)? != number {
+            return Ok(None);
+        }
         let head = codec::quantity_u64(field(&head, "number")?).map_err(malformed)?;
         if head.saturating_sub(number) < depth {
             return Ok(None);

@@ -72,6 +72,8 @@ struct ScriptedChain {
     /// Another instance's payment of the hot wallet, recorded signed (with the store) while
     /// the next payment is built: after this instance's funds check, before its write.
     signed_elsewhere_on_build: Mutex<Option<(Arc<dyn Store>, OutgoingTx)>>,
+    /// Lookups by hash answer "unknown" (a lagging index); blocks and nonces still tell.
+    lookups_blind: std::sync::atomic::AtomicBool,
     /// nonce -> block: a transaction that is none of ours took the nonce (the key used
     /// elsewhere); a node answers "nonce too low" to ours.
     foreign: Mutex<BTreeMap<u64, u64>>,
@@ -250,7 +252,15 @@ impl ChainSender for ScriptedChain {
     async fn broadcast(&self, signed: &SignedTx) -> BroadcastOutcome {
         self.broadcasts.lock().unwrap().push(signed.hash.clone());
         let (nonce, price) = decode(&signed.raw);
-        if self.foreign.lock().unwrap().contains_key(&nonce) {
+        let mined_ours = {
+            let pool = self.pool.lock().unwrap();
+            self.mined
+                .lock()
+                .unwrap()
+                .keys()
+                .any(|h| *h != signed.hash && pool.get(h).is_some_and(|(n, _)| *n == nonce))
+        };
+        if self.foreign.lock().unwrap().contains_key(&nonce) || mined_ours {
             return BroadcastOutcome::NonceUsed;
         }
         if price < *self.min_price.lock().unwrap() {
@@ -283,6 +293,9 @@ impl ChainSender for ScriptedChain {
     }
 
     async fn lookup(&self, hash: &str) -> Result<TxLookup, PortError> {
+        if self.lookups_blind.load(Ordering::SeqCst) {
+            return Ok(TxLookup::Unknown);
+        }
         if let Some(&block) = self.mined.lock().unwrap().get(hash) {
             // A token transfer logs its `Transfer(hot wallet → to, amount)`.
             let moves = match self.payments.lock().unwrap().get(hash) {
@@ -2281,4 +2294,39 @@ async fn a_payment_another_instance_signed_since_the_funds_check_makes_it_check_
     let sent = f.get(first).await;
     assert_eq!(sent.attempts.len(), 1);
     assert_eq!(sent.status, OutStatus::Sent);
+}
+
+#[tokio::test]
+async fn a_cancelled_payment_whose_own_attempt_holds_the_nonce_is_never_failed_as_taken() {
+    let f = Fixture::new();
+    let id = f.create().await;
+    let before = books(&f).await;
+    f.b.round().await.unwrap();
+    let first = f.get(id).await.attempts[0].hash.clone();
+    // Mined and deep, but this endpoint's lookups do not know it (a lagging index), and the
+    // node answers "nonce too low" to what follows.
+    f.chain.mine();
+    f.chain.empty_blocks(3);
+    f.chain.lookups_blind.store(true, Ordering::SeqCst);
+    request_cancel(&f, id).await.unwrap();
+    for _ in 0..4 {
+        f.advance(61_000);
+        f.b.round().await.unwrap();
+        assert_ne!(
+            f.get(id).await.status,
+            OutStatus::Failed,
+            "paid, never failed"
+        );
+    }
+    assert_eq!(
+        books(&f).await,
+        before,
+        "the hold neither released nor settled"
+    );
+    // The index catches up: paid.
+    f.chain.lookups_blind.store(false, Ordering::SeqCst);
+    let done = f.rounds_until_done(id, 4, 61_000).await;
+    assert_eq!(done.status, OutStatus::Final);
+    assert_eq!(done.included.unwrap().hash, first);
+    assert_eq!(f.chain.mined_payments(), 1);
 }
