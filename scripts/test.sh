@@ -19,6 +19,19 @@ if [ -n "$leaks" ]; then
   exit 1
 fi
 
+echo "== no stray files tracked (merge leftovers, editor backups)"
+stray=$(git ls-files | grep -E '\.(orig|rej|swp|swo|bak)$|~$|(^|/)\.#|(^|/)#[^/]*#$' || true)
+if [ -n "$stray" ]; then
+  echo "stray files are tracked: $stray" >&2
+  exit 1
+fi
+
+echo "== no unused dependencies (cargo-machete)"
+"$(./scripts/install-cargo-machete.sh)"
+
+echo "== the API documentation builds without a warning"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
 echo "== test oracles (bip-utils)"
 CUSTODY_PYTHON=$(./scripts/install-pytools.sh)
 export CUSTODY_PYTHON
@@ -55,6 +68,9 @@ test_db="custody_test_$$"
 psql -h 127.0.0.1 -U postgres -q -c "CREATE DATABASE $test_db"
 trap 'psql -h 127.0.0.1 -U postgres -q -c "DROP DATABASE IF EXISTS $test_db WITH (FORCE)" || true' EXIT
 export CUSTODY_TEST_DATABASE_URL="postgres://postgres@127.0.0.1:5432/$test_db"
+
+echo "== embedding the core: the example runs"
+cargo run --locked --quiet -p custody-examples --example embed_sqlite
 
 echo "== tests"
 log=$(mktemp)

@@ -1205,7 +1205,7 @@ impl TronClient {
     /// A contract call run by the node without a transaction (`wallet/triggerconstantcontract`)
     /// as if `owner` sent it: how the node predicts whether a transaction would succeed and
     /// the energy it would use (`energy_used`, penalty included). A call that reverts is an
-    /// answer (see [`api::ConstantCall::reverted`]); the node's refusal (`result.code`) is a
+    /// answer (see [`api::ConstantCall::failure`]); the node's refusal (`result.code`) is a
     /// permanent error.
     pub async fn simulate_call(
         &self,

@@ -2,7 +2,7 @@
 //! database (decisions §16).
 //!
 //! Concurrency: every write job runs in its own SERIALIZABLE transaction on one of a pool of
-//! worker threads, each owning one connection ([`worker`]). PostgreSQL's serializable snapshot
+//! worker threads, each owning one connection (the `worker` module). PostgreSQL's serializable snapshot
 //! isolation refuses a transaction whose outcome would differ from some serial order (40001) and
 //! the store then runs the job again on a fresh snapshot, so every job behaves as if it ran alone
 //! after every job answered before it: the port's contract, across threads and processes alike.

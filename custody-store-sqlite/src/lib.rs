@@ -1,7 +1,7 @@
 //! `custody-store-sqlite`: the embedded default store.
 //!
 //! One SQLite file in WAL mode. Writes go through a single writer thread that batches
-//! concurrent commands into one transaction (see [`writer`]); reads run on a small pool of
+//! concurrent commands into one transaction (see the `writer` module); reads run on a small pool of
 //! read-only connections, each in its own snapshot. `synchronous=FULL`: a commit is on disk
 //! before anyone is told it happened. Amounts are TEXT, never INTEGER (i64 overflows at about
 //! 9.2 tokens of 18 decimals).

@@ -62,7 +62,7 @@ impl fmt::Display for ChainAddress {
 }
 
 /// A transaction (or block) hash: 32 bytes. Stored as 64 lowercase hex digits without a
-/// prefix; shown per decisions §10 with [`TxHash::display`].
+/// prefix; shown per decisions §10 with [`display_hash`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TxHash([u8; 32]);
 

@@ -18,6 +18,7 @@ mod entry;
 mod error;
 mod history;
 mod hold;
+#[cfg(any(test, feature = "test-utils"))]
 mod memory;
 mod ops;
 mod posting;
@@ -37,6 +38,7 @@ pub use entry::{
 pub use error::LedgerError;
 pub use history::{history, HistoryEntry, HistoryPage, HISTORY_LIMIT_DEFAULT, HISTORY_LIMIT_MAX};
 pub use hold::{Hold, HoldPurpose, HoldState, NewHold};
+#[cfg(any(test, feature = "test-utils"))]
 pub use memory::MemoryLedger;
 pub use ops::{
     adjust, credit_deposit, post, recredit_deposit, release, reserve, reverse_deposit, settle,

@@ -1,5 +1,5 @@
 //! The persistence the ledger needs, implemented by the store on its write transaction (and by
-//! [`super::MemoryLedger`]).
+//! `MemoryLedger`, behind the `test-utils` feature).
 
 use uuid::Uuid;
 

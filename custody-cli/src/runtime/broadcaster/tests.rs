@@ -729,10 +729,46 @@ async fn a_dropped_transaction_is_replaced_under_its_nonce_and_paid_once() {
     );
 }
 
+mockall::mock! {
+    /// A signer whose calls a test states in advance (mockall): a signature asked for where
+    /// none may be fails the test at the call.
+    Keys {}
+    impl Signer for Keys {
+        fn external_chain_public_key(
+            &self,
+            network: Network,
+            account: u32,
+        ) -> Result<([u8; 33], [u8; 32]), PortError>;
+        fn sign_digest(
+            &self,
+            path: &custody_core::ports::signer::HdPath,
+            digest: &[u8; 32],
+        ) -> Result<RecoverableSignature, PortError>;
+        fn seed_generation(&self, account: u32) -> u32;
+    }
+}
+
+/// A mock signer over the fixture's keys: public keys and seed generations answered as they
+/// are, at most `signatures` signatures (each made by the real keys).
+fn keys_signing_at_most(real: Arc<dyn Signer>, signatures: usize) -> MockKeys {
+    let mut keys = MockKeys::new();
+    let public = Arc::clone(&real);
+    keys.expect_external_chain_public_key()
+        .returning(move |n, a| public.external_chain_public_key(n, a));
+    keys.expect_seed_generation().returning(|_| 0);
+    keys.expect_sign_digest()
+        .times(0..=signatures)
+        .returning(move |path, digest| real.sign_digest(path, digest));
+    keys
+}
+
 #[tokio::test]
 async fn nothing_new_is_signed_while_a_kill_switch_is_on() {
-    let f = Fixture::new();
+    let mut f = Fixture::new();
     let id = f.create().await;
+    // The signer is never even asked while a switch is on.
+    let real = Arc::clone(&f.b.signer);
+    f.b.signer = Arc::new(keys_signing_at_most(Arc::clone(&real), 0));
     for key in [
         "kill_switch.withdrawals",
         "maintenance.BSC",
@@ -758,6 +794,8 @@ async fn nothing_new_is_signed_while_a_kill_switch_is_on() {
         .await
         .unwrap();
     }
+    // Switches off: signed once.
+    f.b.signer = Arc::new(keys_signing_at_most(real, 1));
     f.advance(16_000);
     f.b.round().await.unwrap();
     assert_eq!(
