@@ -89,6 +89,9 @@
 //! assert_eq!(balances[1].available, Amount::from_units(40));
 //! ```
 
+#[macro_use]
+mod stored_enum;
+
 pub mod address;
 pub mod adjustment;
 pub mod admin;

@@ -5,7 +5,6 @@
 //! reappears); `reversed` when that happens after credit (a compensating ledger entry and an
 //! alert). Every move appends to `history`: nothing is erased.
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::Serialize;
@@ -17,66 +16,36 @@ use crate::error::PortError;
 use crate::network::Network;
 use crate::time::Timestamp;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DepositStatus {
-    Detected,
-    Confirming,
-    Confirmed,
-    Credited,
-    Orphaned,
-    Reversed,
+stored_enum! {
+    DepositStatus {
+        Detected => "detected",
+        Confirming => "confirming",
+        Confirmed => "confirmed",
+        Credited => "credited",
+        Orphaned => "orphaned",
+        Reversed => "reversed",
+    }
+    moves {
+        Detected => Confirming,
+        Detected => Confirmed,
+        Confirming => Confirmed,
+        Confirmed => Credited,
+        Detected => Orphaned,
+        Confirming => Orphaned,
+        Confirmed => Orphaned,
+        Orphaned => Detected,
+        Credited => Reversed,
+        Reversed => Detected,
+    }
 }
 
 impl DepositStatus {
-    pub const ALL: [DepositStatus; 6] = [
-        DepositStatus::Detected,
-        DepositStatus::Confirming,
-        DepositStatus::Confirmed,
-        DepositStatus::Credited,
-        DepositStatus::Orphaned,
-        DepositStatus::Reversed,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            DepositStatus::Detected => "detected",
-            DepositStatus::Confirming => "confirming",
-            DepositStatus::Confirmed => "confirmed",
-            DepositStatus::Credited => "credited",
-            DepositStatus::Orphaned => "orphaned",
-            DepositStatus::Reversed => "reversed",
-        }
-    }
-
     /// Seen on the canonical chain, not yet credited: counted as `pending` in balances.
     pub const fn is_pending(self) -> bool {
         matches!(
             self,
             DepositStatus::Detected | DepositStatus::Confirming | DepositStatus::Confirmed
         )
-    }
-
-    /// The only legal moves. Anything else is a bug the caller must not persist.
-    pub fn can_move_to(self, next: DepositStatus) -> bool {
-        use DepositStatus::*;
-        matches!(
-            (self, next),
-            (Detected, Confirming)
-                | (Detected, Confirmed)
-                | (Confirming, Confirmed)
-                | (Confirmed, Credited)
-                | (Detected | Confirming | Confirmed, Orphaned)
-                | (Orphaned, Detected)
-                | (Credited, Reversed)
-                | (Reversed, Detected)
-        )
-    }
-}
-
-impl fmt::Display for DepositStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

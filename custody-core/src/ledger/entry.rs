@@ -2,9 +2,7 @@
 //! these; nothing here is ever updated or deleted once written.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use serde::{Serialize, Serializer};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -16,39 +14,6 @@ use super::account::AccountKey;
 
 /// Most entries one transaction may carry: a settle with fee and gas legs needs about eight.
 pub const ENTRIES_PER_TX_MAX: usize = 32;
-
-macro_rules! stored_enum {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $s:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name { $($(#[$vmeta])* $variant),+ }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// Stored and serialized value; never change one that has shipped.
-            pub const fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $s),+ }
-            }
-
-            pub fn parse(s: &str) -> Option<Self> {
-                Self::ALL.iter().copied().find(|v| v.as_str() == s)
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-    };
-}
 
 stored_enum! {
     /// The side of an entry. Debits and credits of a transaction are equal per asset.

@@ -664,13 +664,13 @@ fn ledger_errors_map_to_core_errors() {
 #[test]
 fn stored_values_round_trip() {
     for k in TxKind::ALL {
-        assert_eq!(TxKind::parse(k.as_str()), Some(*k));
+        assert_eq!(TxKind::parse(k.as_str()), Some(k));
     }
     for r in ReferenceType::ALL {
-        assert_eq!(ReferenceType::parse(r.as_str()), Some(*r));
+        assert_eq!(ReferenceType::parse(r.as_str()), Some(r));
     }
     for p in Phase::ALL {
-        assert_eq!(Phase::parse(p.as_str()), Some(*p));
+        assert_eq!(Phase::parse(p.as_str()), Some(p));
     }
     for p in HoldPurpose::ALL {
         assert_eq!(HoldPurpose::parse(p.as_str()), Some(p));

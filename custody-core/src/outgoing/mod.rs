@@ -80,67 +80,40 @@ impl Purpose {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutStatus {
-    Built,
-    Signed,
-    Sent,
-    Included,
-    Final,
-    Failed,
+stored_enum! {
+    /// States of an outgoing transaction.
+    OutStatus {
+        Built => "built",
+        Signed => "signed",
+        Sent => "sent",
+        Included => "included",
+        Final => "final",
+        Failed => "failed",
+    }
+    // `signed → signed` and `sent → signed` add an attempt; `included → sent` is a
+    // reorganization.
+    moves {
+        Built => Signed,
+        Built => Failed,
+        Signed => Signed,
+        Signed => Sent,
+        Signed => Included,
+        Signed => Failed,
+        Sent => Signed,
+        Sent => Sent,
+        Sent => Included,
+        Sent => Failed,
+        Included => Sent,
+        Included => Included,
+        Included => Final,
+        Included => Failed,
+    }
 }
 
 impl OutStatus {
-    pub const ALL: [OutStatus; 6] = [
-        OutStatus::Built,
-        OutStatus::Signed,
-        OutStatus::Sent,
-        OutStatus::Included,
-        OutStatus::Final,
-        OutStatus::Failed,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            OutStatus::Built => "built",
-            OutStatus::Signed => "signed",
-            OutStatus::Sent => "sent",
-            OutStatus::Included => "included",
-            OutStatus::Final => "final",
-            OutStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        OutStatus::ALL.into_iter().find(|x| x.as_str() == s)
-    }
-
     /// Nothing more happens to it.
     pub const fn is_terminal(self) -> bool {
         matches!(self, OutStatus::Final | OutStatus::Failed)
-    }
-
-    /// The only legal moves. `signed → signed` and `sent → signed` add an attempt.
-    pub fn can_move_to(self, next: OutStatus) -> bool {
-        use OutStatus::*;
-        matches!(
-            (self, next),
-            (Built, Signed)
-                | (Built, Failed)
-                | (Signed, Signed)
-                | (Signed, Sent)
-                | (Signed, Included)
-                | (Signed, Failed)
-                | (Sent, Signed)
-                | (Sent, Sent)
-                | (Sent, Included)
-                | (Sent, Failed)
-                | (Included, Sent)
-                | (Included, Included)
-                | (Included, Final)
-                | (Included, Failed)
-        )
     }
 }
 

@@ -41,36 +41,16 @@ impl Scope {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Scheduled,
-    Running,
-    Completed,
-    Failed,
+stored_enum! {
+    RunStatus {
+        Scheduled => "scheduled",
+        Running => "running",
+        Completed => "completed",
+        Failed => "failed",
+    }
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 4] = [
-        RunStatus::Scheduled,
-        RunStatus::Running,
-        RunStatus::Completed,
-        RunStatus::Failed,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Scheduled => "scheduled",
-            RunStatus::Running => "running",
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        RunStatus::ALL.into_iter().find(|x| x.as_str() == s)
-    }
-
     pub const fn is_finished(self) -> bool {
         matches!(self, RunStatus::Completed | RunStatus::Failed)
     }

@@ -31,8 +31,6 @@ mod flow;
 pub mod plan;
 mod record;
 
-use serde::Serialize;
-
 pub use flow::{
     create_sweep, on_outgoing, ready_for_transfer, start_delegation, start_funded_sweep, SweepIds,
     SweepOrder, SweepSource,
@@ -45,125 +43,60 @@ pub use record::{
     flows, AddressFlow, Funding, FundingView, Sweep, SweepReads, SweepRepo, SweepStep, SweepView,
 };
 
-/// States of a sweep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SweepStatus {
-    Planned,
-    Funding,
-    Broadcasted,
-    Confirmed,
-    Failed,
+stored_enum! {
+    /// States of a sweep.
+    SweepStatus {
+        Planned => "planned",
+        Funding => "funding",
+        Broadcasted => "broadcasted",
+        Confirmed => "confirmed",
+        Failed => "failed",
+    }
+    moves {
+        Planned => Broadcasted,
+        Planned => Failed,
+        Funding => Broadcasted,
+        Funding => Failed,
+        Broadcasted => Confirmed,
+        Broadcasted => Failed,
+    }
 }
 
 impl SweepStatus {
-    pub const ALL: [SweepStatus; 5] = [
-        SweepStatus::Planned,
-        SweepStatus::Funding,
-        SweepStatus::Broadcasted,
-        SweepStatus::Confirmed,
-        SweepStatus::Failed,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SweepStatus::Planned => "planned",
-            SweepStatus::Funding => "funding",
-            SweepStatus::Broadcasted => "broadcasted",
-            SweepStatus::Confirmed => "confirmed",
-            SweepStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        SweepStatus::ALL.into_iter().find(|x| x.as_str() == s)
-    }
-
     pub const fn is_open(self) -> bool {
         !matches!(self, SweepStatus::Confirmed | SweepStatus::Failed)
     }
+}
 
-    /// The only legal moves.
-    pub fn can_move_to(self, next: SweepStatus) -> bool {
-        use SweepStatus::*;
-        matches!(
-            (self, next),
-            (Planned, Broadcasted)
-                | (Planned, Failed)
-                | (Funding, Broadcasted)
-                | (Funding, Failed)
-                | (Broadcasted, Confirmed)
-                | (Broadcasted, Failed)
-        )
+stored_enum! {
+    /// What a treasury funding does.
+    FundingKind {
+        /// The native coin sent to the deposit address; `amount` is what it receives.
+        Native => "native",
+        /// TRON: the energy of `amount` sun of the hot wallet's stake lent to the address.
+        EnergyDelegation => "energy_delegation",
+        /// TRON: that stake's energy taken back; `amount` is the stake undelegated.
+        EnergyReclaim => "energy_reclaim",
+        /// A retired hot wallet's `amount` of `asset` (any asset) sent to the active one by a
+        /// rotation (`crate::wallet::hot`); `address` is the active hot wallet, no sweep is
+        /// paid.
+        HotWalletDrain => "hot_wallet_drain",
     }
 }
 
-/// What a treasury funding does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FundingKind {
-    /// The native coin sent to the deposit address; `amount` is what it receives.
-    Native,
-    /// TRON: the energy of `amount` sun of the hot wallet's stake lent to the address.
-    EnergyDelegation,
-    /// TRON: that stake's energy taken back; `amount` is the stake undelegated.
-    EnergyReclaim,
-    /// A retired hot wallet's `amount` of `asset` (any asset) sent to the active one by a
-    /// rotation (`crate::wallet::hot`); `address` is the active hot wallet, no sweep is paid.
-    HotWalletDrain,
-}
-
-impl FundingKind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            FundingKind::Native => "native",
-            FundingKind::EnergyDelegation => "energy_delegation",
-            FundingKind::EnergyReclaim => "energy_reclaim",
-            FundingKind::HotWalletDrain => "hot_wallet_drain",
-        }
+stored_enum! {
+    /// States of a treasury funding.
+    FundingStatus {
+        Planned => "planned",
+        Broadcasted => "broadcasted",
+        Confirmed => "confirmed",
+        Failed => "failed",
     }
-}
-
-/// States of a treasury funding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FundingStatus {
-    Planned,
-    Broadcasted,
-    Confirmed,
-    Failed,
-}
-
-impl FundingStatus {
-    pub const ALL: [FundingStatus; 4] = [
-        FundingStatus::Planned,
-        FundingStatus::Broadcasted,
-        FundingStatus::Confirmed,
-        FundingStatus::Failed,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            FundingStatus::Planned => "planned",
-            FundingStatus::Broadcasted => "broadcasted",
-            FundingStatus::Confirmed => "confirmed",
-            FundingStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        FundingStatus::ALL.into_iter().find(|x| x.as_str() == s)
-    }
-
-    pub fn can_move_to(self, next: FundingStatus) -> bool {
-        use FundingStatus::*;
-        matches!(
-            (self, next),
-            (Planned, Broadcasted)
-                | (Planned, Failed)
-                | (Broadcasted, Confirmed)
-                | (Broadcasted, Failed)
-        )
+    moves {
+        Planned => Broadcasted,
+        Planned => Failed,
+        Broadcasted => Confirmed,
+        Broadcasted => Failed,
     }
 }
 

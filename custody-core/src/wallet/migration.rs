@@ -23,52 +23,26 @@ use crate::time::Timestamp;
 
 use super::HOT_WALLET_ACCOUNT;
 
-/// States of a wallet migration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MigrationStatus {
-    Planned,
-    Sweeping,
-    Completed,
-    Failed,
+stored_enum! {
+    /// States of a wallet migration.
+    MigrationStatus {
+        Planned => "planned",
+        Sweeping => "sweeping",
+        Completed => "completed",
+        Failed => "failed",
+    }
+    moves {
+        Planned => Sweeping,
+        Planned => Completed,
+        Planned => Failed,
+        Sweeping => Completed,
+        Sweeping => Failed,
+    }
 }
 
 impl MigrationStatus {
-    pub const ALL: [MigrationStatus; 4] = [
-        MigrationStatus::Planned,
-        MigrationStatus::Sweeping,
-        MigrationStatus::Completed,
-        MigrationStatus::Failed,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            MigrationStatus::Planned => "planned",
-            MigrationStatus::Sweeping => "sweeping",
-            MigrationStatus::Completed => "completed",
-            MigrationStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        MigrationStatus::ALL.into_iter().find(|x| x.as_str() == s)
-    }
-
     pub const fn is_open(self) -> bool {
         matches!(self, MigrationStatus::Planned | MigrationStatus::Sweeping)
-    }
-
-    /// The only legal moves.
-    pub fn can_move_to(self, next: MigrationStatus) -> bool {
-        use MigrationStatus::*;
-        matches!(
-            (self, next),
-            (Planned, Sweeping)
-                | (Planned, Completed)
-                | (Planned, Failed)
-                | (Sweeping, Completed)
-                | (Sweeping, Failed)
-        )
     }
 }
 

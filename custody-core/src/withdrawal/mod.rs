@@ -10,8 +10,6 @@ mod flow;
 mod record;
 pub mod settle;
 
-use serde::Serialize;
-
 pub use costs::{mul_div_ceil, withdrawal_costs, Costs, FeePolicy, Rate, BPS};
 pub use flow::{
     check_quote_usable, controls_refusal, create_quote, execute, on_outgoing, ExecuteIds,
@@ -23,46 +21,19 @@ pub use record::{
 };
 pub use settle::{settlement, Settlement};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WithdrawalStatus {
-    Reserved,
-    Broadcasted,
-    Confirmed,
-    Failed,
-}
-
-impl WithdrawalStatus {
-    pub const ALL: [WithdrawalStatus; 4] = [
-        WithdrawalStatus::Reserved,
-        WithdrawalStatus::Broadcasted,
-        WithdrawalStatus::Confirmed,
-        WithdrawalStatus::Failed,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            WithdrawalStatus::Reserved => "reserved",
-            WithdrawalStatus::Broadcasted => "broadcasted",
-            WithdrawalStatus::Confirmed => "confirmed",
-            WithdrawalStatus::Failed => "failed",
-        }
+stored_enum! {
+    WithdrawalStatus {
+        Reserved => "reserved",
+        Broadcasted => "broadcasted",
+        Confirmed => "confirmed",
+        Failed => "failed",
     }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        WithdrawalStatus::ALL.into_iter().find(|x| x.as_str() == s)
-    }
-
-    /// The only legal moves: a withdrawal ends once, confirmed or failed.
-    pub fn can_move_to(self, next: WithdrawalStatus) -> bool {
-        use WithdrawalStatus::*;
-        matches!(
-            (self, next),
-            (Reserved, Broadcasted)
-                | (Reserved, Failed)
-                | (Broadcasted, Confirmed)
-                | (Broadcasted, Failed)
-        )
+    // A withdrawal ends once, confirmed or failed.
+    moves {
+        Reserved => Broadcasted,
+        Reserved => Failed,
+        Broadcasted => Confirmed,
+        Broadcasted => Failed,
     }
 }
 
