@@ -345,23 +345,13 @@ async fn plan_drain_of(
             .map_or(Amount::ZERO, |p| p.units);
         // A token priced with what it holds (the node estimates the real transfer); the
         // native coin with one unit (the estimate must not fail on the fee it leaves).
-        let (payment, is_native) = match &asset.contract {
-            Some(contract) => (
-                Payment::Token {
-                    contract: contract.clone(),
-                    to: new_address.clone(),
-                    amount: spendable.max(Amount::from_units(1)),
-                },
-                false,
-            ),
-            None => (
-                Payment::Native {
-                    to: new_address.clone(),
-                    amount: Amount::from_units(1),
-                },
-                true,
-            ),
+        let is_native = asset.contract.is_none();
+        let probe = if is_native {
+            Amount::from_units(1)
+        } else {
+            spendable.max(Amount::from_units(1))
         };
+        let payment = Payment::transfer(asset, &new_address, probe);
         let has_tokens = !is_native && !spendable.is_zero();
         let max_fee = if is_native || has_tokens {
             sender

@@ -73,6 +73,21 @@ pub struct Spends<'a> {
 }
 
 impl Payment {
+    /// `amount` of `asset` to `to`: the native coin, or a transfer of the asset's token.
+    pub fn transfer(asset: &crate::asset::Asset, to: &str, amount: Amount) -> Payment {
+        match &asset.contract {
+            None => Payment::Native {
+                to: to.to_owned(),
+                amount,
+            },
+            Some(contract) => Payment::Token {
+                contract: contract.clone(),
+                to: to.to_owned(),
+                amount,
+            },
+        }
+    }
+
     /// Who receives it (the spender of an approval, the receiver of delegated energy).
     pub fn recipient(&self) -> &str {
         match self {

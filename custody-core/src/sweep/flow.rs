@@ -61,20 +61,6 @@ pub struct SweepOrder {
     pub planned_fee_native: Amount,
 }
 
-fn transfer_of(asset: &Asset, to: &str, amount: Amount) -> Payment {
-    match &asset.contract {
-        None => Payment::Native {
-            to: to.to_owned(),
-            amount,
-        },
-        Some(contract) => Payment::Token {
-            contract: contract.clone(),
-            to: to.to_owned(),
-            amount,
-        },
-    }
-}
-
 /// Carries out `order`: `Ok(None)` when there is nothing to do (a skip, or an open sweep of
 /// the address already: one at a time).
 pub fn create_sweep(
@@ -128,7 +114,7 @@ pub fn create_sweep(
             ids.sweep,
             order.source.address.clone(),
             order.source.path,
-            transfer_of(&order.asset, &order.hot.address, amount),
+            Payment::transfer(&order.asset, &order.hot.address, amount),
             None,
             now,
         ))?;
@@ -373,7 +359,7 @@ pub fn start_funded_sweep(
         sweep.id,
         sweep.address.clone(),
         sweep.path,
-        transfer_of(asset, &sweep.to, amount),
+        Payment::transfer(asset, &sweep.to, amount),
         None,
         now,
     ))?;

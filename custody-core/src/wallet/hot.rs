@@ -418,20 +418,6 @@ fn scaled(a: Amount, by: u128) -> Amount {
         .map_or(Amount::MAX, Amount::from_units)
 }
 
-fn payment_of(asset: &Asset, to: &str, amount: Amount) -> Payment {
-    match &asset.contract {
-        None => Payment::Native {
-            to: to.to_owned(),
-            amount,
-        },
-        Some(contract) => Payment::Token {
-            contract: contract.clone(),
-            to: to.to_owned(),
-            amount,
-        },
-    }
-}
-
 /// Records `plan`'s transfers from `old` to `new` in the caller's transaction: per transfer a
 /// treasury funding of kind `hot_wallet_drain` and its outgoing transaction of purpose
 /// `rebalance`, each signed only after the one before it (the native coin last, once every
@@ -476,7 +462,7 @@ pub fn create_drain(
             funding_id,
             old.address.clone(),
             old.path,
-            payment_of(asset, &new.address, *amount),
+            Payment::transfer(asset, &new.address, *amount),
             None,
             now,
         );

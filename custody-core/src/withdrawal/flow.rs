@@ -229,17 +229,7 @@ pub fn execute(
             Refusal::new(ErrorCode::QuoteAlreadyUsed, "this quote was used already").into(),
         );
     }
-    let payment = match &asset.contract {
-        None => Payment::Native {
-            to: quote.destination_address.clone(),
-            amount: quote.amount,
-        },
-        Some(contract) => Payment::Token {
-            contract: contract.clone(),
-            to: quote.destination_address.clone(),
-            amount: quote.amount,
-        },
-    };
+    let payment = Payment::transfer(asset, &quote.destination_address, quote.amount);
     tx.insert_outgoing(&OutgoingTx::new(
         ids.outgoing,
         quote.network,

@@ -133,17 +133,7 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
         return Err(unavailable(network, "no endpoint is configured").into());
     };
     super::take_quote_budget(state, call)?;
-    let payment = match &asset.contract {
-        None => Payment::Native {
-            to: destination.as_str().to_owned(),
-            amount,
-        },
-        Some(contract) => Payment::Token {
-            contract: contract.clone(),
-            to: destination.as_str().to_owned(),
-            amount,
-        },
-    };
+    let payment = Payment::transfer(&asset, destination.as_str(), amount);
     // The network cost of a token is converted at the DEX router's price on BSC and at a
     // configured rate on TRON (decisions §11).
     let rate = match (network, &asset.contract) {
