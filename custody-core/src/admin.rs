@@ -46,6 +46,31 @@ pub struct Alert {
     pub acknowledged_by: Option<String>,
 }
 
+impl Alert {
+    /// A new, unacknowledged alert about `reference` (its type and id), if it concerns one
+    /// record.
+    pub fn open(
+        id: Uuid,
+        kind: impl Into<String>,
+        severity: impl Into<String>,
+        message: String,
+        reference: Option<(&str, Uuid)>,
+        created_at: Timestamp,
+    ) -> Alert {
+        Alert {
+            id,
+            kind: kind.into(),
+            severity: severity.into(),
+            message,
+            reference_type: reference.map(|(t, _)| t.to_owned()),
+            reference_id: reference.map(|(_, id)| id),
+            created_at,
+            acknowledged_at: None,
+            acknowledged_by: None,
+        }
+    }
+}
+
 pub trait AlertRepo: AlertReads {
     /// Stores a new alert, which MUST be unacknowledged.
     fn raise_alert(&mut self, alert: &Alert) -> Result<(), PortError>;

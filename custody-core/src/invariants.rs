@@ -67,20 +67,17 @@ pub fn latch(
         reason: why.clone(),
         created_at: now,
     })?;
-    tx.raise_alert(&Alert {
-        id: ids.alert,
-        kind: "invariant_violated".into(),
-        severity: "critical".into(),
-        message: format!(
+    tx.raise_alert(&Alert::open(
+        ids.alert,
+        "invariant_violated",
+        "critical",
+        format!(
             "{why}. kill_switch.global is on: nothing moves until an operator has looked and \
              turned it off through /v1/admin/controls"
         ),
-        reference_type: None,
-        reference_id: None,
-        created_at: now,
-        acknowledged_at: None,
-        acknowledged_by: None,
-    })?;
+        None,
+        now,
+    ))?;
     Ok(true)
 }
 

@@ -300,22 +300,19 @@ impl Broadcaster {
                     inclusion.block_number
                 );
                 self.record_inclusion(&mut out, &hash, &inclusion, detail, now)?;
-                let alert = Alert {
-                    id: new_uuid(self.entropy.as_ref()),
-                    kind: "node_inconsistent".into(),
-                    severity: "warning".into(),
-                    message: format!(
+                let alert = Alert::open(
+                    new_uuid(self.entropy.as_ref()),
+                    "node_inconsistent",
+                    "warning",
+                    format!(
                         "{} outgoing transaction {}: attempt {hash} is listed in block {} but \
                          the node's lookups by id do not know it (a lagging or lying endpoint); \
                          recorded as included from the block",
                         self.network, out.id, inclusion.block_number
                     ),
-                    reference_type: Some("outgoing_transaction".into()),
-                    reference_id: Some(out.id),
-                    created_at: now,
-                    acknowledged_at: None,
-                    acknowledged_by: None,
-                };
+                    Some(("outgoing_transaction", out.id)),
+                    now,
+                );
                 self.save_with(out, Some(alert), None).await
             }
             Decision::DoublePayment {
@@ -1054,17 +1051,14 @@ impl Broadcaster {
         now: Timestamp,
     ) -> CoreResult<()> {
         write(self.store.as_ref(), move |tx| {
-            Ok(tx.raise_alert(&Alert {
+            Ok(tx.raise_alert(&Alert::open(
                 id,
-                kind: kind.into(),
-                severity: severity.into(),
-                message: message.clone(),
-                reference_type: Some(reference.0.into()),
-                reference_id: Some(reference.1),
-                created_at: now,
-                acknowledged_at: None,
-                acknowledged_by: None,
-            })?)
+                kind,
+                severity,
+                message.clone(),
+                Some(reference),
+                now,
+            ))?)
         })
         .await
     }

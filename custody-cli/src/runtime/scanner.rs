@@ -145,17 +145,14 @@ impl Scanner {
         );
         let (id, now) = (new_uuid(self.entropy.as_ref()), self.clock.now());
         let raised = write(self.store.as_ref(), move |tx| {
-            Ok(tx.raise_alert(&Alert {
+            Ok(tx.raise_alert(&Alert::open(
                 id,
-                kind: "scan_stuck".into(),
-                severity: "critical".into(),
-                message: message.clone(),
-                reference_type: None,
-                reference_id: None,
-                created_at: now,
-                acknowledged_at: None,
-                acknowledged_by: None,
-            })?)
+                "scan_stuck",
+                "critical",
+                message.clone(),
+                None,
+                now,
+            ))?)
         })
         .await;
         raised.is_ok()
@@ -384,17 +381,14 @@ impl Scanner {
         );
         let alert_message = message.clone();
         let raised = write(self.store.as_ref(), move |tx| {
-            Ok(tx.raise_alert(&Alert {
+            Ok(tx.raise_alert(&Alert::open(
                 id,
-                kind: "deep_reorg".into(),
-                severity: "critical".into(),
-                message: alert_message.clone(),
-                reference_type: None,
-                reference_id: None,
-                created_at: now,
-                acknowledged_at: None,
-                acknowledged_by: None,
-            })?)
+                "deep_reorg",
+                "critical",
+                alert_message.clone(),
+                None,
+                now,
+            ))?)
         })
         .await;
         if let Err(e) = raised {

@@ -123,20 +123,17 @@ pub fn apply_block(
                     || d.amount != t.amount
                     || d.from_address != t.from.as_str()
                 {
-                    tx.raise_alert(&Alert {
-                        id: new_uuid(entropy),
-                        kind: "deposit_identity_mismatch".into(),
-                        severity: "critical".into(),
-                        message: format!(
+                    tx.raise_alert(&Alert::open(
+                        new_uuid(entropy),
+                        "deposit_identity_mismatch",
+                        "critical",
+                        format!(
                             "{network} transfer {}#{:?} reappeared with other content than deposit {}; not applied",
                             crate::chain::display_hash(network, &t.tx_hash.to_hex()), t.log_index, d.id
                         ),
-                        reference_type: Some("deposit".into()),
-                        reference_id: Some(d.id),
-                        created_at: now,
-                        acknowledged_at: None,
-                        acknowledged_by: None,
-                    })?;
+                        Some(("deposit", d.id)),
+                        now,
+                    ))?;
                     continue;
                 }
                 d.block_number = Some(header.number);
@@ -205,11 +202,11 @@ fn unrecognized_treasury_move(
     from: &str,
     now: Timestamp,
 ) -> CoreResult<()> {
-    tx.raise_alert(&Alert {
-        id: new_uuid(entropy),
-        kind: "treasury_transfer_unrecognized".into(),
-        severity: "warning".into(),
-        message: format!(
+    tx.raise_alert(&Alert::open(
+        new_uuid(entropy),
+        "treasury_transfer_unrecognized",
+        "warning",
+        format!(
             "{network} transaction {} moved {} {} units from hot wallet {from} to deposit address \
              {}; it is no payment of the service, so it was not credited to the address's user: \
              the coins are still the treasury's",
@@ -218,12 +215,9 @@ fn unrecognized_treasury_move(
             t.asset_code,
             t.to.as_str()
         ),
-        reference_type: None,
-        reference_id: None,
-        created_at: now,
-        acknowledged_at: None,
-        acknowledged_by: None,
-    })?;
+        None,
+        now,
+    ))?;
     Ok(())
 }
 
@@ -249,21 +243,18 @@ pub fn advance(
         if let Some(why) = super::repair::treasury_move_of(tx, &settings.hot_wallets, &d)? {
             // Recorded as a deposit by an older version, still pending: never credited.
             super::repair::void_pending(tx, &mut d, now)?;
-            tx.raise_alert(&Alert {
-                id: new_uuid(entropy),
-                kind: "treasury_deposit_voided".into(),
-                severity: "warning".into(),
-                message: format!(
+            tx.raise_alert(&Alert::open(
+                new_uuid(entropy),
+                "treasury_deposit_voided",
+                "warning",
+                format!(
                     "deposit {} ({} {} units to user {} of tenant {}) is the treasury's own move \
                      ({why}) that an older version recorded as a deposit: orphaned, never credited",
                     d.id, d.asset, d.amount, d.external_user_id, d.tenant
                 ),
-                reference_type: Some("deposit".into()),
-                reference_id: Some(d.id),
-                created_at: now,
-                acknowledged_at: None,
-                acknowledged_by: None,
-            })?;
+                Some(("deposit", d.id)),
+                now,
+            ))?;
             continue;
         }
         let depth = tip.saturating_sub(block).saturating_add(1);
@@ -430,16 +421,13 @@ fn reverse(
     d.transition(DepositStatus::Reversed, now)
         .map_err(invariant)?;
     tx.update_deposit(d)?;
-    tx.raise_alert(&Alert {
-        id: new_uuid(entropy),
-        kind: "deposit_reversed".into(),
-        severity: severity.into(),
+    tx.raise_alert(&Alert::open(
+        new_uuid(entropy),
+        "deposit_reversed",
+        severity,
         message,
-        reference_type: Some("deposit".into()),
-        reference_id: Some(d.id),
-        created_at: now,
-        acknowledged_at: None,
-        acknowledged_by: None,
-    })?;
+        Some(("deposit", d.id)),
+        now,
+    ))?;
     Ok(())
 }

@@ -278,11 +278,11 @@ fn record(
         // Nothing for an operator to do: the audit record and the printed report say it.
         return Ok(());
     }
-    tx.raise_alert(&Alert {
-        id: new_uuid(entropy),
-        kind: "treasury_deposit_repaired".into(),
-        severity: "critical".into(),
-        message: format!(
+    tx.raise_alert(&Alert::open(
+        new_uuid(entropy),
+        "treasury_deposit_repaired",
+        "critical",
+        format!(
             "deposit {} ({} {} units to user {} of tenant {}) was {}: {reason}; the user had \
              spent {} units of it, now owed (reorg_receivable): their outgoing {} operations \
              are refused until an operator settles it (custody ledger settle-owed)",
@@ -295,12 +295,9 @@ fn record(
             done.owed_units,
             done.asset
         ),
-        reference_type: Some("deposit".into()),
-        reference_id: Some(done.deposit_id),
-        created_at: now,
-        acknowledged_at: None,
-        acknowledged_by: None,
-    })?;
+        Some(("deposit", done.deposit_id)),
+        now,
+    ))?;
     Ok(())
 }
 

@@ -822,17 +822,14 @@ pub fn record_double_payment(
         hashes.join(", "),
         out.payment.recipient()
     );
-    tx.raise_alert(&crate::admin::Alert {
-        id: ids.alert,
-        kind: "double_payment".into(),
-        severity: "critical".into(),
+    tx.raise_alert(&crate::admin::Alert::open(
+        ids.alert,
+        "double_payment",
+        "critical",
         message,
-        reference_type: Some("outgoing_transaction".into()),
-        reference_id: Some(out.id),
-        created_at: now,
-        acknowledged_at: None,
-        acknowledged_by: None,
-    })?;
+        Some(("outgoing_transaction", out.id)),
+        now,
+    ))?;
     let reason = format!(
         "outgoing transaction {}: attempts {} are all in blocks (a double payment)",
         out.id,

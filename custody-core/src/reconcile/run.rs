@@ -106,21 +106,18 @@ pub fn finish_ledger(
     let done = completed(run, discrepancies, now);
     finish(tx, &done)?;
     if let Some(first) = report.discrepancies.first() {
-        tx.raise_alert(&Alert {
-            id: new_uuid(entropy),
-            kind: "ledger_discrepancy".into(),
-            severity: "critical".into(),
-            message: format!(
+        tx.raise_alert(&Alert::open(
+            new_uuid(entropy),
+            "ledger_discrepancy",
+            "critical",
+            format!(
                 "LEDGER reconciliation {} found {} discrepancies; the first: {first}",
                 run.id,
                 report.discrepancies.len()
             ),
-            reference_type: Some("reconciliation".into()),
-            reference_id: Some(run.id),
-            created_at: now,
-            acknowledged_at: None,
-            acknowledged_by: None,
-        })?;
+            Some(("reconciliation", run.id)),
+            now,
+        ))?;
     }
     Ok(done)
 }
@@ -171,17 +168,14 @@ pub fn finish_treasury(
             &reason,
             now,
         )?;
-        tx.raise_alert(&Alert {
-            id: new_uuid(entropy),
-            kind: "treasury_shortfall".into(),
-            severity: "critical".into(),
-            message: format!("{reason}; {key} is on: withdrawals and swaps of it are stopped"),
-            reference_type: Some("reconciliation".into()),
-            reference_id: Some(run.id),
-            created_at: now,
-            acknowledged_at: None,
-            acknowledged_by: None,
-        })?;
+        tx.raise_alert(&Alert::open(
+            new_uuid(entropy),
+            "treasury_shortfall",
+            "critical",
+            format!("{reason}; {key} is on: withdrawals and swaps of it are stopped"),
+            Some(("reconciliation", run.id)),
+            now,
+        ))?;
     }
     Ok(done)
 }

@@ -540,11 +540,11 @@ fn on_sweep(
             reclaim_energy(tx, entropy, &s, now)?;
             // The address is left alone for a while (`[sweeps] failure_backoff_ms`): an operator
             // should know why its funds stay where they are.
-            tx.raise_alert(&crate::admin::Alert {
-                id: new_uuid(entropy),
-                kind: "sweep_failed".into(),
-                severity: "warning".into(),
-                message: format!(
+            tx.raise_alert(&crate::admin::Alert::open(
+                new_uuid(entropy),
+                "sweep_failed",
+                "warning",
+                format!(
                     "{} sweep {} of {} {} from {} failed: {why}",
                     s.network,
                     s.id,
@@ -552,12 +552,9 @@ fn on_sweep(
                     s.asset,
                     s.address
                 ),
-                reference_type: Some("sweep".into()),
-                reference_id: Some(s.id),
-                created_at: now,
-                acknowledged_at: None,
-                acknowledged_by: None,
-            })?;
+                Some(("sweep", s.id)),
+                now,
+            ))?;
         }
         _ => {
             if changed {
@@ -698,11 +695,11 @@ fn drain_failed(
     why: &str,
     now: Timestamp,
 ) -> CoreResult<()> {
-    tx.raise_alert(&crate::admin::Alert {
-        id: new_uuid(entropy),
-        kind: "hot_wallet_drain_failed".into(),
-        severity: "critical".into(),
-        message: format!(
+    tx.raise_alert(&crate::admin::Alert::open(
+        new_uuid(entropy),
+        "hot_wallet_drain_failed",
+        "critical",
+        format!(
             "{} drain {} of {} {} from retired hot wallet {} to {} failed: {why}",
             f.network,
             f.id,
@@ -711,12 +708,9 @@ fn drain_failed(
             f.from,
             f.address
         ),
-        reference_type: Some("treasury_funding".into()),
-        reference_id: Some(f.id),
-        created_at: now,
-        acknowledged_at: None,
-        acknowledged_by: None,
-    })?;
+        Some(("treasury_funding", f.id)),
+        now,
+    ))?;
     Ok(())
 }
 
@@ -801,11 +795,11 @@ fn reclaim_failed(
     why: &str,
     now: Timestamp,
 ) -> CoreResult<()> {
-    tx.raise_alert(&crate::admin::Alert {
-        id: new_uuid(entropy),
-        kind: "energy_reclaim_failed".into(),
-        severity: "warning".into(),
-        message: format!(
+    tx.raise_alert(&crate::admin::Alert::open(
+        new_uuid(entropy),
+        "energy_reclaim_failed",
+        "warning",
+        format!(
             "{} reclaim {} of the energy of {} sun of stake lent to {} failed: {why}; \
              undelegate it from {} by hand",
             f.network,
@@ -814,11 +808,8 @@ fn reclaim_failed(
             f.address,
             f.from
         ),
-        reference_type: Some("treasury_funding".into()),
-        reference_id: Some(f.id),
-        created_at: now,
-        acknowledged_at: None,
-        acknowledged_by: None,
-    })?;
+        Some(("treasury_funding", f.id)),
+        now,
+    ))?;
     Ok(())
 }

@@ -32,17 +32,14 @@ fn audit(n: u128, created: i64) -> AuditRecord {
 }
 
 fn alert(n: u128, created: i64) -> Alert {
-    Alert {
-        id: uid(n),
-        kind: "deposit_reversed".into(),
-        severity: "warning".into(),
-        message: format!("alert {n}"),
-        reference_type: None,
-        reference_id: None,
-        created_at: at(created),
-        acknowledged_at: None,
-        acknowledged_by: None,
-    }
+    Alert::open(
+        uid(n),
+        "deposit_reversed",
+        "warning",
+        format!("alert {n}"),
+        None,
+        at(created),
+    )
 }
 
 fn control(key: &str, enabled: bool, updated: i64) -> Control {
