@@ -275,12 +275,7 @@ fn unproven_token_payment(
     {
         return None;
     }
-    let recorded = tx.included.as_ref().is_some_and(|r| {
-        r.hash == f.hash
-            && r.block_number == f.inclusion.block_number
-            && r.block_hash == f.inclusion.block_hash
-    });
-    if !recorded {
+    if !recorded_as(tx, &f.hash, &f.inclusion) {
         return Some(Some(Decision::Included {
             hash: f.hash.clone(),
             inclusion: f.inclusion.clone(),
@@ -290,6 +285,15 @@ fn unproven_token_payment(
         reason: format!("{reason}: {missing}"),
     };
     Some((depth_of(&f.inclusion, obs) >= u64::from(policy.confirmations)).then_some(fail))
+}
+
+/// Whether `tx`'s recorded inclusion is attempt `hash` in the same block as `inclusion`.
+fn recorded_as(tx: &OutgoingTx, hash: &str, inclusion: &Inclusion) -> bool {
+    tx.included.as_ref().is_some_and(|r| {
+        r.hash == hash
+            && r.block_number == inclusion.block_number
+            && r.block_hash == inclusion.block_hash
+    })
 }
 
 /// Whether `moves` show any of `tx`'s token leaving its sender, whatever the amount or the
@@ -456,12 +460,7 @@ fn follow(
         {
             return Decision::Stuck { reason };
         }
-        let same = tx.included.as_ref().is_some_and(|r| {
-            r.hash == hash
-                && r.block_number == inclusion.block_number
-                && r.block_hash == inclusion.block_hash
-        });
-        if !same {
+        if !recorded_as(tx, &hash, &inclusion) {
             return if by_lookup {
                 Decision::Included { hash, inclusion }
             } else {
