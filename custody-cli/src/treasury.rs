@@ -136,6 +136,9 @@ pub fn rotate(dir: &DataDir, args: &RotateArgs) -> Result<(), String> {
 /// unfinished payments changed meanwhile.
 pub fn drain(dir: &DataDir, args: &RotateArgs) -> Result<(), String> {
     let network = args.network()?;
+    if args.reason.trim().is_empty() {
+        return Err("--reason: must not be empty (it is written to the audit trail)".into());
+    }
     let config = dir.load_config()?;
     let catalog = config.catalog()?;
     let (store, unlocked) = open_store(dir, &config)?;
