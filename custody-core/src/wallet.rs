@@ -152,17 +152,13 @@ pub trait WalletReads {
     ) -> Result<Option<Wallet>, PortError>;
     /// The id of the user's wallet on `network`, if there is one: all a command that only names
     /// the wallet needs (an internal transfer, twice per request). A store may answer it without
-    /// reading the wallet's addresses; the default reads the whole wallet.
+    /// reading the wallet's addresses.
     fn wallet_id_by_user(
         &mut self,
         tenant: &crate::tenant::TenantId,
         external_user_id: &str,
         network: Network,
-    ) -> Result<Option<Uuid>, PortError> {
-        Ok(self
-            .wallet_by_user(tenant, external_user_id, network)?
-            .map(|w| w.id))
-    }
+    ) -> Result<Option<Uuid>, PortError>;
     /// A wallet of `tenant` by id; another tenant's wallet is `None`, like a missing one.
     fn wallet_by_id(
         &mut self,

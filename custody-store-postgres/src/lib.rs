@@ -18,9 +18,7 @@ mod connection;
 mod exclusive;
 mod migrations;
 mod rate;
-mod repo;
 mod sql;
-mod tx;
 mod worker;
 
 #[cfg(feature = "test-utils")]

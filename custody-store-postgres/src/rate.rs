@@ -16,10 +16,10 @@ use custody_core::error::{CoreError, CoreResult};
 use custody_core::time::Timestamp;
 use uuid::Uuid;
 
-use crate::sql::{params, OptionalExtension};
-use crate::tx::db_err;
 use crate::worker::Task;
 use crate::PgStore;
+use custody_store_sql::sql::OptionalExtension;
+use custody_store_sql::{db_err, params, Db};
 
 /// A [`RateLimit`] over the `rate_windows` table of a [`PgStore`].
 pub struct PgRateLimiter {
@@ -79,7 +79,7 @@ impl RateLimit for PgRateLimiter {
         let (window, reset_after_s) = window_of(now);
         let used = self
             .direct(move |c| {
-                c.query_row(
+                Db::new(c).query_row(
                     "SELECT used FROM rate_windows WHERE credential_id = ?1 AND window_number = ?2",
                     params![credential.to_string(), window],
                     |r| r.get::<_, i64>(0),
@@ -120,24 +120,26 @@ impl RateLimit for PgRateLimiter {
         let counted = self
             .direct(move |c| {
                 if prune {
-                    c.execute(
-                        "DELETE FROM rate_windows WHERE window_number < ?1",
-                        params![window - 1],
-                    )
-                    .map_err(|e| CoreError::Port(db_err(e)))?;
+                    Db::new(c)
+                        .execute(
+                            "DELETE FROM rate_windows WHERE window_number < ?1",
+                            params![window - 1],
+                        )
+                        .map_err(|e| CoreError::Port(db_err(e)))?;
                 }
                 // No row back: the window is full, and a refused request is not counted.
-                c.query_row(
-                    "INSERT INTO rate_windows (credential_id, window_number, used) \
+                Db::new(c)
+                    .query_row(
+                        "INSERT INTO rate_windows (credential_id, window_number, used) \
                      VALUES (?1, ?2, 1) \
                      ON CONFLICT (credential_id, window_number) \
                      DO UPDATE SET used = rate_windows.used + 1 WHERE rate_windows.used < ?3 \
                      RETURNING used",
-                    params![credential.to_string(), window, i64_of(limit)],
-                    |r| r.get::<_, i64>(0),
-                )
-                .optional()
-                .map_err(|e| CoreError::Port(db_err(e)))
+                        params![credential.to_string(), window, i64_of(limit)],
+                        |r| r.get::<_, i64>(0),
+                    )
+                    .optional()
+                    .map_err(|e| CoreError::Port(db_err(e)))
             })
             .await;
         match counted {
@@ -164,12 +166,13 @@ impl RateLimit for PgRateLimiter {
         let (window, _) = window_of(now);
         let refunded = self
             .direct(move |c| {
-                c.execute(
-                    "UPDATE rate_windows SET used = used - 1 \
+                Db::new(c)
+                    .execute(
+                        "UPDATE rate_windows SET used = used - 1 \
                      WHERE credential_id = ?1 AND window_number = ?2 AND used > 0",
-                    params![credential.to_string(), window],
-                )
-                .map_err(|e| CoreError::Port(db_err(e)))
+                        params![credential.to_string(), window],
+                    )
+                    .map_err(|e| CoreError::Port(db_err(e)))
             })
             .await;
         if let Err(e) = refunded {

@@ -1,15 +1,11 @@
-//! A small statement layer over one `postgres::Client`, shaped like the part of rusqlite the
-//! SQLite store's repositories use (`prepare_cached`, `query_row`, `query_map`, `optional`,
-//! `params!`). The repositories of both stores then read alike, which is what keeps them
-//! behaving alike: a method ported from one store to the other changes its SQL dialect, not its
-//! logic.
+//! One `postgres::Client` behind the shared repositories' [`Backend`]: prepared statements
+//! cached per connection, parameters converted from borrowed values, rows read in place.
 //!
 //! What it adds to the client:
-//! - `?N` placeholders become PostgreSQL's `$N` (outside quoted text), once per statement text;
-//!   prepared statements are cached per connection.
+//! - `?N` placeholders become PostgreSQL's `$N` (outside quoted text), once per statement text.
 //! - Parameters are dynamically typed values ([`Value`]) converted to whatever type PostgreSQL
-//!   inferred for the placeholder, and columns are read into Rust types by the column's actual
-//!   type, so a BIGINT column reads as `i64`, `u32` or `bool` alike, as in SQLite.
+//!   inferred for the placeholder, and columns are read by the column's actual type, so a
+//!   BIGINT column reads as `i64`, `u32` or `bool` alike, as in SQLite.
 //! - Every error is inspected: a serialization failure or deadlock (40001, 40P01) marks the
 //!   connection, so the store runs the whole job again even when the job turned the error into
 //!   something else.
@@ -18,8 +14,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::error::Error as StdError;
 
+use custody_store_sql::sql::{self, Backend, Dialect, Row, RowSource, Value};
 use postgres::error::SqlState;
-use postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::{Client, Statement};
 
 /// A statement error, from the server or from converting a value.
@@ -89,124 +86,43 @@ impl Error {
     }
 }
 
-/// A dynamically typed parameter, as SQLite has them.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Null,
-    Int(i64),
-    Text(String),
-    Blob(Vec<u8>),
-    /// An unsigned integer above `i64::MAX`, which no BIGINT column holds: passing it fails the
-    /// statement with a conversion error instead of storing another number.
-    OutOfRange(u128),
-}
+/// A parameter as the client passes it.
+#[derive(Debug)]
+struct Param<'a>(Value<'a>);
 
-/// What may be passed as a parameter.
-pub trait ToValue {
-    fn to_value(&self) -> Value;
-}
-
-macro_rules! int_to_value {
-    ($($t:ty),*) => {$(
-        impl ToValue for $t {
-            fn to_value(&self) -> Value {
-                match i64::try_from(*self) {
-                    Ok(i) => Value::Int(i),
-                    // Only unsigned types get here, and none is wider than u128.
-                    Err(_) => Value::OutOfRange(u128::try_from(*self).unwrap_or(u128::MAX)),
-                }
-            }
-        }
-    )*};
-}
-int_to_value!(i64, i32, i16, u8, u16, u32, u64, usize);
-
-impl ToValue for bool {
-    fn to_value(&self) -> Value {
-        Value::Int(i64::from(*self))
-    }
-}
-
-impl ToValue for str {
-    fn to_value(&self) -> Value {
-        Value::Text(self.to_owned())
-    }
-}
-
-impl ToValue for String {
-    fn to_value(&self) -> Value {
-        Value::Text(self.clone())
-    }
-}
-
-impl ToValue for [u8] {
-    fn to_value(&self) -> Value {
-        Value::Blob(self.to_vec())
-    }
-}
-
-impl<const N: usize> ToValue for [u8; N] {
-    fn to_value(&self) -> Value {
-        Value::Blob(self.to_vec())
-    }
-}
-
-impl ToValue for Vec<u8> {
-    fn to_value(&self) -> Value {
-        Value::Blob(self.clone())
-    }
-}
-
-impl<T: ToValue + ?Sized> ToValue for &T {
-    fn to_value(&self) -> Value {
-        (**self).to_value()
-    }
-}
-
-impl<T: ToValue> ToValue for Option<T> {
-    fn to_value(&self) -> Value {
-        self.as_ref().map_or(Value::Null, ToValue::to_value)
-    }
-}
-
-impl ToValue for Value {
-    fn to_value(&self) -> Value {
-        self.clone()
-    }
-}
-
-fn type_error(value: &Value, ty: &Type) -> Box<dyn StdError + Sync + Send> {
+fn type_error(value: &Value<'_>, ty: &Type) -> Box<dyn StdError + Sync + Send> {
     format!("cannot pass {value:?} as {ty}").into()
 }
 
-impl ToSql for Value {
+impl ToSql for Param<'_> {
     fn to_sql(
         &self,
         ty: &Type,
         out: &mut bytes::BytesMut,
     ) -> std::result::Result<IsNull, Box<dyn StdError + Sync + Send>> {
-        match self {
+        let value = &self.0;
+        match *value {
             Value::Null => Ok(IsNull::Yes),
             Value::Int(i) => match *ty {
                 Type::INT8 => i.to_sql(ty, out),
-                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
-                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
-                Type::BOOL => (*i != 0).to_sql(ty, out),
+                Type::INT4 => i32::try_from(i)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(i)?.to_sql(ty, out),
+                Type::BOOL => (i != 0).to_sql(ty, out),
                 Type::TEXT | Type::VARCHAR | Type::UNKNOWN => i.to_string().to_sql(ty, out),
-                _ => Err(type_error(self, ty)),
+                _ => Err(type_error(value, ty)),
             },
             Value::Text(s) => match *ty {
                 Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => {
                     s.to_sql(ty, out)
                 }
-                _ => Err(type_error(self, ty)),
+                _ => Err(type_error(value, ty)),
             },
             Value::OutOfRange(n) => {
                 Err(format!("{n} does not fit a BIGINT (at most {})", i64::MAX).into())
             }
             Value::Blob(b) => match *ty {
                 Type::BYTEA => b.to_sql(ty, out),
-                _ => Err(type_error(self, ty)),
+                _ => Err(type_error(value, ty)),
             },
         }
     }
@@ -217,64 +133,6 @@ impl ToSql for Value {
 
     to_sql_checked!();
 }
-
-/// The parameters of one statement.
-pub trait Params {
-    fn values(self) -> Vec<Value>;
-}
-
-impl Params for &[&dyn ToValue] {
-    fn values(self) -> Vec<Value> {
-        self.iter().map(|v| v.to_value()).collect()
-    }
-}
-
-impl Params for [&dyn ToValue; 0] {
-    fn values(self) -> Vec<Value> {
-        Vec::new()
-    }
-}
-
-macro_rules! array_params {
-    ($($n:literal),*) => {$(
-        impl<T: ToValue> Params for [T; $n] {
-            fn values(self) -> Vec<Value> {
-                self.iter().map(ToValue::to_value).collect()
-            }
-        }
-        impl<T: ToValue> Params for &[T; $n] {
-            fn values(self) -> Vec<Value> {
-                self.iter().map(ToValue::to_value).collect()
-            }
-        }
-    )*};
-}
-array_params!(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
-
-macro_rules! tuple_params {
-    ($(($($t:ident $i:tt),+)),*) => {$(
-        impl<$($t: ToValue),+> Params for ($($t,)+) {
-            fn values(self) -> Vec<Value> {
-                vec![$(self.$i.to_value()),+]
-            }
-        }
-    )*};
-}
-tuple_params!(
-    (A 0),
-    (A 0, B 1),
-    (A 0, B 1, C 2),
-    (A 0, B 1, C 2, D 3),
-    (A 0, B 1, C 2, D 3, E 4),
-    (A 0, B 1, C 2, D 3, E 4, F 5)
-);
-
-/// `params![a, b, c]`: parameters of different types.
-macro_rules! params {
-    () => { &[] as &[&dyn $crate::sql::ToValue] };
-    ($($p:expr),+ $(,)?) => { &[$(&$p as &dyn $crate::sql::ToValue),+] as &[&dyn $crate::sql::ToValue] };
-}
-pub(crate) use params;
 
 /// Rewrites `?N` placeholders as `$N`, leaving quoted text and identifiers alone.
 pub fn translate(sql: &str) -> String {
@@ -301,157 +159,59 @@ pub fn translate(sql: &str) -> String {
     out
 }
 
-/// A column value that is NULL or not, whatever its type.
-struct Present;
+/// One row as the client read it.
+struct PgRow<'r>(&'r postgres::Row);
 
-impl<'a> FromSql<'a> for Present {
-    fn from_sql(
-        _: &Type,
-        _: &'a [u8],
-    ) -> std::result::Result<Self, Box<dyn StdError + Sync + Send>> {
-        Ok(Present)
+impl PgRow<'_> {
+    fn read(&self, idx: usize) -> std::result::Result<Value<'_>, postgres::Error> {
+        let row = self.0;
+        let Some(column) = row.columns().get(idx) else {
+            return Ok(Value::Null);
+        };
+        let int = |v: Option<i64>| v.map_or(Value::Null, Value::Int);
+        Ok(match *column.type_() {
+            Type::INT8 => int(row.try_get::<_, Option<i64>>(idx)?),
+            Type::INT4 => int(row.try_get::<_, Option<i32>>(idx)?.map(i64::from)),
+            Type::INT2 => int(row.try_get::<_, Option<i16>>(idx)?.map(i64::from)),
+            Type::BOOL => int(row.try_get::<_, Option<bool>>(idx)?.map(i64::from)),
+            Type::BYTEA => row
+                .try_get::<_, Option<&[u8]>>(idx)?
+                .map_or(Value::Null, Value::Blob),
+            _ => row
+                .try_get::<_, Option<&str>>(idx)?
+                .map_or(Value::Null, Value::Text),
+        })
     }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
 }
 
-/// What a column may be read as.
-pub trait FromColumn: Sized {
-    fn from_column(row: &postgres::Row, idx: usize) -> Result<Self>;
-}
-
-fn conversion(row: &postgres::Row, idx: usize, to: &str) -> Error {
-    let ty = row.columns().get(idx).map(|c| c.type_().to_string());
-    Error::Conversion(format!(
-        "column {idx} of type {ty:?} cannot be read as {to}"
-    ))
-}
-
-fn read_i64(row: &postgres::Row, idx: usize) -> Result<Option<i64>> {
-    let ty = row
-        .columns()
-        .get(idx)
-        .map(|c| c.type_().clone())
-        .ok_or_else(|| Error::Conversion(format!("no column {idx}")))?;
-    Ok(match ty {
-        Type::INT8 => row.try_get::<_, Option<i64>>(idx)?,
-        Type::INT4 => row.try_get::<_, Option<i32>>(idx)?.map(i64::from),
-        Type::INT2 => row.try_get::<_, Option<i16>>(idx)?.map(i64::from),
-        Type::BOOL => row.try_get::<_, Option<bool>>(idx)?.map(i64::from),
-        _ => return Err(conversion(row, idx, "an integer")),
-    })
-}
-
-macro_rules! int_from_column {
-    ($($t:ty),*) => {$(
-        impl FromColumn for Option<$t> {
-            fn from_column(row: &postgres::Row, idx: usize) -> Result<Self> {
-                read_i64(row, idx)?
-                    .map(|v| <$t>::try_from(v).map_err(|_| conversion(row, idx, stringify!($t))))
-                    .transpose()
-            }
+impl RowSource for PgRow<'_> {
+    fn column(&self, idx: usize) -> sql::Result<Value<'_>> {
+        if idx >= self.0.len() {
+            return Err(sql::Error::Conversion(format!("no column {idx}")));
         }
-        impl FromColumn for $t {
-            fn from_column(row: &postgres::Row, idx: usize) -> Result<Self> {
-                Option::<$t>::from_column(row, idx)?.ok_or_else(|| conversion(row, idx, "a value (it is NULL)"))
-            }
-        }
-    )*};
-}
-int_from_column!(i64, i32, u8, u16, u32, u64, usize);
-
-impl FromColumn for Option<bool> {
-    fn from_column(row: &postgres::Row, idx: usize) -> Result<Self> {
-        Ok(read_i64(row, idx)?.map(|v| v != 0))
+        self.read(idx).map_err(|e| {
+            let ty = self.0.columns().get(idx).map(|c| c.type_().to_string());
+            sql::Error::Conversion(format!("column {idx} of type {ty:?} cannot be read: {e}"))
+        })
     }
-}
 
-impl FromColumn for bool {
-    fn from_column(row: &postgres::Row, idx: usize) -> Result<Self> {
-        Option::<bool>::from_column(row, idx)?
-            .ok_or_else(|| conversion(row, idx, "a value (it is NULL)"))
-    }
-}
-
-macro_rules! direct_from_column {
-    ($($t:ty),*) => {$(
-        impl FromColumn for Option<$t> {
-            fn from_column(row: &postgres::Row, idx: usize) -> Result<Self> {
-                if row.try_get::<_, Option<Present>>(idx)?.is_none() {
-                    return Ok(None);
-                }
-                row.try_get::<_, $t>(idx).map(Some).map_err(|_| conversion(row, idx, stringify!($t)))
-            }
-        }
-        impl FromColumn for $t {
-            fn from_column(row: &postgres::Row, idx: usize) -> Result<Self> {
-                Option::<$t>::from_column(row, idx)?.ok_or_else(|| conversion(row, idx, "a value (it is NULL)"))
-            }
-        }
-    )*};
-}
-direct_from_column!(String, Vec<u8>);
-
-/// One row of a result.
-pub struct Row<'r> {
-    inner: &'r postgres::Row,
-}
-
-impl Row<'_> {
-    /// The column at `idx`, a position or a name (rusqlite's two type parameters, so call
-    /// sites read alike).
-    pub fn get<I: ColumnIndex, T: FromColumn>(&self, idx: I) -> Result<T> {
-        T::from_column(self.inner, idx.position(self.inner)?)
-    }
-}
-
-/// A column's position or name.
-pub trait ColumnIndex {
-    fn position(&self, row: &postgres::Row) -> Result<usize>;
-}
-
-impl ColumnIndex for usize {
-    fn position(&self, _: &postgres::Row) -> Result<usize> {
-        Ok(*self)
-    }
-}
-
-impl ColumnIndex for &str {
-    fn position(&self, row: &postgres::Row) -> Result<usize> {
-        row.columns()
+    fn column_index(&self, name: &str) -> sql::Result<usize> {
+        self.0
+            .columns()
             .iter()
-            .position(|c| c.name() == *self)
-            .ok_or_else(|| Error::Conversion(format!("no column {self:?}")))
+            .position(|c| c.name() == name)
+            .ok_or_else(|| sql::Error::Conversion(format!("no column {name:?}")))
     }
 }
 
-/// The rows of a query, read by `next` as rusqlite's are.
-pub struct Rows {
-    rows: std::vec::IntoIter<postgres::Row>,
-    current: Option<postgres::Row>,
-}
-
-impl Rows {
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Result<Option<Row<'_>>> {
-        self.current = self.rows.next();
-        Ok(self.current.as_ref().map(|inner| Row { inner }))
-    }
-}
-
-/// `query_row(...).optional()`: no row is `None`, not an error.
-pub trait OptionalExtension<T> {
-    fn optional(self) -> Result<Option<T>>;
-}
-
-impl<T> OptionalExtension<T> for Result<T> {
-    fn optional(self) -> Result<Option<T>> {
-        match self {
-            Ok(v) => Ok(Some(v)),
-            Err(Error::QueryReturnedNoRows) => Ok(None),
-            Err(e) => Err(e),
+impl From<Error> for sql::Error {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Conversion(m) => sql::Error::Conversion(m),
+            e => sql::Error::Db {
+                transient: e.is_conflict() || e.is_connection(),
+                message: format!("postgres: {e}"),
+            },
         }
     }
 }
@@ -530,12 +290,9 @@ impl Conn {
         Ok(self.note(r)?.get(0))
     }
 
-    pub fn prepare_cached(&self, sql: &str) -> Result<Stmt<'_>> {
+    fn statement(&self, sql: &str) -> Result<Statement> {
         if let Some(s) = self.cache.borrow().get(sql) {
-            return Ok(Stmt {
-                conn: self,
-                stmt: s.clone(),
-            });
+            return Ok(s.clone());
         }
         let r = self
             .client
@@ -544,104 +301,71 @@ impl Conn {
             .map_err(Error::from);
         let stmt = self.note(r)?;
         self.cache.borrow_mut().insert(sql.to_owned(), stmt.clone());
-        Ok(Stmt { conn: self, stmt })
+        Ok(stmt)
     }
 
-    pub fn prepare(&self, sql: &str) -> Result<Stmt<'_>> {
-        self.prepare_cached(sql)
-    }
-
-    pub fn execute(&self, sql: &str, params: impl Params) -> Result<usize> {
-        self.prepare_cached(sql)?.execute(params)
-    }
-
-    pub fn query_row<T>(
-        &self,
-        sql: &str,
-        params: impl Params,
-        f: impl FnOnce(&Row<'_>) -> Result<T>,
-    ) -> Result<T> {
-        self.prepare_cached(sql)?.query_row(params, f)
+    fn rows(&self, sql: &str, args: &[Value<'_>]) -> Result<Vec<postgres::Row>> {
+        let stmt = self.statement(sql)?;
+        let params: Vec<Param<'_>> = args.iter().map(|v| Param(*v)).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        let r = self
+            .client
+            .borrow_mut()
+            .query(&stmt, &refs)
+            .map_err(Error::from);
+        self.note(r)
     }
 }
 
-/// A prepared statement of a [`Conn`].
-pub struct Stmt<'c> {
-    conn: &'c Conn,
-    stmt: Statement,
-}
-
-impl Stmt<'_> {
-    fn run(&self, params: impl Params) -> Result<Vec<postgres::Row>> {
-        let values = params.values();
-        let refs: Vec<&(dyn ToSql + Sync)> =
-            values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        let r = self
-            .conn
-            .client
-            .borrow_mut()
-            .query(&self.stmt, &refs)
-            .map_err(Error::from);
-        self.conn.note(r)
+impl Backend for Conn {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
     }
 
-    pub fn execute(&mut self, params: impl Params) -> Result<usize> {
-        let values = params.values();
+    fn execute(&self, sql: &str, args: &[Value<'_>]) -> sql::Result<usize> {
+        let stmt = self.statement(sql)?;
+        let params: Vec<Param<'_>> = args.iter().map(|v| Param(*v)).collect();
         let refs: Vec<&(dyn ToSql + Sync)> =
-            values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+            params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         let r = self
-            .conn
             .client
             .borrow_mut()
-            .execute(&self.stmt, &refs)
+            .execute(&stmt, &refs)
             .map_err(Error::from);
-        let n = self.conn.note(r)?;
+        let n = self.note(r)?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    pub fn query_row<T>(
-        &mut self,
-        params: impl Params,
-        f: impl FnOnce(&Row<'_>) -> Result<T>,
-    ) -> Result<T> {
-        let rows = self.run(params)?;
-        let first = rows.first().ok_or(Error::QueryReturnedNoRows)?;
-        f(&Row { inner: first })
+    fn query(
+        &self,
+        sql: &str,
+        args: &[Value<'_>],
+        each: &mut dyn FnMut(&Row<'_>) -> sql::Result<bool>,
+    ) -> sql::Result<()> {
+        for row in &self.rows(sql, args)? {
+            if !each(&Row::new(&PgRow(row)))? {
+                break;
+            }
+        }
+        Ok(())
     }
 
-    pub fn query_map<T>(
-        &mut self,
-        params: impl Params,
-        mut f: impl FnMut(&Row<'_>) -> Result<T>,
-    ) -> Result<std::vec::IntoIter<Result<T>>> {
-        let rows = self.run(params)?;
-        Ok(rows
-            .iter()
-            .map(|inner| f(&Row { inner }))
-            .collect::<Vec<_>>()
-            .into_iter())
-    }
-
-    pub fn query(&mut self, params: impl Params) -> Result<Rows> {
-        Ok(Rows {
-            rows: self.run(params)?.into_iter(),
-            current: None,
-        })
+    fn run(&self, sql: &str) -> sql::Result<()> {
+        Ok(self.execute_batch(sql)?)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{translate, ToValue, Value};
+    use super::{translate, Param};
+    use custody_store_sql::sql::ToValue;
     use postgres::types::{ToSql, Type};
 
     #[test]
     fn integers_above_i64_max_are_refused_not_clamped() {
-        assert_eq!(u64::MAX.to_value(), Value::OutOfRange(u128::from(u64::MAX)));
-        assert_eq!((i64::MAX as u64).to_value(), Value::Int(i64::MAX));
-        assert_eq!(usize::MAX.to_value(), Value::OutOfRange(usize::MAX as u128));
         let mut out = bytes::BytesMut::new();
-        let refused = u64::MAX.to_value().to_sql(&Type::INT8, &mut out);
+        let refused = Param(u64::MAX.to_value()).to_sql(&Type::INT8, &mut out);
         assert!(refused.is_err());
         assert!(out.is_empty());
     }

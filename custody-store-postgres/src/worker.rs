@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::commit_outcome::{self, Outcome};
 use crate::sql::Conn;
-use crate::tx::{db_err, PgTx};
+use custody_store_sql::{db_err, Db, SqlTx};
 
 pub(crate) type Reply = oneshot::Sender<CoreResult<Box<dyn Any + Send>>>;
 
@@ -97,7 +97,7 @@ enum Attempt {
 }
 
 fn port(e: crate::sql::Error) -> CoreError {
-    CoreError::Port(db_err(e))
+    CoreError::Port(db_err(e.into()))
 }
 
 fn write(conn: &Conn, job: &mut WriteJob, settings: &Settings) -> CoreResult<Box<dyn Any + Send>> {
@@ -138,7 +138,7 @@ fn write_once(conn: &Conn, job: &mut WriteJob, config: &postgres::Config) -> Att
         Err(e) => return Attempt::Done(Err(port(e))),
     };
     let (result, left_open) = {
-        let mut tx = PgTx::new(conn);
+        let mut tx = SqlTx::new(Db::new(conn));
         let result = catch_unwind(AssertUnwindSafe(|| job(&mut tx)))
             .unwrap_or_else(|_| Err(CoreError::Invariant("a store job panicked".into())));
         (result, tx.open_savepoints())
@@ -217,7 +217,7 @@ fn after_lost_commit(
 fn read(conn: &Conn, job: &mut ReadJob) -> CoreResult<Box<dyn Any + Send>> {
     conn.execute_batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .map_err(port)?;
-    let mut tx = PgTx::new(conn);
+    let mut tx = SqlTx::new(Db::new(conn));
     let result = catch_unwind(AssertUnwindSafe(|| job(&mut tx)))
         .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())));
     let _ = conn.execute_batch("ROLLBACK");

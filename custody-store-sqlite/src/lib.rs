@@ -6,10 +6,8 @@
 //! before anyone is told it happened. Amounts are TEXT, never INTEGER (i64 overflows at about
 //! 9.2 tokens of 18 decimals).
 
+mod backend;
 mod migrations;
-mod repo;
-mod tx;
-mod wallet_cache;
 mod writer;
 
 use std::any::Any;
@@ -23,9 +21,10 @@ use custody_core::ports::store::{ReadJob, Store, WriteJob};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use backend::{db_err, SqliteDb};
+use custody_store_sql::wallet_cache::{SnapshotWallets, WalletCache};
+use custody_store_sql::{Db, SqlTx};
 pub use migrations::latest_version as schema_version;
-use tx::{db_err, SqliteTx};
-use wallet_cache::{SnapshotWallets, WalletCache};
 
 /// Tuning of the store. Limits carry their unit last.
 #[derive(Debug, Clone)]
@@ -78,7 +77,7 @@ const SNAPSHOT_VERSIONS_SQL: &str = "SELECT c.n, w.n FROM credentials_version c,
 /// `BEGIN`, SQLite keeps a connection's read transaction open while any of its statements is
 /// active, and every other statement of the connection reads that same snapshot; the snapshot
 /// ends when the held statement is reset. So the version a fenced route checks
-/// (`SqliteTx::credentials_version`) comes from the snapshot its reads use, and so does the
+/// (`SqlTx::credentials_version`) comes from the snapshot its reads use, and so does the
 /// wallets version by which kept wallets are used. A read runs two statements fewer than with
 /// `BEGIN` and `ROLLBACK`, a fenced read three (the version's `SELECT`). The held statement is
 /// never stepped to its end: that would end the snapshot.
@@ -101,7 +100,8 @@ fn read_in(
         cache: wallets,
         version: wallets_version.unsigned_abs(),
     };
-    let mut tx = SqliteTx::in_snapshot(conn, version.unsigned_abs(), kept);
+    let db = SqliteDb::in_snapshot(conn);
+    let mut tx = SqlTx::in_snapshot(Db::new(&db), version.unsigned_abs(), kept);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut tx)))
         .unwrap_or_else(|_| Err(CoreError::Invariant("a store read panicked".into())));
     // Resetting the pinned statement ends the snapshot (drop order made explicit).
@@ -162,7 +162,7 @@ fn configure(conn: &Connection, busy_timeout_ms: u64) -> rusqlite::Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.set_prepared_statement_cache_capacity(tx::STATEMENT_CACHE);
+    conn.set_prepared_statement_cache_capacity(backend::STATEMENT_CACHE);
     // The writer keeps the pages it touches (index right edges, account rows) in its own cache
     // rather than reading them back from the file at every batch (SQLite's default is 2 MiB).
     conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
@@ -231,7 +231,7 @@ impl SqliteStore {
             r.pragma_update(None, "query_only", "ON").map_err(db_err)?;
             r.pragma_update(None, "mmap_size", MMAP_BYTES)
                 .map_err(db_err)?;
-            r.set_prepared_statement_cache_capacity(tx::STATEMENT_CACHE);
+            r.set_prepared_statement_cache_capacity(backend::STATEMENT_CACHE);
             Ok(r)
         };
         let mut readers = Vec::with_capacity(options.readers.max(1));
@@ -339,12 +339,14 @@ impl Store for SqliteStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let n: i64 = conn
-            .prepare_cached(repo::credentials::CREDENTIALS_VERSION_SQL)
+            .prepare_cached(custody_store_sql::CREDENTIALS_VERSION_SQL)
             .and_then(|mut s| s.query_row([], |r| r.get(0)))
             .map_err(db_err)?;
         Ok(Some(n.unsigned_abs()))
     }
 }
 
+#[cfg(test)]
+mod repo_tests;
 #[cfg(test)]
 mod tests;

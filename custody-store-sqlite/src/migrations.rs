@@ -85,7 +85,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0022_nonce_log",
         include_str!("../migrations/0022_nonce_log.sql"),
     ),
-    // 0023's triggers keep readers' kept wallets true (`crate::wallet_cache`): a migration that
+    // 0023's triggers keep readers' kept wallets true (`custody_store_sql::wallet_cache`): a migration that
     // rebuilds `wallets` or `wallet_addresses` (which drops their triggers) must create them
     // again and raise `wallets_version`.
     (
@@ -361,7 +361,10 @@ mod tests {
         ] {
             let page = plan(
                 &conn,
-                &format!("SELECT * FROM {table} WHERE {}", crate::repo::PAGE_CLAUSE),
+                &format!(
+                    "SELECT * FROM {table} WHERE {}",
+                    custody_store_sql::PAGE_CLAUSE
+                ),
                 rusqlite::params![10_i64, 5_i64, "x"],
             );
             assert!(page.contains(index), "{table}: {page}");

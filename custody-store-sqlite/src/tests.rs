@@ -703,7 +703,10 @@ async fn the_outbox_keeps_only_the_indexes_its_queries_read() {
     );
     assert!(claim.contains("outbox_due_by_tenant"), "{claim}");
     let page = plan(
-        &format!("SELECT id FROM outbox WHERE {}", crate::repo::PAGE_CLAUSE),
+        &format!(
+            "SELECT id FROM outbox WHERE {}",
+            custody_store_sql::PAGE_CLAUSE
+        ),
         &[&10_i64, &None::<i64>, &None::<String>],
     );
     // The ascending index (0027), scanned backwards: no sort.

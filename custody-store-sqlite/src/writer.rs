@@ -22,7 +22,8 @@ use custody_core::ports::store::WriteJob;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::tx::{db_err, SqliteTx};
+use crate::backend::{db_err, SqliteDb};
+use custody_store_sql::{Db, SqlTx};
 
 pub(crate) type Reply = oneshot::Sender<CoreResult<Box<dyn Any + Send>>>;
 
@@ -100,7 +101,8 @@ fn run_optimistically(
     }
     let mut answers = Vec::with_capacity(batch.len());
     for job in batch.iter_mut() {
-        let mut tx = SqliteTx::optimistic(conn);
+        let db = SqliteDb::in_transaction(conn);
+        let mut tx = SqlTx::optimistic(Db::new(&db));
         let result = catch_unwind(AssertUnwindSafe(|| (job.work)(&mut tx)));
         let clean = tx.open_savepoints() == 0 && !tx.lost_a_rollback();
         if conn.is_autocommit() {
@@ -197,7 +199,8 @@ fn run_safely(conn: &mut Connection, batch: &mut Vec<Job>) {
 fn run_job(conn: &Connection, work: &mut WriteJob) -> CoreResult<Box<dyn Any + Send>> {
     exec(conn, "SAVEPOINT job").map_err(db_err)?;
     let (result, left_open) = {
-        let mut tx = SqliteTx::new(conn);
+        let db = SqliteDb::in_transaction(conn);
+        let mut tx = SqlTx::new(Db::new(&db));
         let result = catch_unwind(AssertUnwindSafe(|| work(&mut tx)))
             .unwrap_or_else(|_| Err(CoreError::Invariant("a store job panicked".into())));
         (result, tx.open_savepoints())

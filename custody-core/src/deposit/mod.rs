@@ -249,12 +249,7 @@ pub trait DepositReads {
         external_user_id: &str,
         network: Network,
         assets: &[String],
-    ) -> Result<Vec<Amount>, PortError> {
-        assets
-            .iter()
-            .map(|a| self.pending_deposit_units(tenant, external_user_id, network, a))
-            .collect()
-    }
+    ) -> Result<Vec<Amount>, PortError>;
     /// Per (address, asset) of `network`: the sum of deposits now credited (the funds the
     /// ledger says sit on the address, since nothing is swept yet).
     fn credited_by_address(

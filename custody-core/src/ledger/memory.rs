@@ -119,6 +119,13 @@ impl LedgerReads for MemoryLedger {
         Ok(self.accounts.get(key).copied())
     }
 
+    fn ledger_accounts(
+        &mut self,
+        keys: &[AccountKey],
+    ) -> Result<Vec<Option<AccountBalances>>, PortError> {
+        Ok(keys.iter().map(|k| self.accounts.get(k).copied()).collect())
+    }
+
     fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
         Ok(self
             .tx_index

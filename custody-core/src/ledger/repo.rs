@@ -60,9 +60,7 @@ pub trait LedgerReads {
     fn ledger_accounts(
         &mut self,
         keys: &[AccountKey],
-    ) -> Result<Vec<Option<AccountBalances>>, PortError> {
-        keys.iter().map(|k| self.ledger_account(k)).collect()
-    }
+    ) -> Result<Vec<Option<AccountBalances>>, PortError>;
 
     /// A transaction with its entries in order, by id.
     fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError>;

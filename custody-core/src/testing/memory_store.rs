@@ -835,6 +835,13 @@ impl LedgerReads for Tx {
         self.state.ledger.ledger_account(key)
     }
 
+    fn ledger_accounts(
+        &mut self,
+        keys: &[AccountKey],
+    ) -> Result<Vec<Option<AccountBalances>>, PortError> {
+        self.state.ledger.ledger_accounts(keys)
+    }
+
     fn ledger_transaction(&mut self, id: Uuid) -> Result<Option<LedgerTx>, PortError> {
         self.state.ledger.ledger_transaction(id)
     }
@@ -1132,6 +1139,17 @@ impl WalletReads for Tx {
                 w.tenant == tenant && w.external_user_id == external_user_id && w.network == network
             })
             .cloned())
+    }
+
+    fn wallet_id_by_user(
+        &mut self,
+        tenant: &TenantId,
+        external_user_id: &str,
+        network: Network,
+    ) -> Result<Option<Uuid>, PortError> {
+        Ok(self
+            .wallet_by_user(tenant, external_user_id, network)?
+            .map(|w| w.id))
     }
 
     fn wallet_by_id(&mut self, tenant: &TenantId, id: Uuid) -> Result<Option<Wallet>, PortError> {
@@ -1471,6 +1489,19 @@ impl DepositReads for Tx {
                 sum.checked_add(d.amount)
                     .ok_or_else(|| PortError::permanent("store", "pending deposits overflow u128"))
             })
+    }
+
+    fn pending_deposit_units_of(
+        &mut self,
+        tenant: &TenantId,
+        external_user_id: &str,
+        network: Network,
+        assets: &[String],
+    ) -> Result<Vec<Amount>, PortError> {
+        assets
+            .iter()
+            .map(|a| self.pending_deposit_units(tenant, external_user_id, network, a))
+            .collect()
     }
 
     fn credited_by_address(
