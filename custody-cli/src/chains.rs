@@ -6,9 +6,6 @@ use std::time::Duration;
 
 use custody_chain_bsc::{BscChain, BscSettings};
 use custody_chain_tron::{TronChain, TronSettings};
-use custody_cli::runtime::holdings::HoldingsCheck;
-use custody_cli::runtime::scanner::Scanner;
-use custody_cli::runtime::Background;
 use custody_core::chain::ChainAddress;
 use custody_core::deposit::holdings::HoldingsReport;
 use custody_core::deposit::{PipelineSettings, WatchSet};
@@ -16,6 +13,9 @@ use custody_core::ports::store::read;
 use custody_core::ports::{ChainSender, ChainSource, Clock, Entropy, Signer, Store};
 use custody_core::{AssetCatalog, Network};
 use custody_http::ScanStatus;
+use custody_runtime::holdings::HoldingsCheck;
+use custody_runtime::scanner::Scanner;
+use custody_runtime::Background;
 
 use crate::config::Config;
 
@@ -202,7 +202,7 @@ pub fn start_broadcasters(
             continue;
         };
         let c = config.chain(network);
-        let b = custody_cli::runtime::broadcaster::Broadcaster {
+        let b = custody_runtime::broadcaster::Broadcaster {
             network,
             sender: Arc::clone(sender),
             signer: Arc::clone(&signer),
@@ -239,7 +239,7 @@ pub fn start_sweepers(
         let Some(hot) = hot_wallets.get(&network) else {
             continue;
         };
-        let prices = custody_cli::runtime::sweeper::NativePrices {
+        let prices = custody_runtime::sweeper::NativePrices {
             dex: match (network, &chains.dex) {
                 (Network::Bsc, Some(dex)) => Some((
                     Arc::clone(dex),
@@ -253,7 +253,7 @@ pub fn start_sweepers(
                 .map(|(id, r)| (id.clone(), *r))
                 .collect(),
         };
-        let sweeper = custody_cli::runtime::sweeper::Sweeper {
+        let sweeper = custody_runtime::sweeper::Sweeper {
             network,
             sender: Arc::clone(sender),
             store: Arc::clone(&store),
@@ -272,7 +272,7 @@ pub fn start_sweepers(
                 config.sweeps.tron_energy_mode,
             ) {
                 (Network::Tron, Some(stake), crate::config::TronEnergyMode::Delegate) => {
-                    Some(custody_cli::runtime::sweeper::EnergyLending {
+                    Some(custody_runtime::sweeper::EnergyLending {
                         stake: Arc::clone(stake),
                         margin_percent: config.sweeps.tron_delegation_margin_percent,
                     })

@@ -4,8 +4,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use custody_cli::runtime::system::{OsEntropy, SystemClock};
-use custody_cli::runtime::{pruner::Pruner, Background};
 use custody_core::auth::Scope;
 use custody_core::idempotency;
 use custody_core::keys::Mnemonic;
@@ -13,6 +11,8 @@ use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Entropy, Store};
 use custody_core::secret::Secret;
 use custody_http::{AppState, NetworkSettings};
+use custody_runtime::system::{OsEntropy, SystemClock};
+use custody_runtime::{pruner::Pruner, Background};
 use serde_json::json;
 
 use crate::config::Config;
@@ -459,7 +459,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             &config.webhooks,
         )?;
         background.spawn("webhooks", move |stop| {
-            custody_cli::runtime::webhooks::run(ports, settings, stop)
+            custody_runtime::webhooks::run(ports, settings, stop)
         });
         crate::chains::start_scanners(
             &mut background,
@@ -500,7 +500,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
                 Arc::new(OsEntropy),
             ),
         )?;
-        let reconciler = custody_cli::runtime::reconciler::Reconciler {
+        let reconciler = custody_runtime::reconciler::Reconciler {
             store: Arc::clone(&store),
             clock: Arc::clone(&clock),
             entropy: Arc::new(OsEntropy),
@@ -530,7 +530,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         };
         background.spawn("pruner", move |stop| pruner.run(stop));
         if !shared {
-            let nonce_log = custody_cli::runtime::nonce_log::NonceLog {
+            let nonce_log = custody_runtime::nonce_log::NonceLog {
                 gate: nonces,
                 store: Arc::clone(&store),
                 clock: Arc::clone(&clock),

@@ -92,7 +92,7 @@ impl Database {
         let Database::Postgres(p) = self else {
             return Ok(());
         };
-        let now = custody_core::ports::Clock::now(&custody_cli::runtime::system::SystemClock);
+        let now = custody_core::ports::Clock::now(&custody_runtime::system::SystemClock);
         let bound = p
             .bind_seed(fingerprint, now.unix_millis())
             .map_err(|e| format!("cannot check the database's seed: {}", e.message))?;

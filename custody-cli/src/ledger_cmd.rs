@@ -1,6 +1,5 @@
 //! `custody ledger adjust`: an operator's correction, printed as the ledger transaction.
 
-use custody_cli::runtime::system::{OsEntropy, SystemClock};
 use custody_core::adjustment::{self, AdjustmentIds, AdjustmentRequest};
 use custody_core::asset::AssetLookup;
 use custody_core::deposit::repair::{self, RepairRequest, SettleRequest, Settlement};
@@ -9,6 +8,7 @@ use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::Clock;
 use custody_core::{Amount, Network};
+use custody_runtime::system::{OsEntropy, SystemClock};
 use serde_json::json;
 
 use crate::commands::{open_store, print_json, runtime};

@@ -1,5 +1,5 @@
-//! The composition root's library half: the background runtime of `custody serve`. The
-//! `custody` binary (src/main.rs) parses commands and wires the adapters around it.
+//! The composition root's library half: the process hardening the `custody` binary applies
+//! before anything else. The binary (src/main.rs) parses commands and wires the adapters and
+//! the background loops (`custody-runtime`) around the core.
 
 pub mod harden;
-pub mod runtime;

@@ -2,10 +2,10 @@
 //! recorded for the running service to carry out (`outgoing::request_cancel`); prints the
 //! transaction as it stands.
 
-use custody_cli::runtime::system::{OsEntropy, SystemClock};
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::write;
 use custody_core::ports::Clock;
+use custody_runtime::system::{OsEntropy, SystemClock};
 
 use crate::commands::{open_store, print_json, runtime};
 use crate::datadir::DataDir;

@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 
 use clap::Args;
-use custody_cli::runtime::system::{OsEntropy, SystemClock};
 use custody_core::amount::Amount;
 use custody_core::keys::derive_address;
 use custody_core::outgoing::OutgoingTx;
@@ -21,6 +20,7 @@ use custody_core::wallet::hot::{self, DrainAsset, HotWalletSet, RotationRequest}
 use custody_core::wallet::{hot_wallet_address, hot_wallet_path};
 use custody_core::withdrawal::HotWallet;
 use custody_core::{AssetCatalog, Network};
+use custody_runtime::system::{OsEntropy, SystemClock};
 use serde_json::json;
 
 use crate::commands::{open_store, print_json, runtime};

@@ -7,13 +7,13 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use custody_cli::runtime::system::{OsEntropy, SystemClock};
 use custody_core::keys::HdKeys;
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::Clock;
 use custody_core::wallet::migration::{migrate_tenant, tenants_with_wallets};
 use custody_core::{Network, TenantId};
+use custody_runtime::system::{OsEntropy, SystemClock};
 use serde_json::json;
 
 use crate::commands::{open_store, print_json, runtime};

@@ -3,14 +3,14 @@
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use custody_cli::runtime::system::{OsEntropy, SystemClock};
-use custody_cli::runtime::webhooks::{WorkerPorts, WorkerSettings};
 use custody_core::auth::credential::valid_tenant_id;
 use custody_core::error::CoreError;
 use custody_core::ports::store::write;
 use custody_core::ports::{Clock, Store};
 use custody_core::webhook::{self, AddressPolicy, Host, Operator, RetryPolicy, ATTEMPTS_MAX};
-use custody_http::webhook_client::{resolve_checked, ClientSettings, HttpWebhookSink};
+use custody_runtime::system::{OsEntropy, SystemClock};
+use custody_runtime::webhook_client::{resolve_checked, ClientSettings, HttpWebhookSink};
+use custody_runtime::webhooks::{WorkerPorts, WorkerSettings};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 

@@ -20,7 +20,6 @@ pub mod routes;
 pub mod second_factor;
 pub mod server;
 pub mod state;
-pub mod webhook_client;
 
 pub use authn::CredentialCache;
 pub use second_factor::SecondFactorChecks;

@@ -9,7 +9,7 @@
 //! - with a store only this process writes (the embedded SQLite file, which `serve` locks), a
 //!   read's (GET) nonce signed around now is accepted in memory and logged in batches under a durable
 //!   fence (`custody_core::auth::nonce_set` says why a crash loses no refusal); the loop that
-//!   logs them is `custody-cli/src/runtime/nonce_log.rs`;
+//!   logs them is `custody-runtime/src/nonce_log.rs`;
 //! - anything else (every other method, whatever its route), and every nonce with a store
 //!   shared by several processes, is written by a store job of its own before the request goes
 //!   on. With a shared store nothing is kept in memory: the database decides, and a process

@@ -5,7 +5,7 @@
 //! is a keep-alive hyper server on loopback answering 204. Bounded: at most
 //! `WEBHOOK_BENCH_SECONDS_MAX` (default 120) per scenario.
 //!
-//! cargo bench -p custody-cli --bench webhook_delivery
+//! cargo bench -p custody-runtime --bench webhook_delivery
 //! (`WEBHOOK_BENCH_EVENTS`, default 5000, sets the events per scenario)
 
 use std::convert::Infallible;
@@ -14,14 +14,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use custody_cli::runtime::system::{OsEntropy, SystemClock};
-use custody_cli::runtime::webhooks::{WebhookWorker, WorkerPorts, WorkerSettings};
 use custody_core::outbox::{EventType, NewEvent};
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{Clock, Store};
 use custody_core::vault::{SealingKey, Vault};
 use custody_core::webhook::{endpoint_aad, AddressPolicy, Endpoint, RetryPolicy};
-use custody_http::webhook_client::{ClientSettings, HttpWebhookSink};
+use custody_runtime::system::{OsEntropy, SystemClock};
+use custody_runtime::webhook_client::{ClientSettings, HttpWebhookSink};
+use custody_runtime::webhooks::{WebhookWorker, WorkerPorts, WorkerSettings};
 use custody_store_sqlite::{SqliteStore, StoreOptions};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;

@@ -30,7 +30,7 @@ use proptest::prelude::*;
 use uuid::Uuid;
 
 use super::Scanner;
-use crate::runtime::system::{OsEntropy, SystemClock};
+use crate::system::{OsEntropy, SystemClock};
 
 const CONFIRMATIONS: u32 = 3;
 const USERS: [&str; 2] = ["u0", "u1"];

@@ -15,7 +15,7 @@ use custody_store_sqlite::{SqliteStore, StoreOptions};
 use uuid::Uuid;
 
 use super::*;
-use crate::runtime::system::{OsEntropy, SystemClock};
+use crate::system::{OsEntropy, SystemClock};
 
 type Script = dyn Fn(&str, usize) -> (Duration, DeliveryOutcome) + Send + Sync;
 

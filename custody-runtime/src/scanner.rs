@@ -412,7 +412,7 @@ mod model;
 mod tests {
     use std::sync::atomic::AtomicU64;
 
-    use crate::runtime::system::{OsEntropy, SystemClock};
+    use crate::system::{OsEntropy, SystemClock};
     use async_trait::async_trait;
     use custody_core::asset::Asset;
     use custody_core::deposit::{DepositFilter, DepositStatus};

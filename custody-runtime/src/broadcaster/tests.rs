@@ -21,7 +21,7 @@ use custody_store_sqlite::{SqliteStore, StoreOptions};
 use uuid::Uuid;
 
 use super::*;
-use crate::runtime::system::OsEntropy;
+use crate::system::OsEntropy;
 
 const T0: i64 = 1_800_000_000_000;
 /// The fixture's hot wallet.

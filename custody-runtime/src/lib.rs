@@ -24,6 +24,7 @@ pub mod reconciler;
 pub mod scanner;
 pub mod sweeper;
 pub mod system;
+pub mod webhook_client;
 pub mod webhooks;
 
 use std::future::Future;
