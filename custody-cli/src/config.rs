@@ -21,7 +21,7 @@ pub struct Config {
     #[serde(default)]
     pub sweeps: SweepsConfig,
     #[serde(default)]
-    pub webhooks: crate::webhooks::WebhooksConfig,
+    pub webhooks: custody_runtime::webhooks::WebhooksConfig,
     #[serde(default)]
     pub reconciliation: ReconciliationConfig,
     /// Withdrawal fee policies per (network, asset) (decisions §11); a catalog asset without
@@ -858,7 +858,7 @@ impl Config {
             tron: chain(Network::Tron, 3_000),
             swaps: SwapsConfig::default(),
             sweeps: SweepsConfig::default(),
-            webhooks: crate::webhooks::WebhooksConfig::default(),
+            webhooks: custody_runtime::webhooks::WebhooksConfig::default(),
             reconciliation: ReconciliationConfig::default(),
             fee_policies: Vec::new(),
             native_rates: Vec::new(),

@@ -301,3 +301,14 @@ impl DataDir {
         })
     }
 }
+
+/// The public fingerprint of a seed: its BSC address at `m/44'/60'/0'/0/0`.
+pub fn fingerprint(mnemonic: &Mnemonic) -> Result<String, String> {
+    let keys = custody_core::keys::HdKeys::from_mnemonic(mnemonic).map_err(|e| e.to_string())?;
+    let path = custody_core::ports::signer::HdPath {
+        network: custody_core::Network::Bsc,
+        account: 0,
+        index: 0,
+    };
+    Ok(keys.address(&path).map_err(|e| e.to_string())?.0)
+}

@@ -5,12 +5,11 @@ mod commands;
 mod config;
 mod database;
 mod datadir;
-mod ledger_cmd;
-mod outgoing_cmd;
+mod hot_wallets;
 mod seeds;
-mod treasury;
-mod wallets_cmd;
-mod webhooks;
+mod support;
+
+use commands::{credentials, init, ledger, outgoing, serve, treasury, wallets, webhooks};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,7 +56,7 @@ enum Command {
     Treasury(TreasuryCommand),
     /// Operator actions on deposit wallets.
     #[command(subcommand)]
-    Wallets(wallets_cmd::WalletsCommand),
+    Wallets(wallets::WalletsCommand),
     /// Operator actions on outgoing transactions (withdrawals, swaps, sweeps, fundings).
     #[command(subcommand)]
     Outgoing(OutgoingCommand),
@@ -210,7 +209,7 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     // Before any thread exists and before any key is in memory.
-    commands::take_passphrase();
+    support::take_passphrase();
     if let Err(message) = custody_cli::harden::forbid_core_dumps() {
         eprintln!("error: {message}");
         return ExitCode::FAILURE;
@@ -223,28 +222,28 @@ fn main() -> ExitCode {
     };
     let dir = datadir::DataDir::new(data_dir);
     let result = match cli.command {
-        Command::Init(args) => commands::init(&dir, &args),
+        Command::Init(args) => init::init(&dir, &args),
         Command::Credentials(CredentialsCommand::Create(args)) => {
-            commands::create_credential(&dir, &args)
+            credentials::create_credential(&dir, &args)
         }
-        Command::Credentials(CredentialsCommand::List) => commands::list_credentials(&dir),
+        Command::Credentials(CredentialsCommand::List) => credentials::list_credentials(&dir),
         Command::Credentials(CredentialsCommand::Revoke { api_key }) => {
-            commands::revoke_credential(&dir, &api_key)
+            credentials::revoke_credential(&dir, &api_key)
         }
-        Command::Serve(args) => commands::serve(&dir, &args),
+        Command::Serve(args) => serve::serve(&dir, &args),
         Command::Webhooks(command) => webhooks::run(&dir, &command),
-        Command::Ledger(LedgerCommand::Adjust(args)) => ledger_cmd::adjust(&dir, &args),
-        Command::Ledger(LedgerCommand::Reconcile) => ledger_cmd::reconcile(&dir),
+        Command::Ledger(LedgerCommand::Adjust(args)) => ledger::adjust(&dir, &args),
+        Command::Ledger(LedgerCommand::Reconcile) => ledger::reconcile(&dir),
         Command::Ledger(LedgerCommand::RepairTreasuryDeposits { dry_run }) => {
-            ledger_cmd::repair_treasury_deposits(&dir, dry_run)
+            ledger::repair_treasury_deposits(&dir, dry_run)
         }
-        Command::Ledger(LedgerCommand::SettleOwed(args)) => ledger_cmd::settle_owed(&dir, &args),
+        Command::Ledger(LedgerCommand::SettleOwed(args)) => ledger::settle_owed(&dir, &args),
         Command::Treasury(TreasuryCommand::Show) => treasury::show(&dir),
         Command::Treasury(TreasuryCommand::Rotate(args)) => treasury::rotate(&dir, &args),
         Command::Treasury(TreasuryCommand::Drain(args)) => treasury::drain(&dir, &args),
-        Command::Wallets(command) => wallets_cmd::run(&dir, &command),
+        Command::Wallets(command) => wallets::run(&dir, &command),
         Command::Outgoing(OutgoingCommand::Cancel { id, reason }) => {
-            outgoing_cmd::cancel(&dir, &id, &reason)
+            outgoing::cancel(&dir, &id, &reason)
         }
     };
     match result {

@@ -3,16 +3,14 @@
 //! same key as `seed.json` and decrypted once, here, at start-up.
 
 use custody_core::keys::{HdKeys, Mnemonic, SeedSet};
-use custody_core::ports::signer::HdPath;
 use custody_core::ports::store::{read, Store};
 use custody_core::ports::Entropy;
 use custody_core::secret::Secret;
 use custody_core::vault::NONCE_BYTES;
 use custody_core::wallet::seeds::{seed_aad, seed_aad_v1, SeedRecord};
-use custody_core::Network;
 
-use crate::commands::runtime;
 use crate::datadir::Unlocked;
+use crate::support::runtime;
 
 /// The BIP39 mnemonic in `path` (`wallets migrate --mnemonic-file`). Refused when the file is
 /// readable by its group or others: a seed the service will sign with must not have been
@@ -38,17 +36,6 @@ pub fn read_mnemonic_file(path: &std::path::Path) -> Result<Mnemonic, String> {
         std::fs::read_to_string(path).map_err(|e| format!("--mnemonic-file {shown}: {e}"))?,
     );
     Mnemonic::parse(text.expose().trim()).map_err(|e| format!("--mnemonic-file {shown}: {e}"))
-}
-
-/// The public fingerprint of a seed: its BSC address at `m/44'/60'/0'/0/0`.
-pub fn fingerprint(mnemonic: &Mnemonic) -> Result<String, String> {
-    let keys = HdKeys::from_mnemonic(mnemonic).map_err(|e| e.to_string())?;
-    let path = HdPath {
-        network: Network::Bsc,
-        account: 0,
-        index: 0,
-    };
-    Ok(keys.address(&path).map_err(|e| e.to_string())?.0)
 }
 
 /// Every seed: generation 0 from `unlocked`, then each imported one from the store.
@@ -114,7 +101,7 @@ pub fn seal(
             &seed_aad(generation, first_account),
             &nonce,
         ),
-        fingerprint: fingerprint(mnemonic)?,
+        fingerprint: crate::datadir::fingerprint(mnemonic)?,
         created_at: now,
     })
 }

@@ -21,6 +21,9 @@ use custody_core::webhook::{self, sign, Attempt, Claim, DueEvent, RetryPolicy, S
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
+mod config;
+pub use config::{delivery, WebhooksConfig};
+
 /// How long the worker lets attempts gather after one ends before it claims again.
 const CLAIM_COALESCE: Duration = Duration::from_millis(1);
 

@@ -6,8 +6,6 @@
 //! `custody treasury rotate` (issue 31, F4): a new hot wallet under the newest seed, the old
 //! one retired and drained into it (`custody_core::wallet::hot`).
 
-use std::collections::BTreeMap;
-
 use clap::Args;
 use custody_core::amount::Amount;
 use custody_core::keys::derive_address;
@@ -16,15 +14,15 @@ use custody_core::ports::clock::new_uuid;
 use custody_core::ports::sender::Payment;
 use custody_core::ports::store::{read, write};
 use custody_core::ports::{ChainSender, ChainSource, Clock, Signer, Store};
-use custody_core::wallet::hot::{self, DrainAsset, HotWalletSet, RotationRequest};
-use custody_core::wallet::{hot_wallet_address, hot_wallet_path};
+use custody_core::wallet::hot::{self, DrainAsset, RotationRequest};
 use custody_core::withdrawal::HotWallet;
 use custody_core::{AssetCatalog, Network};
 use custody_runtime::system::{OsEntropy, SystemClock};
 use serde_json::json;
 
-use crate::commands::{open_store, print_json, runtime};
 use crate::datadir::DataDir;
+use crate::hot_wallets::{first_hot_wallet, hot_wallet_sets};
+use crate::support::{open_store, print_json, runtime};
 
 #[derive(Debug, Args)]
 pub struct RotateArgs {
@@ -56,31 +54,6 @@ fn endpoints(
             network.as_str().to_lowercase()
         )),
     }
-}
-
-/// Every network's hot wallets: recorded by rotations, else generation 0's.
-pub(crate) async fn hot_wallet_sets(
-    store: &dyn Store,
-    signer: &dyn Signer,
-) -> Result<BTreeMap<Network, HotWalletSet>, String> {
-    let mut sets = BTreeMap::new();
-    for network in Network::ALL {
-        let first = first_hot_wallet(signer, network)?;
-        let records = read(store, move |tx| Ok(tx.hot_wallet_records(network)?))
-            .await
-            .map_err(|e| format!("cannot read the {network} hot wallets: {e}"))?;
-        sets.insert(network, hot::resolve(&records, first));
-    }
-    Ok(sets)
-}
-
-fn first_hot_wallet(signer: &dyn Signer, network: Network) -> Result<HotWallet, String> {
-    let address = hot_wallet_address(signer, network)
-        .map_err(|e| format!("cannot derive the {network} hot wallet: {e}"))?;
-    Ok(HotWallet {
-        address,
-        path: hot_wallet_path(network),
-    })
 }
 
 pub fn show(dir: &DataDir) -> Result<(), String> {
@@ -217,7 +190,7 @@ async fn drain_one(
     } else {
         let request = hot::DrainRequest {
             network,
-            actor: crate::commands::cli_actor(),
+            actor: crate::support::cli_actor(),
             reason: args.reason.clone(),
         };
         let (old_w, new_w, now) = (old.clone(), active.clone(), SystemClock.now());
@@ -259,7 +232,7 @@ async fn rotate_with(
         network,
         expected_old: old,
         first,
-        actor: crate::commands::cli_actor(),
+        actor: crate::support::cli_actor(),
         reason: args.reason.clone(),
     };
     let now = SystemClock.now();

@@ -7,8 +7,8 @@ use custody_core::ports::store::write;
 use custody_core::ports::Clock;
 use custody_runtime::system::{OsEntropy, SystemClock};
 
-use crate::commands::{open_store, print_json, runtime};
 use crate::datadir::DataDir;
+use crate::support::{open_store, print_json, runtime};
 
 pub fn cancel(dir: &DataDir, id: &str, reason: &str) -> Result<(), String> {
     let id: uuid::Uuid = id
@@ -26,7 +26,7 @@ pub fn cancel(dir: &DataDir, id: &str, reason: &str) -> Result<(), String> {
             custody_core::outgoing::request_cancel(tx, audit_id, &actor, id, &reason, now)
         }))
         .map_err(|e| match e {
-            custody_core::CoreError::Refused(r) => crate::ledger_cmd::refusal_text(&r),
+            custody_core::CoreError::Refused(r) => crate::support::refusal_text(&r),
             other => format!("the cancel failed: {other}"),
         })?;
     store.close();

@@ -1,295 +1,19 @@
-//! The commands. Each prints its machine-readable result as one JSON object on stdout and
-//! every diagnostic on stderr, so scripts can read stdout as it is.
+//! `custody serve`: the API and every background loop, until a stop signal.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use custody_core::auth::Scope;
 use custody_core::idempotency;
-use custody_core::keys::Mnemonic;
-use custody_core::ports::store::{read, write};
-use custody_core::ports::{Clock, Entropy, Store};
-use custody_core::secret::Secret;
+use custody_core::ports::store::read;
+use custody_core::ports::{Clock, Store};
 use custody_http::{AppState, NetworkSettings};
 use custody_runtime::system::{OsEntropy, SystemClock};
 use custody_runtime::{pruner::Pruner, Background};
 use serde_json::json;
 
 use crate::config::Config;
-use crate::database::Database;
-use crate::datadir::{DataDir, PASSPHRASE_CHARS_MIN, PASSPHRASE_ENV};
-use crate::{CreateCredentialArgs, InitArgs, ServeArgs};
-
-/// The passphrase, taken out of the environment once at start-up ([`take_passphrase`]).
-static PASSPHRASE: std::sync::OnceLock<Option<zeroize::Zeroizing<String>>> =
-    std::sync::OnceLock::new();
-
-/// Moves `CUSTODY_PASSPHRASE` out of the environment; `main` calls it before any thread starts.
-pub(crate) fn take_passphrase() {
-    PASSPHRASE.get_or_init(|| custody_cli::harden::take_secret_env(PASSPHRASE_ENV));
-}
-
-fn passphrase_from_env() -> Option<zeroize::Zeroizing<String>> {
-    PASSPHRASE
-        .get_or_init(|| custody_cli::harden::take_secret_env(PASSPHRASE_ENV))
-        .clone()
-}
-
-pub(crate) fn print_json(value: &serde_json::Value) -> Result<(), String> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer(&mut out, value).map_err(|e| e.to_string())?;
-    writeln!(out)
-        .and_then(|()| out.flush())
-        .map_err(|e| e.to_string())
-}
-
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))
-}
-
-/// The store `config` selects (see [`Database`]) and the unlocked seed of `dir`.
-pub(crate) fn open_store(
-    dir: &DataDir,
-    config: &Config,
-) -> Result<(Arc<Database>, crate::datadir::Unlocked), String> {
-    let passphrase = passphrase_from_env();
-    let unlocked = dir.unlock(passphrase.as_ref().map(|p| p.as_str()))?;
-    let store = Database::open(dir, config)?;
-    let bound = crate::seeds::fingerprint(&unlocked.mnemonic).and_then(|f| store.check_seed(&f));
-    if let Err(e) = bound {
-        store.close();
-        return Err(e);
-    }
-    Ok((Arc::new(store), unlocked))
-}
-
-fn warn_insecure() {
-    eprintln!(
-        "WARNING: this data dir uses --insecure-dev-seed: the master seed and every API secret \
-         can be read by anyone who can read the data dir. Never hold real funds with it."
-    );
-}
-
-pub fn init(dir: &DataDir, args: &InitArgs) -> Result<(), String> {
-    let passphrase = passphrase_from_env();
-    if !args.insecure_dev_seed {
-        match &passphrase {
-            None => {
-                return Err(format!(
-                    "set {PASSPHRASE_ENV} to encrypt the master seed, or pass --insecure-dev-seed for local use"
-                ))
-            }
-            Some(p) if p.chars().count() < PASSPHRASE_CHARS_MIN => {
-                return Err(format!("{PASSPHRASE_ENV} must be at least {PASSPHRASE_CHARS_MIN} characters"))
-            }
-            Some(_) => {}
-        }
-    }
-    let mnemonic = match &args.mnemonic_file {
-        Some(path) => {
-            let text = Secret::new(
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
-            );
-            Mnemonic::parse(text.expose().trim()).map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        None => {
-            let mut entropy = Secret::new([0u8; 32]);
-            OsEntropy.fill(entropy.expose_mut());
-            Mnemonic::from_entropy(entropy.expose())
-        }
-    };
-    // Built in a sibling directory and renamed into place at the end, so an interrupted init
-    // leaves no half-made data dir behind.
-    dir.check_free()?;
-    let staging = dir.staging();
-    let protection = if args.insecure_dev_seed {
-        None
-    } else {
-        passphrase.as_ref().map(|p| p.as_str())
-    };
-    let built = build_data_dir(&staging, &mnemonic, protection)
-        .and_then(|opened| staging.move_to(dir).map(|()| opened));
-    let (shared, schema_version) = match built {
-        Ok(opened) => opened,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging.root);
-            return Err(e);
-        }
-    };
-    if args.insecure_dev_seed {
-        warn_insecure();
-    }
-    print_json(&json!({
-        "data_dir": dir.root.display().to_string(),
-        "config": dir.config_path().display().to_string(),
-        "database": shared.unwrap_or_else(|| dir.db_path().display().to_string()),
-        "seed": if args.insecure_dev_seed { "insecure-dev" } else { "passphrase" },
-        "mnemonic_imported": args.mnemonic_file.is_some(),
-        "schema_version": schema_version,
-    }))
-}
-
-/// Config, sealed seed and migrated database, in `dir`; answers the shared database (if any) and
-/// the schema version. With `CUSTODY_DATABASE_URL` set, the database is that PostgreSQL one
-/// (its URL recorded as `[store] url`) and the data dir holds no SQLite file.
-fn build_data_dir(
-    dir: &DataDir,
-    mnemonic: &Mnemonic,
-    passphrase: Option<&str>,
-) -> Result<(Option<String>, usize), String> {
-    dir.create()?;
-    let mut config = Config::default_for_init();
-    // Without its password: the data dir is copied to every instance's machine. At run time the
-    // password comes from CUSTODY_DATABASE_URL or CUSTODY_DATABASE_PASSWORD.
-    config.store.url = config
-        .store
-        .database_url()?
-        .map(|u| crate::config::without_password(&u));
-    dir.write_config(&config)?;
-    dir.write_seed(mnemonic, passphrase, &OsEntropy)?;
-    let store = Database::open(dir, &config)?;
-    if store.is_shared() {
-        let in_use = refuse_a_database_in_use(&store)
-            .and_then(|()| crate::seeds::fingerprint(mnemonic).and_then(|f| store.check_seed(&f)));
-        if in_use.is_err() {
-            store.close();
-        }
-        in_use?;
-    }
-    let opened = (
-        store.is_shared().then(|| store.describe()),
-        store.schema_version(),
-    );
-    store.close();
-    Ok(opened)
-}
-
-/// A shared database that already holds a service's records belongs to that service's seed:
-/// a new seed would derive other addresses and could not sign for its wallets. Its instances
-/// are added by copying its data dir, never by another `init`.
-fn refuse_a_database_in_use(store: &Database) -> Result<(), String> {
-    let in_use = runtime()?
-        .block_on(read(store, |tx| {
-            let mut used = !tx.list_credentials()?.is_empty();
-            for network in custody_core::Network::ALL {
-                used |= !tx.wallet_addresses(network)?.is_empty();
-            }
-            Ok(used)
-        }))
-        .map_err(|e| format!("cannot read the database: {e}"))?;
-    if in_use {
-        return Err(format!(
-            "the database {} already holds a service's credentials or wallets: copy that \
-             service's data dir to add an instance (a new seed could not sign for its wallets)",
-            store.describe()
-        ));
-    }
-    Ok(())
-}
-
-pub fn create_credential(dir: &DataDir, args: &CreateCredentialArgs) -> Result<(), String> {
-    use custody_core::auth::issue::{self, NewCredential};
-    let tenant =
-        custody_core::TenantId::parse(&args.tenant).map_err(|e| format!("--tenant: {e}"))?;
-    let scopes: BTreeSet<Scope> = match &args.scopes {
-        None => Scope::ALL.into_iter().collect(),
-        Some(list) => {
-            let names: Vec<String> = list.iter().map(|s| s.trim().to_owned()).collect();
-            issue::check_scopes(&names).map_err(|issues| {
-                let why: Vec<_> = issues.into_iter().map(|(_, issue)| issue).collect();
-                format!("--scopes: {}", why.join("; "))
-            })?
-        }
-    };
-    let rate_limit = issue::check_rate_limit(u64::from(args.rate_limit))
-        .map_err(|e| format!("--rate-limit {e}"))?;
-    let request = NewCredential {
-        tenant,
-        scopes,
-        admin: args.admin,
-        rate_limit,
-        pin: args.pin.clone().map(Secret::new),
-        totp: args.totp,
-    };
-    let issued =
-        issue::issue(request, &OsEntropy, SystemClock.now()).map_err(|e| format!("--pin {e}"))?;
-    let config = dir.load_config()?;
-    let (store, unlocked) = open_store(dir, &config)?;
-    let to_store = issued.credential.seal(&vault_of(&unlocked));
-    // Not audited: the operator holding the data dir is the root of trust that makes the first
-    // admin key (the API's creations are audited, `credentials.create` in /admin/audit).
-    runtime()?
-        .block_on(write(store.as_ref(), move |tx| {
-            Ok(tx.insert_credential(&to_store)?)
-        }))
-        .map_err(|e| format!("cannot store the credential: {e}"))?;
-    store.close();
-    print_json(&issued.shown_once())
-}
-
-/// Who the audit trail names for a command run from a shell.
-pub(crate) fn cli_actor() -> String {
-    format!(
-        "cli:{}",
-        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
-    )
-}
-
-/// The core's vault over the data dir's sealing key.
-pub(crate) fn vault_of(unlocked: &crate::datadir::Unlocked) -> custody_core::vault::Vault {
-    custody_core::vault::Vault::new(unlocked.sealing.clone(), Arc::new(OsEntropy))
-}
-
-pub fn list_credentials(dir: &DataDir) -> Result<(), String> {
-    let config = dir.load_config()?;
-    let (store, _) = open_store(dir, &config)?;
-    let all = runtime()?
-        .block_on(read(store.as_ref(), |tx| Ok(tx.list_credentials()?)))
-        .map_err(|e| format!("cannot list credentials: {e}"))?;
-    store.close();
-    let views: Vec<_> = all
-        .iter()
-        .map(custody_core::auth::issue::CredentialView::of)
-        .collect();
-    print_json(&json!({ "data": views }))
-}
-
-pub fn revoke_credential(dir: &DataDir, api_key: &str) -> Result<(), String> {
-    let config = dir.load_config()?;
-    let (store, _) = open_store(dir, &config)?;
-    let key = api_key.to_owned();
-    let now = SystemClock.now();
-    let audit_id = custody_core::ports::clock::new_uuid(&OsEntropy);
-    let actor = cli_actor();
-    let revoked = runtime()?.block_on(write(store.as_ref(), move |tx| {
-        custody_core::auth::issue::revoke(
-            tx,
-            audit_id,
-            &actor,
-            &custody_core::auth::issue::CredentialRef::ApiKey(key.clone()),
-            "revoked with the CLI",
-            now,
-        )
-    }));
-    store.close();
-    match revoked {
-        Ok(view) if view.revoked_at == Some(now) => {
-            print_json(&json!({ "api_key": api_key, "revoked": true, "revoked_at": now }))
-        }
-        Ok(_) => Err(format!("no active credential has api key {api_key}")),
-        Err(custody_core::error::CoreError::Refused(r))
-            if r.code == custody_core::error::ErrorCode::NotFound =>
-        {
-            Err(format!("no active credential has api key {api_key}"))
-        }
-        Err(e) => Err(format!("cannot revoke: {e}")),
-    }
-}
+use crate::datadir::DataDir;
+use crate::support::{open_store, print_json, vault_of, warn_insecure};
+use crate::ServeArgs;
 
 /// The nonce set of this process, from the store's fence, used nonces and nonce log. After an
 /// unclean stop whose fence reaches into the current second, waits (a second or two) until it
@@ -398,7 +122,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
         // New payments and sweeps use each network's active hot wallet; the retired ones are
         // watched (their transfers are the treasury's) and counted with the holdings.
         let hot_wallet_sets =
-            crate::treasury::hot_wallet_sets(store.as_ref(), signer.as_ref()).await?;
+            crate::hot_wallets::hot_wallet_sets(store.as_ref(), signer.as_ref()).await?;
         let hot_wallets: std::collections::BTreeMap<_, _> = hot_wallet_sets
             .iter()
             .map(|(n, set)| (*n, set.active.clone()))
@@ -451,7 +175,7 @@ pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let local = listener.local_addr().map_err(|e| e.to_string())?;
         let mut background = Background::new();
-        let (ports, settings) = crate::webhooks::delivery(
+        let (ports, settings) = custody_runtime::webhooks::delivery(
             Arc::clone(&store),
             Arc::clone(&clock),
             Arc::clone(&vault),

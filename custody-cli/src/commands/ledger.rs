@@ -11,8 +11,8 @@ use custody_core::{Amount, Network};
 use custody_runtime::system::{OsEntropy, SystemClock};
 use serde_json::json;
 
-use crate::commands::{open_store, print_json, runtime};
 use crate::datadir::DataDir;
+use crate::support::{open_store, print_json, refusal_text, runtime};
 use crate::{AdjustArgs, SettleOwedArgs};
 
 pub fn ledger_tx_json(t: &LedgerTx) -> serde_json::Value {
@@ -196,15 +196,6 @@ pub fn settle_owed(dir: &DataDir, args: &SettleOwedArgs) -> Result<(), String> {
         })?;
     store.close();
     print_json(&json!(settled))
-}
-
-/// A refusal as one line: its code, message and each field's issue.
-pub(crate) fn refusal_text(r: &custody_core::error::Refusal) -> String {
-    let mut text = format!("{}: {}", r.code, r.message);
-    for d in &r.details {
-        text.push_str(&format!("; {}: {}", d.field, d.issue));
-    }
-    text
 }
 
 /// Every network's hot wallet, as the deposit rules compare senders with it.

@@ -16,8 +16,8 @@ use custody_core::{Network, TenantId};
 use custody_runtime::system::{OsEntropy, SystemClock};
 use serde_json::json;
 
-use crate::commands::{open_store, print_json, runtime};
 use crate::datadir::DataDir;
+use crate::support::{open_store, print_json, runtime};
 
 #[derive(Debug, Subcommand)]
 pub enum WalletsCommand {
@@ -101,7 +101,7 @@ fn migrate(dir: &DataDir, args: &MigrateArgs) -> Result<(), String> {
         seeds
             .add(generation, next, keys)
             .map_err(|e| e.to_string())?;
-        new_seed = Some((record, crate::seeds::fingerprint(&unlocked.mnemonic)?));
+        new_seed = Some((record, crate::datadir::fingerprint(&unlocked.mnemonic)?));
     }
     let signer = std::sync::Arc::new(seeds);
     drop(unlocked);
