@@ -40,3 +40,86 @@ pub async fn native_rate(
         _ => Err(format!("the router gives no {} for BNB", asset.code)),
     }
 }
+
+/// Seconds a client should wait when the chain cannot price a quote.
+pub const CHAIN_RETRY_AFTER_S: u64 = 5;
+
+/// A quote not made: what to answer, and, when a chain or price source failed, the provider's
+/// detail for the log (interface §7: endpoints and node texts are logged, never shown).
+#[derive(Debug)]
+pub struct QuoteFailure {
+    pub error: crate::error::CoreError,
+    pub detail: Option<String>,
+}
+
+impl QuoteFailure {
+    /// A chain or price source that failed: `answer` is shown, `detail` only logged.
+    pub fn chain(answer: crate::error::Refusal, detail: impl Into<String>) -> Self {
+        QuoteFailure {
+            error: answer.into(),
+            detail: Some(detail.into()),
+        }
+    }
+}
+
+impl<E: Into<crate::error::CoreError>> From<E> for QuoteFailure {
+    fn from(e: E) -> Self {
+        QuoteFailure {
+            error: e.into(),
+            detail: None,
+        }
+    }
+}
+
+/// Where the native coin's price in an asset comes from, for the network cost of a payment in
+/// it (decisions §11): none for the native coin itself, the DEX router's quote on BSC, the
+/// operator's configured rate on TRON.
+#[derive(Clone, Copy)]
+pub enum NativePrice<'a> {
+    Native,
+    Dex {
+        router: &'a dyn DexRouter,
+        wrapped: &'a str,
+    },
+    Configured(Rate),
+}
+
+impl std::fmt::Debug for NativePrice<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NativePrice::Native => f.write_str("Native"),
+            NativePrice::Dex { wrapped, .. } => write!(f, "Dex {{ wrapped: {wrapped} }}"),
+            NativePrice::Configured(r) => write!(f, "Configured({r:?})"),
+        }
+    }
+}
+
+/// The source that prices the network cost of a payment in `asset`, from what is configured:
+/// `dex` (the router and the wrapped native coin) and `configured` (a rate for `asset`). `Err`
+/// names what is missing.
+pub fn native_price_source<'a>(
+    asset: &Asset,
+    dex: Option<(&'a dyn DexRouter, &'a str)>,
+    configured: Option<Rate>,
+) -> Result<NativePrice<'a>, String> {
+    match (asset.network, &asset.contract) {
+        (_, None) => Ok(NativePrice::Native),
+        (crate::Network::Bsc, Some(_)) => dex
+            .map(|(router, wrapped)| NativePrice::Dex { router, wrapped })
+            .ok_or_else(|| "no DEX router to price the network cost".to_owned()),
+        (crate::Network::Tron, Some(_)) => configured
+            .map(NativePrice::Configured)
+            .ok_or_else(|| format!("no price of the native coin in {}", asset.code)),
+    }
+}
+
+impl NativePrice<'_> {
+    /// The native coin's price in `asset` from this source; `Err` says why there is none.
+    pub async fn rate(&self, asset: &Asset) -> Result<Rate, String> {
+        match self {
+            NativePrice::Native => Ok(Rate::NATIVE),
+            NativePrice::Dex { router, wrapped } => native_rate(*router, wrapped, asset).await,
+            NativePrice::Configured(rate) => Ok(*rate),
+        }
+    }
+}

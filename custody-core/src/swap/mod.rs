@@ -8,6 +8,7 @@
 
 pub mod costs;
 mod flow;
+pub mod quoting;
 mod record;
 
 pub use crate::withdrawal::WithdrawalStatus as SwapStatus;

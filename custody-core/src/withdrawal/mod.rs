@@ -7,6 +7,7 @@
 
 pub mod costs;
 mod flow;
+pub mod quoting;
 mod record;
 pub mod settle;
 

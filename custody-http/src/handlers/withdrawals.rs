@@ -7,10 +7,10 @@ use custody_core::chain::ChainAddress;
 use custody_core::error::{CoreResult, ErrorCode, Refusal};
 use custody_core::idempotency::StoredResponse;
 use custody_core::ports::clock::new_uuid;
-use custody_core::ports::sender::Payment;
-use custody_core::ports::store::{read, read_quick, write};
+use custody_core::ports::store::{read, read_quick};
 use custody_core::wallet::EXTERNAL_USER_ID_CHARS_MAX;
-use custody_core::withdrawal::{self, ExecuteIds, QuoteRequest, Rate};
+use custody_core::withdrawal::quoting::{self, unavailable, QuoteAsk, QuotePorts};
+use custody_core::withdrawal::{self, ExecuteIds};
 use custody_core::Network;
 use uuid::Uuid;
 
@@ -19,24 +19,6 @@ use crate::idempotent;
 use crate::input::{self, Fields};
 use crate::reply::Reply;
 use crate::state::AppState;
-
-/// Seconds a client should wait when the chain cannot price or take a withdrawal.
-const CHAIN_RETRY_AFTER_S: u64 = 5;
-
-/// A chain failure answered without its provider detail (interface §7: endpoints, node texts
-/// and addresses are logged, never shown).
-fn chain_failed(network: Network, what: &str, detail: impl std::fmt::Display) -> Refusal {
-    tracing::warn!(%network, %detail, "{what}");
-    unavailable(network, what)
-}
-
-fn unavailable(network: Network, why: impl std::fmt::Display) -> Refusal {
-    Refusal::new(
-        ErrorCode::ChainUnavailable,
-        format!("{network} cannot be reached to price this withdrawal: {why}"),
-    )
-    .retry_after(CHAIN_RETRY_AFTER_S)
-}
 
 /// The destination as an address of `network`: another network's address is a cross-chain
 /// request, anything else an invalid address.
@@ -109,78 +91,35 @@ pub async fn quote(state: &AppState, call: &Call) -> CoreResult<Reply> {
         }
     };
     let destination = destination(network, &dest)?;
-    if amount.is_zero() {
-        return Err(Refusal::new(
-            ErrorCode::AmountTooSmall,
-            "amount_units must be greater than zero",
-        )
-        .into());
-    }
     let policy = state
         .fee_policies
         .iter()
         .find(|(id, _)| *id == asset.id())
-        .map(|(_, p)| p.clone())
-        .ok_or_else(|| unavailable(network, "no fee policy"))?;
-    // A control that stops withdrawals answers as such, even while the chain is down.
-    let id = asset.id();
-    read(state.store.as_ref(), move |tx| {
-        withdrawal::controls_refusal(tx, &id)
-    })
-    .await?;
-    let (Some(sender), Some(hot)) = (state.senders.get(&network), state.hot_wallets.get(&network))
-    else {
-        return Err(unavailable(network, "no endpoint is configured").into());
+        .map(|(_, p)| p);
+    let ports = QuotePorts {
+        store: state.store.as_ref(),
+        clock: state.clock.as_ref(),
+        entropy: state.entropy.as_ref(),
+        sender: state.senders.get(&network).map(|s| s.as_ref()),
+        hot_wallet: state.hot_wallets.get(&network),
+        dex: state
+            .dex
+            .as_ref()
+            .zip(state.swap_router.as_ref())
+            .map(|(dex, router)| (dex.as_ref(), router.wrapped_native.as_str())),
+        configured_rate: state.native_rates.get(&asset.id()).copied(),
+        fee_policy: policy,
     };
-    super::take_quote_budget(state, call)?;
-    let payment = Payment::transfer(&asset, destination.as_str(), amount);
-    // The network cost of a token is converted at the DEX router's price on BSC and at a
-    // configured rate on TRON (decisions §11).
-    let rate = match (network, &asset.contract) {
-        (_, None) => Rate::NATIVE,
-        (Network::Bsc, Some(_)) => {
-            let (Some(dex), Some(router)) = (state.dex.as_ref(), state.swap_router.as_ref()) else {
-                return Err(unavailable(network, "no DEX router to price the network cost").into());
-            };
-            custody_core::pricing::native_rate(dex.as_ref(), &router.wrapped_native, &asset)
-                .await
-                .map_err(|why| {
-                    chain_failed(network, "the DEX router cannot price the network cost", why)
-                })?
-        }
-        (Network::Tron, Some(_)) => *state.native_rates.get(&asset.id()).ok_or_else(|| {
-            unavailable(network, format!("no price of the native coin in {code}"))
-        })?,
-    };
-    let estimate = sender
-        .price(&hot.address, &payment)
-        .await
-        .map_err(|e| {
-            if e.port == custody_core::ports::sender::DESTINATION_REFUSES {
-                // A contract that reverts on this payment: it would only burn the house's gas.
-                Refusal::validation(
-                    "destination",
-                    "this address is a contract that refuses the transfer (the node's gas estimate reverts)",
-                )
-            } else {
-                chain_failed(network, "the node cannot price the transfer now", e.message)
-            }
-        })?;
-    let request = QuoteRequest {
+    let ask = QuoteAsk {
         tenant: call.credential().tenant.clone(),
         external_user_id: user,
         asset,
         destination,
         amount,
-        policy,
-        network_native: estimate.expected_native,
-        rate,
     };
-    let (id, now) = (new_uuid(state.entropy.as_ref()), state.clock.now());
-    let quote = write(state.store.as_ref(), move |tx| {
-        withdrawal::create_quote(tx, id, &request, now)
-    })
-    .await?;
+    let quote = quoting::quote(&ports, ask, || super::take_quote_budget(state, call))
+        .await
+        .map_err(|f| super::logged(network, f))?;
     Ok(Reply::json(201, &quote.view()))
 }
 
