@@ -39,7 +39,11 @@ impl std::fmt::Display for Error {
                     db.message(),
                     db.code().code()
                 ),
-                None => write!(f, "{e}"),
+                // A value the client could not pass says why only in its source.
+                None => match e.source() {
+                    Some(why) => write!(f, "{e}: {why}"),
+                    None => write!(f, "{e}"),
+                },
             },
             Error::QueryReturnedNoRows => f.write_str("query returned no rows"),
             Error::Conversion(m) => f.write_str(m),

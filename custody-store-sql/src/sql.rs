@@ -64,6 +64,19 @@ pub enum Value<'a> {
     OutOfRange(u128),
 }
 
+impl Value<'_> {
+    /// What kind of value this is, without the value (error texts are logged).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "NULL",
+            Value::Int(_) => "an integer",
+            Value::Text(_) => "text",
+            Value::Blob(_) => "a blob",
+            Value::OutOfRange(_) => "an integer out of range",
+        }
+    }
+}
+
 /// What may be passed as a parameter.
 pub trait ToValue {
     fn to_value(&self) -> Value<'_>;
@@ -138,39 +151,79 @@ impl ToValue for Value<'_> {
     }
 }
 
+/// Parameters a statement takes on the stack, without an allocation (every repository
+/// statement but the nonce log's batch insert).
+const INLINE_ARGS: usize = 16;
+
+/// Hands `values` to `f` as one slice: on the stack up to [`INLINE_ARGS`], so a statement's
+/// parameters cost no allocation and no copy on their way to the backend.
+fn with_collected<'a>(
+    values: impl ExactSizeIterator<Item = Value<'a>>,
+    f: &mut dyn FnMut(&[Value<'_>]),
+) {
+    if values.len() > INLINE_ARGS {
+        let all: Vec<Value<'a>> = values.collect();
+        return f(&all);
+    }
+    let mut inline = [Value::Null; INLINE_ARGS];
+    let mut n = 0;
+    for (slot, v) in inline.iter_mut().zip(values) {
+        *slot = v;
+        n += 1;
+    }
+    f(&inline[..n]);
+}
+
 /// The parameters of one statement.
 pub trait Params {
-    fn values(&self) -> Vec<Value<'_>>;
+    /// Calls `f` once with the parameters' values.
+    fn with_values(&self, f: &mut dyn FnMut(&[Value<'_>]));
+}
+
+/// Runs `run` with the values of `params`.
+fn bound<T>(params: &impl Params, run: impl FnOnce(&[Value<'_>]) -> Result<T>) -> Result<T> {
+    let mut run = Some(run);
+    let mut out = None;
+    params.with_values(&mut |args| {
+        if let Some(run) = run.take() {
+            out = Some(run(args));
+        }
+    });
+    out.unwrap_or_else(|| {
+        Err(Error::Conversion(
+            "the parameters were never handed over".into(),
+        ))
+    })
 }
 
 impl<T: ToValue> Params for &[T] {
-    fn values(&self) -> Vec<Value<'_>> {
-        self.iter().map(ToValue::to_value).collect()
+    fn with_values(&self, f: &mut dyn FnMut(&[Value<'_>])) {
+        with_collected(self.iter().map(ToValue::to_value), f)
     }
 }
 
 impl<T: ToValue> Params for &Vec<T> {
-    fn values(&self) -> Vec<Value<'_>> {
-        self.iter().map(ToValue::to_value).collect()
+    fn with_values(&self, f: &mut dyn FnMut(&[Value<'_>])) {
+        with_collected(self.iter().map(ToValue::to_value), f)
     }
 }
 
 impl Params for [&dyn ToValue; 0] {
-    fn values(&self) -> Vec<Value<'_>> {
-        Vec::new()
+    fn with_values(&self, f: &mut dyn FnMut(&[Value<'_>])) {
+        f(&[])
     }
 }
 
 macro_rules! array_params {
     ($($n:literal),*) => {$(
         impl<T: ToValue> Params for [T; $n] {
-            fn values(&self) -> Vec<Value<'_>> {
-                self.iter().map(ToValue::to_value).collect()
+            fn with_values(&self, f: &mut dyn FnMut(&[Value<'_>])) {
+                with_collected(self.iter().map(ToValue::to_value), f)
             }
         }
         impl<T: ToValue> Params for &[T; $n] {
-            fn values(&self) -> Vec<Value<'_>> {
-                self.iter().map(ToValue::to_value).collect()
+            fn with_values(&self, f: &mut dyn FnMut(&[Value<'_>])) {
+                with_collected(self.iter().map(ToValue::to_value), f)
             }
         }
     )*};
@@ -180,8 +233,8 @@ array_params!(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
 macro_rules! tuple_params {
     ($(($($t:ident $i:tt),+)),*) => {$(
         impl<$($t: ToValue),+> Params for ($($t,)+) {
-            fn values(&self) -> Vec<Value<'_>> {
-                vec![$(self.$i.to_value()),+]
+            fn with_values(&self, f: &mut dyn FnMut(&[Value<'_>])) {
+                f(&[$(self.$i.to_value()),+])
             }
         }
     )*};
@@ -226,8 +279,10 @@ impl<'r> Row<'r> {
     pub fn get<I: ColumnIndex, T: FromColumn>(&self, idx: I) -> Result<T> {
         let at = idx.position(self.source)?;
         let value = self.source.column(at)?;
+        // The value's kind only: a column may hold a key or a sealed secret, and this error is
+        // logged.
         T::from_value(value)
-            .map_err(|why| Error::Conversion(format!("column {at} ({value:?}): {why}")))
+            .map_err(|why| Error::Conversion(format!("column {at} ({}): {why}", value.kind())))
     }
 
     /// The column at `idx` as the backend holds it.
@@ -338,6 +393,11 @@ pub trait Backend {
     ) -> Result<()>;
     /// Runs a statement without parameters or rows (savepoints).
     fn run(&self, sql: &str) -> Result<()>;
+    /// The rowid the connection's last INSERT gave, where the database has one (SQLite):
+    /// cheaper there than `RETURNING`, which buffers the statement's rows before the first.
+    fn last_insert_rowid(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// A connection as the repositories see it.
@@ -368,7 +428,7 @@ impl<'c> Db<'c> {
     }
 
     pub fn execute(&self, sql: &str, params: impl Params) -> Result<usize> {
-        self.backend.execute(sql, &params.values())
+        bound(&params, |args| self.backend.execute(sql, args))
     }
 
     pub fn query_row<T>(
@@ -388,6 +448,11 @@ impl<'c> Db<'c> {
     pub fn run(&self, sql: &str) -> Result<()> {
         self.backend.run(sql)
     }
+
+    /// See [`Backend::last_insert_rowid`].
+    pub fn last_insert_rowid(&self) -> Option<i64> {
+        self.backend.last_insert_rowid()
+    }
 }
 
 /// A statement of a [`Db`].
@@ -398,7 +463,7 @@ pub struct Stmt<'c, 's> {
 
 impl Stmt<'_, '_> {
     pub fn execute(&mut self, params: impl Params) -> Result<usize> {
-        self.backend.execute(self.sql, &params.values())
+        bound(&params, |args| self.backend.execute(self.sql, args))
     }
 
     /// The first row, read by `f`.
@@ -409,11 +474,13 @@ impl Stmt<'_, '_> {
     ) -> Result<T> {
         let mut f = Some(f);
         let mut out = None;
-        self.backend.query(self.sql, &params.values(), &mut |row| {
-            if let Some(f) = f.take() {
-                out = Some(f(row));
-            }
-            Ok(false)
+        bound(&params, |args| {
+            self.backend.query(self.sql, args, &mut |row| {
+                if let Some(f) = f.take() {
+                    out = Some(f(row));
+                }
+                Ok(false)
+            })
         })?;
         out.unwrap_or(Err(Error::QueryReturnedNoRows))
     }
@@ -425,9 +492,11 @@ impl Stmt<'_, '_> {
         mut f: impl FnMut(&Row<'_>) -> Result<T>,
     ) -> Result<std::vec::IntoIter<Result<T>>> {
         let mut out = Vec::new();
-        self.backend.query(self.sql, &params.values(), &mut |row| {
-            out.push(f(row));
-            Ok(true)
+        bound(&params, |args| {
+            self.backend.query(self.sql, args, &mut |row| {
+                out.push(f(row));
+                Ok(true)
+            })
         })?;
         Ok(out.into_iter())
     }
@@ -439,14 +508,15 @@ impl Stmt<'_, '_> {
         mut f: impl FnMut(&Row<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         let mut failed = None;
-        self.backend
-            .query(self.sql, &params.values(), &mut |row| match f(row) {
+        bound(&params, |args| {
+            self.backend.query(self.sql, args, &mut |row| match f(row) {
                 Ok(()) => Ok(true),
                 Err(e) => {
                     failed = Some(e);
                     Ok(false)
                 }
-            })?;
+            })
+        })?;
         failed.map_or(Ok(()), Err)
     }
 }
@@ -473,14 +543,47 @@ mod tests {
         assert!(String::from_value(Value::Int(1)).is_err());
     }
 
+    struct OneText(&'static str);
+
+    impl super::RowSource for OneText {
+        fn column(&self, _: usize) -> super::Result<Value<'_>> {
+            Ok(Value::Text(self.0))
+        }
+        fn column_index(&self, _: &str) -> super::Result<usize> {
+            Ok(0)
+        }
+    }
+
+    /// A column read as the wrong type is an error naming the column and the value's kind,
+    /// never the value: it may be a key, and the error is logged.
+    #[test]
+    fn a_conversion_error_never_shows_the_value() {
+        let source = OneText("k-secret-api-key");
+        let err = super::Row::new(&source).get::<_, i64>(0).unwrap_err();
+        let text = err.to_string();
+        assert!(!text.contains("k-secret"), "{text}");
+        assert!(text.contains("column 0 (text)"), "{text}");
+    }
+
     #[test]
     fn parameters_borrow_their_values() {
         let id = String::from("abc");
         let p = params![id, 5_u64, None::<i64>];
-        assert_eq!(
-            p.values(),
-            vec![Value::Text("abc"), Value::Int(5), Value::Null]
-        );
-        assert!(<[&dyn ToValue; 0] as Params>::values(&[]).is_empty());
+        let mut seen = 0;
+        p.with_values(&mut |v| {
+            assert_eq!(v, [Value::Text("abc"), Value::Int(5), Value::Null]);
+            seen += 1;
+        });
+        <[&dyn ToValue; 0] as Params>::with_values(&[], &mut |v| {
+            assert!(v.is_empty());
+            seen += 1;
+        });
+        let many: Vec<u32> = (0..40).collect();
+        (&many).with_values(&mut |v| {
+            assert_eq!(v.len(), 40);
+            assert_eq!(v[39], Value::Int(39));
+            seen += 1;
+        });
+        assert_eq!(seen, 3);
     }
 }

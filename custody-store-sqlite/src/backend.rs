@@ -107,6 +107,10 @@ impl Backend for SqliteDb<'_> {
             .map(|_| ())
             .map_err(sql_err)
     }
+
+    fn last_insert_rowid(&self) -> Option<i64> {
+        Some(self.conn.last_insert_rowid())
+    }
 }
 
 struct SqliteRow<'a, 'r>(&'a rusqlite::Row<'r>);

@@ -438,7 +438,7 @@ impl CredentialReads for SqlTx<'_> {
                     Value::Text(s) => Ok(s),
                     other => Err(PortError::permanent(
                         "store",
-                        format!("a kept nonce: {other:?} is not text"),
+                        format!("a kept nonce: {} is not text", other.kind()),
                     )),
                 };
                 let credential = parse_uuid(text(0)?)?;

@@ -1,4 +1,4 @@
-use crate::sql::{params, OptionalExtension, Row};
+use crate::sql::{params, Dialect, OptionalExtension, Row};
 use custody_core::error::PortError;
 use custody_core::ledger::{
     check_entry_ids, AccountBalances, AccountKey, Direction, Entry, HistoryEntry, Hold,
@@ -232,25 +232,42 @@ impl LedgerRepo for SqlTx<'_> {
         // The entries' table has no index of their ids (migration 0026): derived ids are unique
         // because the transaction's id is.
         check_entry_ids(tx).map_err(|e| PortError::permanent("store", e))?;
-        let seq = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO ledger_transactions (id, kind, reference_type, reference_id, hold_id, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING seq",
-            )
-            .map_err(db_err)?
-            .query_row(
-                params![
-                    tx.id.to_string(),
-                    tx.kind.as_str(),
-                    tx.reference_type.as_str(),
-                    tx.reference_id.to_string(),
-                    tx.hold_id.map(|h| h.to_string()),
-                    tx.created_at.unix_millis(),
-                ],
-                |r| r.get::<_, i64>(0),
-            )
-            .map_err(db_err)?;
+        let (id, reference) = (tx.id.to_string(), tx.reference_id.to_string());
+        let hold = tx.hold_id.map(|h| h.to_string());
+        let args = params![
+            id,
+            tx.kind.as_str(),
+            tx.reference_type.as_str(),
+            reference,
+            hold,
+            tx.created_at.unix_millis(),
+        ];
+        // `seq` is SQLite's rowid, read from the connection after the insert: SQLite's
+        // `RETURNING` buffers the statement's rows before handing over the first.
+        let seq = match self.conn.dialect() {
+            Dialect::Sqlite => {
+                self.conn
+                    .prepare_cached(
+                        "INSERT INTO ledger_transactions (id, kind, reference_type, reference_id, hold_id, created_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )
+                    .map_err(db_err)?
+                    .execute(args)
+                    .map_err(db_err)?;
+                self.conn
+                    .last_insert_rowid()
+                    .ok_or_else(|| PortError::permanent("store", "no rowid after an insert"))?
+            }
+            Dialect::Postgres => self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO ledger_transactions (id, kind, reference_type, reference_id, hold_id, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING seq",
+                )
+                .map_err(db_err)?
+                .query_row(args, |r| r.get::<_, i64>(0))
+                .map_err(db_err)?,
+        };
         let mut insert = self
             .conn
             .prepare_cached(

@@ -27,10 +27,6 @@ fn from_json<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, PortError
     serde_json::from_str(text).map_err(|_| bad(what, text))
 }
 
-fn i64_of(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 struct Raw {
     id: String,
     network: String,
@@ -178,7 +174,7 @@ impl OutgoingRepo for SqlTx<'_> {
                 i64::from(t.from_path.account),
                 i64::from(t.from_path.index),
                 json(&t.payment),
-                t.nonce.map(i64_of),
+                t.nonce,
                 t.status.as_str(),
                 json(&t.attempts),
                 t.included.as_ref().map(json),
@@ -215,7 +211,7 @@ impl OutgoingRepo for SqlTx<'_> {
                 t.next_check_at.unix_millis(),
                 t.updated_at.unix_millis(),
                 t.lease.map(Timestamp::unix_millis),
-                t.nonce.map(i64_of),
+                t.nonce,
             ])
             .map_err(db_err)?;
         if n == 1 {
@@ -268,12 +264,12 @@ impl OutgoingRepo for SqlTx<'_> {
         let next: i64 = self
             .conn
             .prepare_cached(
-                "INSERT INTO outgoing_nonces (network, address, next_nonce) VALUES (?1, ?2, ?3 + 1) \
+                "INSERT INTO outgoing_nonces (network, address, next_nonce) VALUES (?1, ?2, CAST(?3 AS BIGINT) + 1) \
                  ON CONFLICT (network, address) DO UPDATE SET next_nonce = outgoing_nonces.next_nonce + 1 \
                  RETURNING next_nonce",
             )
             .map_err(db_err)?
-            .query_row(params![network.as_str(), address, i64_of(seed)], |r| {
+            .query_row(params![network.as_str(), address, seed], |r| {
                 r.get(0)
             })
             .map_err(db_err)?;
@@ -293,7 +289,7 @@ impl OutgoingRepo for SqlTx<'_> {
                  WHERE network = ?1 AND address = ?2 AND next_nonce < CAST(?3 AS BIGINT)",
             )
             .map_err(db_err)?
-            .execute(params![network.as_str(), address, i64_of(next)])
+            .execute(params![network.as_str(), address, next])
             .map_err(db_err)?;
         Ok(moved > 0)
     }
