@@ -25,7 +25,7 @@ use custody_core::error::{CoreError, CoreResult};
 use custody_core::outgoing::funds::{shortfall, FundsSeen, Holdings};
 use custody_core::outgoing::{
     blocks, decide, repriced, Attempt, BlockScan, Decision, DoublePaymentIds, EnginePolicy,
-    Included, Observation, OutStatus, OutgoingTx, Purpose, Recorded, ANSWER_NONCE_USED,
+    Included, Observation, OutStatus, OutgoingTx, Purpose, Recorded, Wait, ANSWER_NONCE_USED,
     ANSWER_REJECTED_PREFIX, DOUBLE_PAYMENT_NOTE,
 };
 use custody_core::ports::clock::new_uuid;
@@ -58,20 +58,6 @@ pub struct Broadcaster {
     /// both sign payments the wallet covers only once.
     pub exclusive: Arc<dyn custody_core::ports::Exclusive>,
 }
-
-/// How the history note of a wait for funds begins (one alert per wait).
-const HOT_WALLET_SHORT: &str = "waiting: the hot wallet cannot fund it";
-
-/// How the history note of a signed, unsent payment held back while it holds a nonce begins
-/// (one alert per wait).
-const HOLDS_NONCE: &str = "waiting: holds its nonce unsent";
-
-/// How the history note of a payment the node refuses to price begins (one alert per wait).
-const CANNOT_PRICE: &str = "waiting: cannot be priced";
-const SEED_NOT_LOADED: &str = "waiting: its seed is not loaded";
-
-/// How the history note of a payment refused for long begins (one alert per attempt).
-const REFUSED_LONG: &str = "waiting: refused by the node";
 
 /// A payment whose attempt the node has refused for this many `replace_after` periods raises
 /// an `outgoing_stuck` alert: re-pricing did not cure it, an operator should look.
@@ -591,7 +577,7 @@ impl Broadcaster {
             Err(e) => return Err(e.into()),
         };
         tracing::warn!(network = %self.network, outgoing = %out.id, error = %e, "a payment cannot be priced");
-        if !out.last_note_starts_with(CANNOT_PRICE) {
+        if out.last_wait() != Some(Wait::CannotPrice) {
             let message = format!(
                 "{} outgoing transaction {} ({} {}) cannot be priced: {}; it waits for an operator",
                 self.network,
@@ -600,8 +586,9 @@ impl Broadcaster {
                 out.reference_id,
                 e.message
             );
-            let note = format!("{CANNOT_PRICE}: {}", e.message);
-            self.stuck_alert(out, message, note, now).await?;
+            let more = format!(": {}", e.message);
+            self.stuck_alert(out, message, Wait::CannotPrice, &more, now)
+                .await?;
         }
         Ok(None)
     }
@@ -788,7 +775,7 @@ impl Broadcaster {
         };
         // A sweep's sender is a deposit address, not a hot wallet: it fails and is planned
         // again (`unfunded`), nobody needs to fund it.
-        if out.purpose != Purpose::Sweep && !out.last_note_starts_with(HOT_WALLET_SHORT) {
+        if out.purpose != Purpose::Sweep && out.last_wait() != Some(Wait::HotWalletShort) {
             tracing::warn!(network = %self.network, outgoing = %out.id, %why, "hot wallet cannot fund a payment");
             let (id, reference) = (new_uuid(self.entropy.as_ref()), out.reference_id);
             let (kind, purpose) = (out.purpose.as_str(), out.purpose);
@@ -805,7 +792,7 @@ impl Broadcaster {
                 now,
             )
             .await?;
-            out.note(format!("{HOT_WALLET_SHORT}: {why}"), now);
+            out.note_wait(Wait::HotWalletShort, &format!(": {why}"), now);
         }
         Ok(None)
     }
@@ -882,7 +869,7 @@ impl Broadcaster {
         if !never_sent {
             return self.send_latest(out).await;
         }
-        if out.nonce.is_some() && !out.last_note_starts_with(HOLDS_NONCE) {
+        if out.nonce.is_some() && out.last_wait() != Some(Wait::HoldsNonce) {
             self.alert_held_nonce(&mut out, now).await?;
         }
         self.check_later(out, now).await
@@ -934,12 +921,7 @@ impl Broadcaster {
                 .policy
                 .replace_after_ms
                 .saturating_mul(REFUSED_ALERT_AFTER_REPLACES);
-            if refused_for >= long
-                && !out
-                    .history
-                    .iter()
-                    .any(|s| s.detail.starts_with(REFUSED_LONG))
-            {
+            if refused_for >= long && !out.ever_waited(Wait::RefusedLong) {
                 self.alert_refused(&mut out, reason, now).await?;
             }
             out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
@@ -969,8 +951,9 @@ impl Broadcaster {
             out.reference_id,
             out.from
         );
-        let note = format!("{HOLDS_NONCE} (nonce {nonce})");
-        self.stuck_alert(out, message, note, now).await
+        let more = format!(" (nonce {nonce})");
+        self.stuck_alert(out, message, Wait::HoldsNonce, &more, now)
+            .await
     }
 
     /// One `outgoing_stuck` alert for an attempt the node keeps refusing; sending goes on.
@@ -985,8 +968,9 @@ impl Broadcaster {
             "{} outgoing transaction {}: the node has refused attempt {latest} since it was signed: {reason}",
             self.network, out.id
         );
-        let note = format!("{REFUSED_LONG} ({latest}): {reason}");
-        self.stuck_alert(out, message, note, now).await
+        let more = format!(" ({latest}): {reason}");
+        self.stuck_alert(out, message, Wait::RefusedLong, &more, now)
+            .await
     }
 
     /// Whether this process holds the seed that derives `out`'s sender (a seed imported by a
@@ -1003,13 +987,14 @@ impl Broadcaster {
             Ok(()) => Ok(true),
             Err(CoreError::Refused(r)) => {
                 tracing::warn!(network = %self.network, outgoing = %out.id, reason = %r.message, "not signed");
-                if !out.last_note_starts_with(SEED_NOT_LOADED) {
+                if out.last_wait() != Some(Wait::SeedNotLoaded) {
                     let message = format!(
                         "{} outgoing transaction {} is not signed: {}",
                         self.network, out.id, r.message
                     );
-                    let note = format!("{SEED_NOT_LOADED}: {}", r.message);
-                    self.stuck_alert(out, message, note, now).await?;
+                    let more = format!(": {}", r.message);
+                    self.stuck_alert(out, message, Wait::SeedNotLoaded, &more, now)
+                        .await?;
                 }
                 Ok(false)
             }
@@ -1017,13 +1002,14 @@ impl Broadcaster {
         }
     }
 
-    /// One critical `outgoing_stuck` alert about `out` and the history note that marks the
+    /// One critical `outgoing_stuck` alert about `out` and the history step that records the
     /// wait it is raised for (so the next rounds of the same wait raise none).
     async fn stuck_alert(
         &self,
         out: &mut OutgoingTx,
         message: String,
-        note: String,
+        wait: Wait,
+        more: &str,
         now: Timestamp,
     ) -> CoreResult<()> {
         let id = new_uuid(self.entropy.as_ref());
@@ -1036,7 +1022,7 @@ impl Broadcaster {
             now,
         )
         .await?;
-        out.note(note, now);
+        out.note_wait(wait, more, now);
         Ok(())
     }
 
@@ -1064,10 +1050,7 @@ impl Broadcaster {
     }
 
     async fn stuck(&self, mut out: OutgoingTx, reason: String, now: Timestamp) -> CoreResult<()> {
-        let first_time = out
-            .history
-            .last()
-            .is_none_or(|s| !s.detail.starts_with("stuck:"));
+        let first_time = out.last_wait() != Some(Wait::Stuck);
         if first_time {
             let (id, message, reference) = (
                 new_uuid(self.entropy.as_ref()),
@@ -1083,9 +1066,7 @@ impl Broadcaster {
                 now,
             )
             .await?;
-            let status = out.status;
-            out.transition(status, format!("stuck: {reason}"), now)
-                .map_err(CoreError::Invariant)?;
+            out.note_wait(Wait::Stuck, &format!(" {reason}"), now);
         }
         out.next_check_at = now.plus_millis(self.policy.replace_after_ms);
         self.save(out).await

@@ -231,11 +231,91 @@ impl Included {
 
 /// One step of the transaction's life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StepRecord")]
 pub struct OutStep {
     pub status: OutStatus,
     #[serde(with = "ms")]
     pub at: Timestamp,
+    /// What operators read.
     pub detail: String,
+    /// The wait this step records, if it records one: what the broadcaster reads back (one
+    /// alert per wait), where `detail` is only text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Wait>,
+}
+
+/// Why a payment waits, as a step of its history records it. Each wait raises one alert; the
+/// rounds after it that find the same wait as the newest step raise none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Wait {
+    /// The hot wallet cannot fund it (`hot_wallet_insufficient`).
+    HotWalletShort,
+    /// Signed, unsent, and held back by a control while it holds its nonce.
+    HoldsNonce,
+    /// The node refuses to price it.
+    CannotPrice,
+    /// The seed that derives its sender is not loaded in this process.
+    SeedNotLoaded,
+    /// The node has refused its attempt for long (once per payment).
+    RefusedLong,
+    /// The engine judged it stuck.
+    Stuck,
+}
+
+impl Wait {
+    const ALL: [Wait; 6] = [
+        Wait::HotWalletShort,
+        Wait::HoldsNonce,
+        Wait::CannotPrice,
+        Wait::SeedNotLoaded,
+        Wait::RefusedLong,
+        Wait::Stuck,
+    ];
+
+    /// How the step's `detail` begins.
+    pub fn note_prefix(self) -> &'static str {
+        match self {
+            Wait::HotWalletShort => "waiting: the hot wallet cannot fund it",
+            Wait::HoldsNonce => "waiting: holds its nonce unsent",
+            Wait::CannotPrice => "waiting: cannot be priced",
+            Wait::SeedNotLoaded => "waiting: its seed is not loaded",
+            Wait::RefusedLong => "waiting: refused by the node",
+            Wait::Stuck => "stuck:",
+        }
+    }
+
+    /// The wait a step stored before waits were typed stands for, read once from its text
+    /// when it is loaded (see `docs/upgrading.md`).
+    fn of_untyped_note(detail: &str) -> Option<Wait> {
+        Wait::ALL
+            .into_iter()
+            .find(|w| detail.starts_with(w.note_prefix()))
+    }
+}
+
+/// A step as stored: one written before waits were typed has no `wait`.
+#[derive(Deserialize)]
+struct StepRecord {
+    status: OutStatus,
+    #[serde(with = "ms")]
+    at: Timestamp,
+    detail: String,
+    /// Absent from steps written before waits were typed.
+    #[serde(default)]
+    wait: Option<Wait>,
+}
+
+impl From<StepRecord> for OutStep {
+    fn from(r: StepRecord) -> Self {
+        let wait = r.wait.or_else(|| Wait::of_untyped_note(&r.detail));
+        OutStep {
+            status: r.status,
+            at: r.at,
+            detail: r.detail,
+            wait,
+        }
+    }
 }
 
 /// A payment the service makes on one network.
@@ -307,6 +387,7 @@ impl OutgoingTx {
                 status: OutStatus::Built,
                 at: now,
                 detail: String::new(),
+                wait: None,
             }],
             next_check_at: now,
             lease: None,
@@ -343,25 +424,41 @@ impl OutgoingTx {
             status: next,
             at: now,
             detail: detail.into(),
+            wait: None,
         });
         Ok(())
     }
 
-    /// Appends a history step without a move (a wait an operator should see, an alert).
+    /// Appends a history step without a move (an alert, a note an operator should see).
     pub fn note(&mut self, detail: impl Into<String>, now: Timestamp) {
         self.updated_at = now;
         self.history.push(OutStep {
             status: self.status,
             at: now,
             detail: detail.into(),
+            wait: None,
         });
     }
 
-    /// Whether the newest history step is a note beginning with `prefix`.
-    pub fn last_note_starts_with(&self, prefix: &str) -> bool {
-        self.history
-            .last()
-            .is_some_and(|s| s.detail.starts_with(prefix))
+    /// Appends the step that records `wait`: its note is the wait's prefix and `more`.
+    pub fn note_wait(&mut self, wait: Wait, more: &str, now: Timestamp) {
+        self.updated_at = now;
+        self.history.push(OutStep {
+            status: self.status,
+            at: now,
+            detail: format!("{}{more}", wait.note_prefix()),
+            wait: Some(wait),
+        });
+    }
+
+    /// The wait the newest history step records, if it records one.
+    pub fn last_wait(&self) -> Option<Wait> {
+        self.history.last().and_then(|s| s.wait)
+    }
+
+    /// Whether any step of the history recorded `wait`.
+    pub fn ever_waited(&self, wait: Wait) -> bool {
+        self.history.iter().any(|s| s.wait == Some(wait))
     }
 
     /// Records a new signed attempt (before it is ever sent).
@@ -947,6 +1044,34 @@ mod stored_form {
         )
         .unwrap();
         assert_eq!(included.resources, None);
+    }
+
+    /// A wait is stored as a field and read back from it; a step written before waits were
+    /// typed is read with the wait its text begins with, and any other step with none.
+    #[test]
+    fn waits_are_stored_typed_and_untyped_steps_still_read() {
+        let mut step = OutStep {
+            status: OutStatus::Built,
+            at: Timestamp::from_unix_millis(1),
+            detail: "waiting: the hot wallet cannot fund it: short by 5".into(),
+            wait: Some(Wait::HotWalletShort),
+        };
+        let text = serde_json::to_string(&step).unwrap();
+        assert!(text.contains(r#""wait":"hot_wallet_short""#), "{text}");
+        assert_eq!(serde_json::from_str::<OutStep>(&text).unwrap(), step);
+        for wait in Wait::ALL {
+            let old = format!(
+                r#"{{"status":"built","at":1,"detail":"{} and more"}}"#,
+                wait.note_prefix()
+            );
+            let read: OutStep = serde_json::from_str(&old).unwrap();
+            assert_eq!(read.wait, Some(wait), "{old}");
+        }
+        step.detail = "attempt 0xab signed".into();
+        step.wait = None;
+        let text = serde_json::to_string(&step).unwrap();
+        assert!(!text.contains("wait"), "{text}");
+        assert_eq!(serde_json::from_str::<OutStep>(&text).unwrap().wait, None);
     }
 }
 

@@ -746,14 +746,8 @@ impl Sim {
                 }
             }
             Decision::Stuck { reason } => {
-                let first = self
-                    .tx
-                    .history
-                    .last()
-                    .is_none_or(|s| !s.detail.starts_with("stuck:"));
-                if first {
-                    let status = self.tx.status;
-                    self.transition(status, format!("stuck: {reason}"))?;
+                if self.tx.last_wait() != Some(Wait::Stuck) {
+                    self.tx.note_wait(Wait::Stuck, &format!(" {reason}"), now);
                 }
                 self.tx.next_check_at = now.plus_millis(self.policy.replace_after_ms);
             }

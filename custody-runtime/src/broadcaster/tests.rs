@@ -1046,7 +1046,7 @@ async fn a_payment_the_hot_wallet_cannot_fund_waits_with_one_alert_then_goes_out
     assert!(out
         .history
         .iter()
-        .any(|s| s.detail.starts_with(HOT_WALLET_SHORT)));
+        .any(|s| s.detail.starts_with(Wait::HotWalletShort.note_prefix())));
     // Funded: it goes out on the next look and is paid once.
     *f.chain.balance.lock().unwrap() = 21_000_000_000_000 + 5;
     f.advance(16_000);
@@ -1332,7 +1332,8 @@ async fn a_payment_that_cannot_be_priced_raises_one_alert_and_waits_without_a_no
     assert!(out
         .history
         .iter()
-        .any(|h| h.detail.starts_with(CANNOT_PRICE) && h.detail.contains("frozen")));
+        .any(|h| h.detail.starts_with(Wait::CannotPrice.note_prefix())
+            && h.detail.contains("frozen")));
     let alerts = alerts_of(&f, "outgoing_stuck").await;
     assert_eq!(alerts.len(), 1, "one alert per wait, not one per round");
     // Once the chain prices it again, it goes out.
@@ -1787,7 +1788,10 @@ async fn two_attempts_in_blocks_raise_a_double_payment_alert_and_latch_the_globa
     f.b.round().await.unwrap();
     let recorded = f.get(id).await;
     assert_eq!(recorded.status, OutStatus::Included);
-    assert!(recorded.last_note_starts_with(DOUBLE_PAYMENT_NOTE));
+    assert!(recorded
+        .history
+        .last()
+        .is_some_and(|s| s.detail.starts_with(DOUBLE_PAYMENT_NOTE)));
     assert_eq!(
         recorded.included.as_ref().map(|i| i.hash.as_str()),
         Some(out.attempts[0].hash.as_str())
