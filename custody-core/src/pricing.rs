@@ -44,20 +44,26 @@ pub async fn native_rate(
 /// Seconds a client should wait when the chain cannot price a quote.
 pub const CHAIN_RETRY_AFTER_S: u64 = 5;
 
-/// A quote not made: what to answer, and, when a chain or price source failed, the provider's
-/// detail for the log (interface §7: endpoints and node texts are logged, never shown).
+/// A quote not made: what to answer, and, when a chain or price source failed, the step that
+/// failed with the provider's detail, for the log (interface §7: endpoints and node texts are
+/// logged, never shown).
 #[derive(Debug)]
 pub struct QuoteFailure {
     pub error: crate::error::CoreError,
-    pub detail: Option<String>,
+    pub log: Option<(&'static str, String)>,
 }
 
 impl QuoteFailure {
-    /// A chain or price source that failed: `answer` is shown, `detail` only logged.
-    pub fn chain(answer: crate::error::Refusal, detail: impl Into<String>) -> Self {
+    /// The step `what` failed at a chain or price source: `answer` is shown, `detail` only
+    /// logged.
+    pub fn chain(
+        answer: crate::error::Refusal,
+        what: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
         QuoteFailure {
             error: answer.into(),
-            detail: Some(detail.into()),
+            log: Some((what, detail.into())),
         }
     }
 }
@@ -66,7 +72,7 @@ impl<E: Into<crate::error::CoreError>> From<E> for QuoteFailure {
     fn from(e: E) -> Self {
         QuoteFailure {
             error: e.into(),
-            detail: None,
+            log: None,
         }
     }
 }

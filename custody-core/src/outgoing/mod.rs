@@ -239,8 +239,8 @@ pub struct OutStep {
     /// What operators read.
     pub detail: String,
     /// The wait this step records, if it records one: what the broadcaster reads back (one
-    /// alert per wait), where `detail` is only text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// alert per wait), where `detail` is only text. Always written, `null` for none, so that
+    /// only a step stored before waits were typed lacks it.
     pub wait: Option<Wait>,
 }
 
@@ -285,8 +285,8 @@ impl Wait {
         }
     }
 
-    /// The wait a step stored before waits were typed stands for, read once from its text
-    /// when it is loaded (see `docs/upgrading.md`).
+    /// The wait a step stored before waits were typed (with no `wait` field at all) stands
+    /// for, read from its text (see `docs/upgrading.md`).
     fn of_untyped_note(detail: &str) -> Option<Wait> {
         Wait::ALL
             .into_iter()
@@ -294,21 +294,31 @@ impl Wait {
     }
 }
 
-/// A step as stored: one written before waits were typed has no `wait`.
+/// A step as stored: one written before waits were typed has no `wait` field; a newer one has
+/// it, `null` when the step records no wait.
 #[derive(Deserialize)]
 struct StepRecord {
     status: OutStatus,
     #[serde(with = "ms")]
     at: Timestamp,
     detail: String,
-    /// Absent from steps written before waits were typed.
-    #[serde(default)]
-    wait: Option<Wait>,
+    /// `None`: the field is absent; `Some(None)`: written as `null`.
+    #[serde(default, deserialize_with = "present")]
+    wait: Option<Option<Wait>>,
+}
+
+/// A field that is present, `null` or not (serde's `Option` alone reads both absent and `null`
+/// as `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Wait>>, D::Error> {
+    Option::<Wait>::deserialize(d).map(Some)
 }
 
 impl From<StepRecord> for OutStep {
     fn from(r: StepRecord) -> Self {
-        let wait = r.wait.or_else(|| Wait::of_untyped_note(&r.detail));
+        let wait = match r.wait {
+            Some(written) => written,
+            None => Wait::of_untyped_note(&r.detail),
+        };
         OutStep {
             status: r.status,
             at: r.at,
@@ -1047,7 +1057,8 @@ mod stored_form {
     }
 
     /// A wait is stored as a field and read back from it; a step written before waits were
-    /// typed is read with the wait its text begins with, and any other step with none.
+    /// typed (no field) is read with the wait its text begins with; a newer step without a wait
+    /// keeps none, even when its text begins like one.
     #[test]
     fn waits_are_stored_typed_and_untyped_steps_still_read() {
         let mut step = OutStep {
@@ -1067,11 +1078,14 @@ mod stored_form {
             let read: OutStep = serde_json::from_str(&old).unwrap();
             assert_eq!(read.wait, Some(wait), "{old}");
         }
-        step.detail = "attempt 0xab signed".into();
-        step.wait = None;
-        let text = serde_json::to_string(&step).unwrap();
-        assert!(!text.contains("wait"), "{text}");
-        assert_eq!(serde_json::from_str::<OutStep>(&text).unwrap().wait, None);
+        // A step of this binary that records no wait stays without one, whatever its text.
+        for detail in ["attempt 0xab signed", "stuck: by hand"] {
+            step.detail = detail.into();
+            step.wait = None;
+            let text = serde_json::to_string(&step).unwrap();
+            assert!(text.contains(r#""wait":null"#), "{text}");
+            assert_eq!(serde_json::from_str::<OutStep>(&text).unwrap().wait, None);
+        }
     }
 }
 

@@ -102,7 +102,10 @@ pub async fn quote(
         route(dex, wrapped, &ask.asset_in, &ask.asset_out, ask.amount_in).await?;
     let rate = native_rate(dex, wrapped, &ask.asset_in)
         .await
-        .map_err(unavailable)?;
+        .map_err(|why| {
+            let what = "the DEX router cannot price the network cost";
+            QuoteFailure::chain(unavailable(what), what, why)
+        })?;
     let payment = Payment::Swap {
         router: router.router.clone(),
         path: path.clone(),
@@ -113,10 +116,10 @@ pub async fn quote(
         to: hot.address.clone(),
         deadline_s: u64::MAX,
     };
-    let estimate = sender
-        .price(&hot.address, &payment)
-        .await
-        .map_err(|e| unavailable(e.message))?;
+    let estimate = sender.price(&hot.address, &payment).await.map_err(|e| {
+        let what = "the node cannot price the swap now";
+        QuoteFailure::chain(unavailable(what), what, e.message)
+    })?;
     let request = SwapQuoteRequest {
         tenant: ask.tenant,
         external_user_id: ask.external_user_id,
@@ -147,8 +150,8 @@ fn no_pool(e: PortError) -> Result<(), QuoteFailure> {
     if is_no_pool(&e) {
         Ok(())
     } else {
-        let detail = format!("the DEX router cannot quote: {}", e.message);
-        Err(QuoteFailure::chain(unavailable(e.message), detail))
+        let what = "the DEX router cannot quote";
+        Err(QuoteFailure::chain(unavailable(what), what, e.message))
     }
 }
 
@@ -212,4 +215,178 @@ async fn route(
         ),
     )
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::asset::AssetCatalog;
+    use crate::error::CoreError;
+    use crate::network::Network;
+    use crate::quote_mocks::{estimate, Chain, MockPricing, MockRouter};
+    use crate::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
+    use crate::time::Timestamp;
+    use crate::wallet::hot_wallet_path;
+
+    const WBNB: &str = "0x00000000000000000000000000000000000000cc";
+
+    fn asset(code: &str) -> Asset {
+        AssetCatalog::mainnet()
+            .get(Network::Bsc, code)
+            .unwrap()
+            .clone()
+    }
+
+    fn ask() -> SwapAsk {
+        SwapAsk {
+            tenant: TenantId::parse("acme").unwrap(),
+            external_user_id: "alice".into(),
+            asset_in: asset("BNB"),
+            asset_out: asset("USDT"),
+            amount_in: Amount::from_units(10_u128.pow(18)),
+            slippage_bps: 50,
+            pair_limits: None,
+        }
+    }
+
+    fn policy() -> FeePolicy {
+        FeePolicy {
+            min_amount_units: Amount::from_units(10),
+            max_amount_units: Amount::from_units(10_u128.pow(24)),
+            markup_bps: 0,
+            service_fee_units: Amount::ZERO,
+            service_fee_bps: 0,
+            spread_bps: 0,
+        }
+    }
+
+    fn settings() -> (HotWallet, RouterSettings) {
+        (
+            HotWallet {
+                address: "0x00000000000000000000000000000000000000aa".into(),
+                path: hot_wallet_path(Network::Bsc),
+            },
+            RouterSettings {
+                router: "0x00000000000000000000000000000000000000dd".into(),
+                wrapped_native: WBNB.into(),
+                deadline_s: 600,
+            },
+        )
+    }
+
+    fn switch(store: &MemoryStore, key: &'static str, on: bool) {
+        block_on(write(store, move |tx| {
+            crate::admin::set_control(
+                tx,
+                Uuid::new_v4(),
+                "ops",
+                key,
+                on,
+                "test",
+                Timestamp::from_unix_millis(0),
+            )
+        }))
+        .unwrap();
+    }
+
+    /// A swap quote refused by a switch asks neither the router, the node nor the budget.
+    #[test]
+    fn a_swap_quote_refused_by_a_switch_never_asks_the_router_or_the_node() {
+        let store = MemoryStore::new();
+        let (clock, entropy) = (
+            ManualClock::new(Timestamp::from_unix_millis(1)),
+            CountingEntropy::new(1),
+        );
+        let (chain, router) = (Chain::silent(), MockRouter::new());
+        let (policy, (hot, settings)) = (policy(), settings());
+        let budget_asked = Cell::new(0);
+        for key in ["kill_switch.swaps", "kill_switch.global", "maintenance.BSC"] {
+            switch(&store, key, true);
+            let ports = SwapQuotePorts {
+                store: &store,
+                clock: &clock,
+                entropy: &entropy,
+                sender: Some(&chain),
+                hot_wallet: Some(&hot),
+                dex: Some(&router),
+                router: Some(&settings),
+                fee_policy: Some(&policy),
+            };
+            let refused = block_on(quote(&ports, ask(), || {
+                budget_asked.set(budget_asked.get() + 1);
+                Ok(())
+            }))
+            .unwrap_err();
+            assert!(
+                matches!(&refused.error, CoreError::Refused(r)
+                    if matches!(r.code, ErrorCode::KillSwitchActive | ErrorCode::Maintenance)),
+                "{key}: {:?}",
+                refused.error
+            );
+            switch(&store, key, false);
+        }
+        assert_eq!(budget_asked.get(), 0);
+    }
+
+    /// BNB to USDT: the budget, then the router once (the direct pair: a native end has no
+    /// route through the wrapped coin, and BNB needs no price of itself), then the node once
+    /// for the swap's gas; the quote keeps what they answered.
+    #[test]
+    fn a_swap_quote_asks_the_router_and_the_node_once_each() {
+        let store = MemoryStore::new();
+        let (clock, entropy) = (
+            ManualClock::new(Timestamp::from_unix_millis(1)),
+            CountingEntropy::new(1),
+        );
+        let mut router = MockRouter::new();
+        router
+            .expect_amounts_out()
+            .times(1)
+            .returning(|amount, path| {
+                assert_eq!(path.first().map(String::as_str), Some(WBNB));
+                Ok(vec![amount, Amount::from_units(600 * 10_u128.pow(18))])
+            });
+        let mut pricing = MockPricing::new();
+        pricing.expect_price().times(1).returning(|_, payment| {
+            assert!(
+                matches!(
+                    payment,
+                    Payment::Swap {
+                        native_in: true,
+                        ..
+                    }
+                ),
+                "{payment:?}"
+            );
+            Ok(estimate(10_u128.pow(15)))
+        });
+        let chain = Chain(pricing);
+        let (policy, (hot, settings)) = (policy(), settings());
+        let budget_asked = Cell::new(0);
+        let ports = SwapQuotePorts {
+            store: &store,
+            clock: &clock,
+            entropy: &entropy,
+            sender: Some(&chain),
+            hot_wallet: Some(&hot),
+            dex: Some(&router),
+            router: Some(&settings),
+            fee_policy: Some(&policy),
+        };
+        let q = block_on(quote(&ports, ask(), || {
+            budget_asked.set(budget_asked.get() + 1);
+            Ok(())
+        }))
+        .unwrap();
+        assert_eq!(budget_asked.get(), 1);
+        assert_eq!(
+            q.expected_amount_out,
+            Amount::from_units(600 * 10_u128.pow(18))
+        );
+        assert_eq!(q.network_native, Amount::from_units(10_u128.pow(15)));
+    }
 }

@@ -92,7 +92,7 @@ pub async fn quote(
         .map_err(|why| unavailable(network, why))?;
     let rate = source.rate(&ask.asset).await.map_err(|why| {
         let what = "the DEX router cannot price the network cost";
-        QuoteFailure::chain(unavailable(network, what), why)
+        QuoteFailure::chain(unavailable(network, what), what, why)
     })?;
     let payment = Payment::transfer(&ask.asset, ask.destination.as_str(), ask.amount);
     let estimate = sender
@@ -108,7 +108,7 @@ pub async fn quote(
                 .into()
             } else {
                 let what = "the node cannot price the transfer now";
-                QuoteFailure::chain(unavailable(network, what), e.message)
+                QuoteFailure::chain(unavailable(network, what), what, e.message)
             }
         })?;
     let request = QuoteRequest {
@@ -135,97 +135,10 @@ mod tests {
     use crate::amount::Amount;
     use crate::asset::{Asset, AssetCatalog};
     use crate::error::{CoreError, PortError};
-    use crate::ports::sender::{
-        BlockListing, BroadcastOutcome, BuildRequest, FeeBid, FeeEstimate, Inclusion, SignedTx,
-        TxLookup, UnsignedTx,
-    };
-    use crate::ports::signer::RecoverableSignature;
+    use crate::quote_mocks::{estimate, Chain, MockPricing, MockRouter};
     use crate::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
     use crate::time::Timestamp;
     use crate::wallet::hot_wallet_path;
-
-    /// The one call of the chain a quote may make, stated in advance by each test (mockall):
-    /// a call where none may be fails the test.
-    #[mockall::automock]
-    trait Pricing {
-        fn price(&self, from: &str, payment: &Payment) -> Result<FeeEstimate, PortError>;
-    }
-
-    /// A chain whose pricing is the mock's; any other call fails the test, as no quote makes one.
-    struct Chain(MockPricing);
-
-    #[async_trait::async_trait]
-    impl ChainSender for Chain {
-        fn network(&self) -> Network {
-            Network::Bsc
-        }
-        async fn price(&self, from: &str, payment: &Payment) -> Result<FeeEstimate, PortError> {
-            self.0.price(from, payment)
-        }
-        async fn confirmed_nonce(&self, _: &str) -> Result<Option<u64>, PortError> {
-            unreachable!("a quote reads no nonce")
-        }
-        async fn final_transaction_at_nonce(
-            &self,
-            _: &str,
-            _: u64,
-            _: u32,
-        ) -> Result<Option<String>, PortError> {
-            unreachable!("a quote reads no nonce")
-        }
-        async fn build(&self, _: &BuildRequest) -> Result<UnsignedTx, PortError> {
-            unreachable!("a quote builds nothing")
-        }
-        fn assemble(
-            &self,
-            _: &UnsignedTx,
-            _: &RecoverableSignature,
-        ) -> Result<SignedTx, PortError> {
-            unreachable!("a quote signs nothing")
-        }
-        async fn broadcast(&self, _: &SignedTx) -> BroadcastOutcome {
-            unreachable!("a quote sends nothing")
-        }
-        async fn lookup(&self, _: &str) -> Result<TxLookup, PortError> {
-            unreachable!("a quote looks nothing up")
-        }
-        async fn head(&self) -> Result<(u64, i64), PortError> {
-            unreachable!("a quote reads no head")
-        }
-        async fn block_time(&self, _: u64) -> Result<Option<i64>, PortError> {
-            unreachable!("a quote reads no block")
-        }
-        async fn block_listing(&self, _: u64) -> Result<Option<BlockListing>, PortError> {
-            unreachable!("a quote reads no block")
-        }
-        async fn inclusion_in_block(
-            &self,
-            _: &str,
-            _: u64,
-        ) -> Result<Option<Inclusion>, PortError> {
-            unreachable!("a quote reads no block")
-        }
-        async fn balances(
-            &self,
-            _: &str,
-            _: Option<&str>,
-        ) -> Result<(Amount, Option<Amount>), PortError> {
-            unreachable!("a quote reads no balance")
-        }
-    }
-
-    mockall::mock! {
-        Router {}
-        #[async_trait::async_trait]
-        impl DexRouter for Router {
-            fn router_address(&self) -> String;
-            async fn amounts_out(
-                &self,
-                amount_in: Amount,
-                path: &[String],
-            ) -> Result<Vec<Amount>, PortError>;
-        }
-    }
 
     fn usdt() -> Asset {
         AssetCatalog::mainnet()
@@ -291,7 +204,7 @@ mod tests {
             CountingEntropy::new(1),
         );
         // No expectation is set: any call of either port fails the test.
-        let (chain, router) = (Chain(MockPricing::new()), MockRouter::new());
+        let (chain, router) = (Chain::silent(), MockRouter::new());
         let (policy, hot) = (policy(), hot());
         let budget_asked = Cell::new(0);
         for key in [
@@ -321,7 +234,7 @@ mod tests {
                 "{key}: {:?}",
                 refused.error
             );
-            assert_eq!(refused.detail, None, "{key}");
+            assert_eq!(refused.log, None, "{key}");
             switch(&store, key, false);
         }
         assert_eq!(budget_asked.get(), 0);
@@ -346,15 +259,7 @@ mod tests {
         pricing.expect_price().times(1).returning(|from, payment| {
             assert_eq!(from, "0x00000000000000000000000000000000000000aa");
             assert!(matches!(payment, Payment::Token { .. }), "{payment:?}");
-            Ok(FeeEstimate {
-                expected_native: Amount::from_units(10_u128.pow(14)),
-                max_native: Amount::from_units(2 * 10_u128.pow(14)),
-                bid: FeeBid::Gas {
-                    gas_limit: 100_000,
-                    gas_price_wei: 10_u128.pow(9),
-                },
-                plan: None,
-            })
+            Ok(estimate(10_u128.pow(14)))
         });
         let chain = Chain(pricing);
         let (policy, hot) = (policy(), hot());
@@ -385,5 +290,125 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(stored.map(|s| s.id), Some(q.id));
+    }
+
+    fn tron_usdt_ask() -> QuoteAsk {
+        QuoteAsk {
+            asset: AssetCatalog::mainnet()
+                .get(Network::Tron, "USDT")
+                .unwrap()
+                .clone(),
+            destination: ChainAddress::parse(Network::Tron, "TSeJkUh4Qv67VNFwY8LaAxERygNdy6NQZK")
+                .unwrap(),
+            amount: Amount::from_units(10_u128.pow(6)),
+            ..ask()
+        }
+    }
+
+    /// A TRON token's network cost is priced at the configured rate: without one, the quote is
+    /// refused as unavailable before the node is asked; with one, the node is asked once and
+    /// the cost converted at that rate. The router is never asked on TRON.
+    #[test]
+    fn a_tron_token_is_priced_at_the_configured_rate_or_not_at_all() {
+        let store = MemoryStore::new();
+        let (clock, entropy) = (
+            ManualClock::new(Timestamp::from_unix_millis(1)),
+            CountingEntropy::new(1),
+        );
+        let (policy, router) = (policy(), MockRouter::new());
+        let hot = HotWallet {
+            address: "TJRabPrwbZy45sbavfcjinPJC18kjpRTv8".into(),
+            path: hot_wallet_path(Network::Tron),
+        };
+        let silent = Chain::silent();
+        let quote_with = |chain: &Chain, rate: Option<Rate>| -> Result<Quote, QuoteFailure> {
+            let ports = QuotePorts {
+                store: &store,
+                clock: &clock,
+                entropy: &entropy,
+                sender: Some(chain),
+                hot_wallet: Some(&hot),
+                dex: Some((&router, "0x00000000000000000000000000000000000000cc")),
+                configured_rate: rate,
+                fee_policy: Some(&policy),
+            };
+            block_on(quote(&ports, tron_usdt_ask(), || Ok(())))
+        };
+        let refused = quote_with(&silent, None).unwrap_err();
+        assert!(
+            matches!(&refused.error, CoreError::Refused(r)
+                if r.code == ErrorCode::ChainUnavailable
+                    && r.message.contains("no price of the native coin in USDT")),
+            "{:?}",
+            refused.error
+        );
+        let mut pricing = MockPricing::new();
+        pricing
+            .expect_price()
+            .times(1)
+            .returning(|_, _| Ok(estimate(2_000_000)));
+        // 1 TRX (10^6 sun) is 0.25 USDT (250,000 units): 2 TRX of fees are 0.5 USDT.
+        let rate = Rate {
+            asset_units: Amount::from_units(250_000),
+            native_units: Amount::from_units(1_000_000),
+        };
+        let q = quote_with(&Chain(pricing), Some(rate)).unwrap();
+        assert_eq!(q.costs.network_cost_units, Amount::from_units(500_000));
+        assert_eq!(q.rate, rate);
+    }
+
+    /// A destination contract that refuses the transfer is the partner's error (422 on
+    /// `destination`), with nothing to log; any other pricing failure is unavailable, with the
+    /// node's text only in the log.
+    #[test]
+    fn a_refusing_destination_is_a_validation_error_and_a_node_failure_is_logged_only() {
+        let store = MemoryStore::new();
+        let (clock, entropy) = (
+            ManualClock::new(Timestamp::from_unix_millis(1)),
+            CountingEntropy::new(1),
+        );
+        let (policy, hot) = (policy(), hot());
+        let mut router = MockRouter::new();
+        router
+            .expect_amounts_out()
+            .returning(|one_bnb, _| Ok(vec![one_bnb, Amount::from_units(600 * 10_u128.pow(18))]));
+        for (port, message) in [
+            (DESTINATION_REFUSES, "execution reverted"),
+            (
+                "chain.bsc",
+                "endpoint https://secret-node.example/key-123 timed out",
+            ),
+        ] {
+            let mut pricing = MockPricing::new();
+            pricing
+                .expect_price()
+                .times(1)
+                .returning(move |_, _| Err(PortError::permanent(port, message)));
+            let chain = Chain(pricing);
+            let ports = QuotePorts {
+                store: &store,
+                clock: &clock,
+                entropy: &entropy,
+                sender: Some(&chain),
+                hot_wallet: Some(&hot),
+                dex: Some((&router, "0x00000000000000000000000000000000000000cc")),
+                configured_rate: None,
+                fee_policy: Some(&policy),
+            };
+            let failed = block_on(quote(&ports, ask(), || Ok(()))).unwrap_err();
+            let CoreError::Refused(r) = &failed.error else {
+                panic!("{:?}", failed.error);
+            };
+            assert!(!r.message.contains("secret-node"), "{}", r.message);
+            if port == DESTINATION_REFUSES {
+                assert_eq!(r.code, ErrorCode::ValidationFailed);
+                assert_eq!(failed.log, None);
+            } else {
+                assert_eq!(r.code, ErrorCode::ChainUnavailable);
+                let (what, detail) = failed.log.clone().unwrap();
+                assert_eq!(what, "the node cannot price the transfer now");
+                assert!(detail.contains("secret-node"), "{detail}");
+            }
+        }
     }
 }

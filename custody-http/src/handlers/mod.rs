@@ -68,20 +68,20 @@ pub fn admin_resources() -> &'static [&'static str] {
     admin::RESOURCES
 }
 
-/// Counts a quote against its credential's quote budget (`auth::quote_budget`) before the
-/// chain is asked anything; over it, 429 `RATE_LIMITED` with the window's `Retry-After`.
-/// A quote not made, as answered: the provider's detail of a failed chain is logged here and
-/// never shown (interface §7).
+/// A quote not made, as answered: the provider's detail of a failed chain is logged here, under
+/// the step that failed, and never shown (interface §7).
 pub(crate) fn logged(
     network: custody_core::Network,
     failure: custody_core::pricing::QuoteFailure,
 ) -> custody_core::error::CoreError {
-    if let Some(detail) = &failure.detail {
-        tracing::warn!(%network, %detail, error = %failure.error, "a quote could not be priced");
+    if let Some((what, detail)) = &failure.log {
+        tracing::warn!(%network, %detail, "{what}");
     }
     failure.error
 }
 
+/// Counts a quote against its credential's quote budget (`auth::quote_budget`) before the
+/// chain is asked anything; over it, 429 `RATE_LIMITED` with the window's `Retry-After`.
 pub(crate) fn take_quote_budget(
     state: &crate::state::AppState,
     call: &crate::dispatch::Call,
