@@ -7,6 +7,56 @@ use custody_core::asset::{Asset, AssetCatalog, AssetKind};
 use custody_core::Network;
 use serde::{Deserialize, Serialize};
 
+/// A setting of `custody.toml` (or of the environment variable that overrides it) that cannot
+/// be used: the key as the file names it (`[bsc.sending] bump_percent`,
+/// `[[fee_policies]] TRON DOGE`), the value when one was written, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub key: String,
+    pub value: Option<String>,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            value: None,
+            reason: reason.into(),
+        }
+    }
+
+    /// A key whose written value is refused.
+    pub fn value(
+        key: impl Into<String>,
+        value: impl std::fmt::Display,
+        reason: impl Into<String>,
+    ) -> Self {
+        ConfigError {
+            value: Some(value.to_string()),
+            ..ConfigError::new(key, reason)
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.key)?;
+        if let Some(v) = &self.value {
+            write!(f, " = {v}")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl From<ConfigError> for String {
+    fn from(e: ConfigError) -> Self {
+        e.to_string()
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -145,7 +195,7 @@ impl Default for ServerConfig {
 
 impl ServerConfig {
     /// The limits of the HTTP layer; a zero would refuse every connection or request.
-    pub fn limits(&self) -> Result<custody_http::HttpLimits, String> {
+    pub fn limits(&self) -> Result<custody_http::HttpLimits, ConfigError> {
         for (key, value) in [
             ("body_bytes_max", self.body_bytes_max as u64),
             ("connections_max", self.connections_max as u64),
@@ -157,7 +207,11 @@ impl ServerConfig {
             ("body_read_timeout_ms", self.body_read_timeout_ms),
         ] {
             if value == 0 {
-                return Err(format!("server.{key} must be greater than 0"));
+                return Err(ConfigError::value(
+                    format!("[server] {key}"),
+                    0,
+                    "must be greater than 0",
+                ));
             }
         }
         Ok(custody_http::HttpLimits {
@@ -201,19 +255,20 @@ impl Default for ReconciliationConfig {
 }
 
 impl ReconciliationConfig {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.claim_interval_ms < 100 {
-            return Err(format!(
-                "[reconciliation] claim_interval_ms = {}: must be at least 100",
-                self.claim_interval_ms
+            return Err(ConfigError::value(
+                "[reconciliation] claim_interval_ms",
+                self.claim_interval_ms,
+                "must be at least 100",
             ));
         }
         if self.lease_ms < 10_000 {
-            return Err(format!(
-                "[reconciliation] lease_ms = {}: must be at least 10000 (a TREASURY run reads \
-                 every deposit address; a lease shorter than a run lets another instance run it \
-                 again)",
-                self.lease_ms
+            return Err(ConfigError::value(
+                "[reconciliation] lease_ms",
+                self.lease_ms,
+                "must be at least 10000 (a TREASURY run reads every deposit address; a lease \
+                 shorter than a run lets another instance run it again)",
             ));
         }
         Ok(())
@@ -309,7 +364,7 @@ fn with_password(url: &str, password: &str) -> String {
 impl StoreConfig {
     /// The PostgreSQL database to use, if any: `CUSTODY_DATABASE_URL`, else `[store] url` with
     /// the password of `CUSTODY_DATABASE_PASSWORD` (if set).
-    pub fn database_url(&self) -> Result<Option<String>, String> {
+    pub fn database_url(&self) -> Result<Option<String>, ConfigError> {
         let url = match std::env::var(DATABASE_URL_ENV)
             .ok()
             .filter(|u| !u.is_empty())
@@ -326,8 +381,9 @@ impl StoreConfig {
             }),
         };
         match url {
-            Some(u) if !custody_store_postgres::is_postgres_url(&u) => Err(format!(
-                "[store] url / {DATABASE_URL_ENV}: must start with postgres:// or postgresql://"
+            Some(u) if !custody_store_postgres::is_postgres_url(&u) => Err(ConfigError::new(
+                format!("[store] url / {DATABASE_URL_ENV}"),
+                "must start with postgres:// or postgresql://",
             )),
             other => Ok(other),
         }
@@ -472,39 +528,42 @@ impl SendingConfig {
         policy
     }
 
-    fn validate(&self, section: &str) -> Result<(), String> {
+    fn validate(&self, section: &str) -> Result<(), ConfigError> {
+        let key = |name: &str| format!("[{section}.sending] {name}");
         if self.bump_percent < 10 {
-            return Err(format!(
-                "[{section}.sending] bump_percent = {}: must be at least 10 (nodes refuse a \
-                 replacement that bids less than 10 % more)",
-                self.bump_percent
+            return Err(ConfigError::value(
+                key("bump_percent"),
+                self.bump_percent,
+                "must be at least 10 (nodes refuse a replacement that bids less than 10 % more)",
             ));
         }
         if !(LEASE_MS_MIN..=LEASE_MS_MAX).contains(&self.lease_ms) {
-            return Err(format!(
-                "[{section}.sending] lease_ms = {}: must be {LEASE_MS_MIN} to {LEASE_MS_MAX}",
-                self.lease_ms
+            return Err(ConfigError::value(
+                key("lease_ms"),
+                self.lease_ms,
+                format!("must be {LEASE_MS_MIN} to {LEASE_MS_MAX}"),
             ));
         }
         if self.bump_percent > 100 {
-            return Err(format!(
-                "[{section}.sending] bump_percent = {}: at most 100 (each replacement would \
-                 more than double the price)",
-                self.bump_percent
+            return Err(ConfigError::value(
+                key("bump_percent"),
+                self.bump_percent,
+                "at most 100 (each replacement would more than double the price)",
             ));
         }
         if self.rebroadcast_after_ms < 1_000 {
-            return Err(format!(
-                "[{section}.sending] rebroadcast_after_ms = {}: at least 1000 (sending the same \
-                 bytes faster only loads the endpoints)",
-                self.rebroadcast_after_ms
+            return Err(ConfigError::value(
+                key("rebroadcast_after_ms"),
+                self.rebroadcast_after_ms,
+                "at least 1000 (sending the same bytes faster only loads the endpoints)",
             ));
         }
         if self.replace_after_ms < 3_000 || self.replace_after_ms < self.rebroadcast_after_ms {
-            return Err(format!(
-                "[{section}.sending] replace_after_ms = {}: at least 3000 and at least \
-                 rebroadcast_after_ms (a replacement every look would climb to the cap in a minute)",
-                self.replace_after_ms
+            return Err(ConfigError::value(
+                key("replace_after_ms"),
+                self.replace_after_ms,
+                "at least 3000 and at least rebroadcast_after_ms (a replacement every look \
+                 would climb to the cap in a minute)",
             ));
         }
         if section == "tron" {
@@ -512,24 +571,26 @@ impl SendingConfig {
                 || self.gas_price_cap_wei.is_some()
                 || self.token_gas_margin_percent.is_some()
             {
-                return Err("[tron.sending] gas_price_floor_wei, gas_price_cap_wei and \
-                     token_gas_margin_percent are BSC settings (TRON bids a fee limit)"
-                    .into());
+                return Err(ConfigError::new(
+                    "[tron.sending] gas_price_floor_wei, gas_price_cap_wei, token_gas_margin_percent",
+                    "BSC settings (TRON bids a fee limit)",
+                ));
             }
             return Ok(());
         }
         let p = self.bsc_pricing();
         if p.gas_price_floor_wei > p.gas_price_cap_wei {
-            return Err(format!(
-                "[bsc.sending] gas_price_floor_wei = {} is above gas_price_cap_wei = {}",
-                p.gas_price_floor_wei, p.gas_price_cap_wei
+            return Err(ConfigError::value(
+                "[bsc.sending] gas_price_floor_wei",
+                p.gas_price_floor_wei,
+                format!("above gas_price_cap_wei = {}", p.gas_price_cap_wei),
             ));
         }
         if p.gas_price_cap_wei == 0 || p.gas_price_cap_wei > GAS_PRICE_CAP_WEI_MAX {
-            return Err(format!(
-                "[bsc.sending] gas_price_cap_wei = {}: must be above 0 and at most \
-                 {GAS_PRICE_CAP_WEI_MAX} (1000 gwei)",
-                p.gas_price_cap_wei
+            return Err(ConfigError::value(
+                "[bsc.sending] gas_price_cap_wei",
+                p.gas_price_cap_wei,
+                format!("must be above 0 and at most {GAS_PRICE_CAP_WEI_MAX} (1000 gwei)"),
             ));
         }
         Ok(())
@@ -646,10 +707,11 @@ impl Default for SwapsConfig {
 
 impl SwapsConfig {
     /// The router's addresses, checked (EIP-55 when mixed case).
-    pub fn dex_settings(&self) -> Result<custody_chain_bsc::DexSettings, String> {
+    pub fn dex_settings(&self) -> Result<custody_chain_bsc::DexSettings, ConfigError> {
         let parse = |key: &str, v: &str| {
-            custody_core::address::BscAddress::parse(v)
-                .map_err(|e| format!("[swaps] {key} = {v:?}: {e}"))
+            custody_core::address::BscAddress::parse(v).map_err(|e| {
+                ConfigError::value(format!("[swaps] {key}"), format!("{v:?}"), e.to_string())
+            })
         };
         Ok(custody_chain_bsc::DexSettings {
             router: parse("router", &self.router)?,
@@ -659,12 +721,13 @@ impl SwapsConfig {
     }
 
     /// What the core's swap flow needs of the router.
-    pub fn router_settings(&self) -> Result<custody_core::swap::RouterSettings, String> {
+    pub fn router_settings(&self) -> Result<custody_core::swap::RouterSettings, ConfigError> {
         let dex = self.dex_settings()?;
         if !(60..=86_400).contains(&self.deadline_s) {
-            return Err(format!(
-                "[swaps] deadline_s = {}: must be 60 to 86400 seconds",
-                self.deadline_s
+            return Err(ConfigError::value(
+                "[swaps] deadline_s",
+                self.deadline_s,
+                "must be 60 to 86400 seconds",
             ));
         }
         Ok(custody_core::swap::RouterSettings {
@@ -775,19 +838,27 @@ impl SweepsConfig {
         &self,
         catalog: &AssetCatalog,
         network: Network,
-    ) -> Result<std::collections::BTreeMap<String, custody_core::sweep::SweepPolicy>, String> {
-        let units = |key: &str, v: &str| {
-            custody_core::Amount::parse_units(v).map_err(|e| format!("[sweeps] {key} = {v:?}: {e}"))
+    ) -> Result<std::collections::BTreeMap<String, custody_core::sweep::SweepPolicy>, ConfigError>
+    {
+        let units = |key: String, v: &str| {
+            custody_core::Amount::parse_units(v)
+                .map_err(|e| ConfigError::value(key, format!("{v:?}"), e.to_string()))
         };
         let funding_max_native = match network {
-            Network::Bsc => units("bsc_funding_max_units", &self.bsc_funding_max_units)?,
-            Network::Tron => units("tron_funding_max_units", &self.tron_funding_max_units)?,
+            Network::Bsc => units(
+                "[sweeps] bsc_funding_max_units".into(),
+                &self.bsc_funding_max_units,
+            )?,
+            Network::Tron => units(
+                "[sweeps] tron_funding_max_units".into(),
+                &self.tron_funding_max_units,
+            )?,
         };
         for p in &self.policies {
             if catalog.get(p.network, &p.asset).is_none() {
-                return Err(format!(
-                    "[[sweeps.policies]] {} {}: not an asset of the catalog",
-                    p.network, p.asset
+                return Err(ConfigError::new(
+                    format!("[[sweeps.policies]] {} {}", p.network, p.asset),
+                    "not an asset of the catalog",
                 ));
             }
         }
@@ -798,8 +869,10 @@ impl SweepsConfig {
                 .iter()
                 .find(|p| p.network == network && p.asset == asset.code)
             {
-                Some(p) => units("min_units", &p.min_units)
-                    .map_err(|e| format!("[[sweeps.policies]] {} {}: {e}", p.network, p.asset))?,
+                Some(p) => units(
+                    format!("[[sweeps.policies]] {} {} min_units", p.network, p.asset),
+                    &p.min_units,
+                )?,
                 None => custody_core::Amount::from_units(
                     10u128
                         .checked_pow(u32::from(asset.decimals))
@@ -869,7 +942,7 @@ impl Config {
     /// deposit credited at 0 confirmations, a reorganization window (`blocks_kept`) too short
     /// to follow a reorganization that reverses a credited deposit, a malformed TRON genesis
     /// block id. Called on every load, so `serve` refuses to start with them.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         self.swaps.router_settings()?;
         self.store.database_url()?;
         if let Ok(catalog) = self.catalog() {
@@ -879,42 +952,51 @@ impl Config {
         }
         self.reconciliation.validate()?;
         if self.sweeps.tron_delegation_margin_percent > 100 {
-            return Err(format!(
-                "[sweeps] tron_delegation_margin_percent = {}: at most 100",
-                self.sweeps.tron_delegation_margin_percent
+            return Err(ConfigError::value(
+                "[sweeps] tron_delegation_margin_percent",
+                self.sweeps.tron_delegation_margin_percent,
+                "at most 100",
             ));
         }
         for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
             chain.sending.validate(section)?;
             if chain.confirmations < 1 {
-                return Err(format!(
-                    "[{section}] confirmations = {}: must be at least 1 (with 0 a deposit is \
-                     credited from a block that may still be replaced)",
-                    chain.confirmations
+                return Err(ConfigError::value(
+                    format!("[{section}] confirmations"),
+                    chain.confirmations,
+                    "must be at least 1 (with 0 a deposit is credited from a block that may \
+                     still be replaced)",
                 ));
             }
             let floor = 2 * u64::from(chain.confirmations);
             if chain.blocks_kept < floor {
-                return Err(format!(
-                    "[{section}] blocks_kept = {}: must be at least 2 × confirmations = {floor} \
-                     (the block hashes kept must reach below every credited deposit's block, or \
-                     a reorganization reversing one could not be followed)",
-                    chain.blocks_kept
+                return Err(ConfigError::value(
+                    format!("[{section}] blocks_kept"),
+                    chain.blocks_kept,
+                    format!(
+                        "must be at least 2 × confirmations = {floor} (the block hashes kept \
+                         must reach below every credited deposit's block, or a reorganization \
+                         reversing one could not be followed)"
+                    ),
                 ));
             }
         }
         if self.bsc.genesis_block_id.is_some() {
-            return Err(
-                "[bsc] genesis_block_id: a TRON setting; BSC endpoints are checked with chain_id"
-                    .into(),
-            );
+            return Err(ConfigError::new(
+                "[bsc] genesis_block_id",
+                "a TRON setting; BSC endpoints are checked with chain_id",
+            ));
         }
         if let Some(id) = &self.tron.genesis_block_id {
             if custody_chain_tron::parse_genesis_block_id(id).is_none() {
-                return Err(format!(
-                    "[tron] genesis_block_id = {id:?}: must be the blockID of block 0, 64 hex \
-                     digits whose first 16 are zeros (mainnet's is {})",
-                    custody_chain_tron::MAINNET_GENESIS_BLOCK_ID
+                return Err(ConfigError::value(
+                    "[tron] genesis_block_id",
+                    format!("{id:?}"),
+                    format!(
+                        "must be the blockID of block 0, 64 hex digits whose first 16 are zeros \
+                         (mainnet's is {})",
+                        custody_chain_tron::MAINNET_GENESIS_BLOCK_ID
+                    ),
                 ));
             }
         }
@@ -948,7 +1030,7 @@ impl Config {
         }
     }
 
-    pub fn catalog(&self) -> Result<AssetCatalog, String> {
+    pub fn catalog(&self) -> Result<AssetCatalog, ConfigError> {
         let mut assets = Vec::new();
         for network in Network::ALL {
             for a in &self.chain(network).assets {
@@ -961,7 +1043,8 @@ impl Config {
                 });
             }
         }
-        AssetCatalog::new(assets).map_err(|e| e.to_string())
+        AssetCatalog::new(assets)
+            .map_err(|e| ConfigError::new("[[bsc.assets]] / [[tron.assets]]", e.to_string()))
     }
 
     /// The fee policy of every catalog asset: the file's, else the default. Refuses a policy
@@ -970,12 +1053,14 @@ impl Config {
     pub fn fee_policies(
         &self,
         catalog: &AssetCatalog,
-    ) -> Result<Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>, String> {
+    ) -> Result<Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>, ConfigError>
+    {
         let units = |p: &FeePolicyConfig, key: &str, v: &str| {
             custody_core::Amount::parse_units(v).map_err(|e| {
-                format!(
-                    "[[fee_policies]] {} {}: {key} = {v:?}: {e}",
-                    p.network, p.asset
+                ConfigError::value(
+                    format!("[[fee_policies]] {} {} {key}", p.network, p.asset),
+                    format!("{v:?}"),
+                    e.to_string(),
                 )
             })
         };
@@ -983,7 +1068,7 @@ impl Config {
         for p in &self.fee_policies {
             let name = format!("[[fee_policies]] {} {}", p.network, p.asset);
             if catalog.get(p.network, &p.asset).is_none() {
-                return Err(format!("{name}: not an asset of the catalog"));
+                return Err(ConfigError::new(name, "not an asset of the catalog"));
             }
             let policy = custody_core::withdrawal::FeePolicy {
                 min_amount_units: units(p, "min_amount_units", &p.min_amount_units)?,
@@ -994,18 +1079,20 @@ impl Config {
                 spread_bps: p.spread_bps,
             };
             if policy.min_amount_units > policy.max_amount_units {
-                return Err(format!(
-                    "{name}: min_amount_units is above max_amount_units"
+                return Err(ConfigError::new(
+                    name,
+                    "min_amount_units is above max_amount_units",
                 ));
             }
             if p.service_fee_bps > 10_000 || p.spread_bps > 10_000 || p.markup_bps > 100_000 {
-                return Err(format!(
-                    "{name}: service_fee_bps and spread_bps are at most 10000, markup_bps 100000"
+                return Err(ConfigError::new(
+                    name,
+                    "service_fee_bps and spread_bps are at most 10000, markup_bps 100000",
                 ));
             }
             let id = custody_core::AssetId::new(p.network, p.asset.clone());
             if configured.insert(id, policy).is_some() {
-                return Err(format!("{name}: named twice"));
+                return Err(ConfigError::new(name, "named twice"));
             }
         }
         Ok(catalog
@@ -1026,34 +1113,41 @@ impl Config {
         catalog: &AssetCatalog,
     ) -> Result<
         std::collections::BTreeMap<custody_core::AssetId, custody_core::withdrawal::Rate>,
-        String,
+        ConfigError,
     > {
         let mut rates = std::collections::BTreeMap::new();
         for r in &self.native_rates {
             let name = format!("[[native_rates]] {} {}", r.network, r.asset);
             let asset = catalog
                 .get(r.network, &r.asset)
-                .ok_or_else(|| format!("{name}: not an asset of the catalog"))?;
+                .ok_or_else(|| ConfigError::new(name.clone(), "not an asset of the catalog"))?;
             if asset.contract.is_none() {
-                return Err(format!("{name}: the native coin needs no rate"));
+                return Err(ConfigError::new(name, "the native coin needs no rate"));
             }
             if r.network == Network::Bsc {
-                return Err(format!(
-                    "{name}: BSC tokens are priced at the DEX router ([swaps]); rates are TRON's"
+                return Err(ConfigError::new(
+                    name,
+                    "BSC tokens are priced at the DEX router ([swaps]); rates are TRON's",
                 ));
             }
             let parse = |v: &str, key: &str| {
                 custody_core::Amount::parse_units(v)
                     .ok()
                     .filter(|a| !a.is_zero())
-                    .ok_or_else(|| format!("{name}: {key} = {v:?} must be a positive integer"))
+                    .ok_or_else(|| {
+                        ConfigError::value(
+                            format!("{name} {key}"),
+                            format!("{v:?}"),
+                            "must be a positive integer",
+                        )
+                    })
             };
             let rate = custody_core::withdrawal::Rate {
                 asset_units: parse(&r.asset_units, "asset_units")?,
                 native_units: parse(&r.native_units, "native_units")?,
             };
             if rates.insert(asset.id(), rate).is_some() {
-                return Err(format!("{name}: named twice"));
+                return Err(ConfigError::new(name, "named twice"));
             }
         }
         Ok(rates)
@@ -1063,23 +1157,31 @@ impl Config {
     pub fn swap_pairs(
         &self,
         catalog: &AssetCatalog,
-    ) -> Result<Vec<custody_http::SwapPair>, String> {
+    ) -> Result<Vec<custody_http::SwapPair>, ConfigError> {
         self.swaps
             .pairs
             .iter()
             .map(|p| {
-                let (base, quote) = p
-                    .split_once('-')
-                    .ok_or_else(|| format!("swap pair {p:?} must be BASE-QUOTE"))?;
+                let (base, quote) = p.split_once('-').ok_or_else(|| {
+                    ConfigError::value("[swaps] pairs", format!("{p:?}"), "must be BASE-QUOTE")
+                })?;
                 for code in [base, quote] {
                     if catalog.get(Network::Bsc, code).is_none() {
-                        return Err(format!("swap pair {p:?}: {code} is not a BSC asset"));
+                        return Err(ConfigError::value(
+                            "[swaps] pairs",
+                            format!("{p:?}"),
+                            format!("{code} is not a BSC asset"),
+                        ));
                     }
                 }
                 if base == quote {
-                    return Err(format!("swap pair {p:?} swaps an asset for itself"));
+                    return Err(ConfigError::value(
+                        "[swaps] pairs",
+                        format!("{p:?}"),
+                        "swaps an asset for itself",
+                    ));
                 }
-                let limit = |asset_in: &str, asset_out: &str| -> Result<_, String> {
+                let limit = |asset_in: &str, asset_out: &str| -> Result<_, ConfigError> {
                     let found = self
                         .swaps
                         .limits
@@ -1089,7 +1191,11 @@ impl Config {
                     let name = format!("[[swaps.limits]] {asset_in} to {asset_out}");
                     let parse = |v: &str, key: &str| {
                         custody_core::Amount::parse_units(v).map_err(|_| {
-                            format!("{name}: {key} = {v:?} is not a whole number of units")
+                            ConfigError::value(
+                                format!("{name} {key}"),
+                                format!("{v:?}"),
+                                "not a whole number of units",
+                            )
                         })
                     };
                     let (min, max) = (
@@ -1097,7 +1203,7 @@ impl Config {
                         parse(&l.max_amount_in_units, "max_amount_in_units")?,
                     );
                     if min > max {
-                        return Err(format!("{name}: the minimum is above the maximum"));
+                        return Err(ConfigError::new(name, "the minimum is above the maximum"));
                     }
                     Ok(Some((min, max)))
                 };
@@ -1108,7 +1214,7 @@ impl Config {
                     quote_to_base: limit(quote, base)?,
                 })
             })
-            .collect::<Result<Vec<_>, String>>()
+            .collect::<Result<Vec<_>, ConfigError>>()
             .and_then(|pairs| {
                 // A limit of a direction no enabled pair has would silently do nothing.
                 for l in &self.swaps.limits {
@@ -1117,9 +1223,9 @@ impl Config {
                             || (p.base == l.asset_out && p.quote == l.asset_in)
                     });
                     if !used {
-                        return Err(format!(
-                            "[[swaps.limits]] {} to {}: not an enabled pair",
-                            l.asset_in, l.asset_out
+                        return Err(ConfigError::new(
+                            format!("[[swaps.limits]] {} to {}", l.asset_in, l.asset_out),
+                            "not an enabled pair",
                         ));
                     }
                 }
@@ -1208,7 +1314,11 @@ mod tests {
         assert!(err.contains("[bsc.sending] bump_percent = 9"), "{err}");
         let mut c = Config::default_for_init();
         c.tron.sending.gas_price_cap_wei = Some(1);
-        assert!(c.validate().unwrap_err().contains("[tron.sending]"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("[tron.sending]"));
     }
 
     #[test]
@@ -1314,7 +1424,12 @@ mod tests {
         assert_eq!(back.server.idle_timeout_ms, 10_000);
         let mut zero = back.server.clone();
         zero.body_read_timeout_ms = 0;
-        assert!(zero.limits().unwrap_err().contains("body_read_timeout_ms"));
+        let err = zero.limits().unwrap_err();
+        assert!(err.to_string().contains("body_read_timeout_ms"));
+        assert_eq!(
+            (err.key.as_str(), err.value.as_deref()),
+            ("[server] body_read_timeout_ms", Some("0"))
+        );
     }
 
     #[test]
@@ -1374,6 +1489,7 @@ mod energy_mode_tests {
         assert!(c
             .validate()
             .unwrap_err()
+            .to_string()
             .contains("tron_delegation_margin_percent"));
     }
 }
