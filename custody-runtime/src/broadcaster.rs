@@ -25,8 +25,7 @@ use custody_core::error::{CoreError, CoreResult};
 use custody_core::outgoing::funds::{shortfall, FundsSeen, Holdings};
 use custody_core::outgoing::{
     blocks, decide, repriced, Attempt, BlockScan, Decision, DoublePaymentIds, EnginePolicy,
-    Included, Observation, OutStatus, OutgoingTx, Purpose, Recorded, Wait, ANSWER_NONCE_USED,
-    ANSWER_REJECTED_PREFIX, DOUBLE_PAYMENT_NOTE,
+    Included, Observation, OutStatus, OutgoingTx, Purpose, Recorded, Wait, DOUBLE_PAYMENT_NOTE,
 };
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::sender::{
@@ -62,17 +61,6 @@ pub struct Broadcaster {
 /// A payment whose attempt the node has refused for this many `replace_after` periods raises
 /// an `outgoing_stuck` alert: re-pricing did not cure it, an operator should look.
 const REFUSED_ALERT_AFTER_REPLACES: i64 = 10;
-
-fn answer_label(outcome: &BroadcastOutcome) -> String {
-    match outcome {
-        BroadcastOutcome::Accepted => "accepted".into(),
-        BroadcastOutcome::NonceUsed => ANSWER_NONCE_USED.into(),
-        BroadcastOutcome::Underpriced => "underpriced".into(),
-        BroadcastOutcome::Expired => "expired".into(),
-        BroadcastOutcome::Rejected(r) => format!("{ANSWER_REJECTED_PREFIX}{r}"),
-        BroadcastOutcome::Unknown(r) => format!("unknown: {r}"),
-    }
-}
 
 impl Broadcaster {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
@@ -398,7 +386,7 @@ impl Broadcaster {
         let told_used = out
             .attempts
             .iter()
-            .any(|a| a.last_answer.as_deref() == Some(ANSWER_NONCE_USED));
+            .any(|a| a.last_answer == Some(BroadcastOutcome::NonceUsed));
         if out.network != Network::Bsc
             || out.cancel_request().is_none()
             || out.included.is_some()
@@ -889,13 +877,13 @@ impl Broadcaster {
             })
             .await;
         let now = self.clock.now();
-        let label = answer_label(&outcome);
+        let label = outcome.to_string();
         let sent = !matches!(outcome, BroadcastOutcome::Rejected(_));
         let refused_before = latest.sent_at.is_none()
             && latest
                 .last_answer
-                .as_deref()
-                .is_some_and(|a| a.starts_with(ANSWER_REJECTED_PREFIX));
+                .as_ref()
+                .is_some_and(|a| a.refusal().is_some());
         if refused_before && outcome == BroadcastOutcome::Expired {
             // Bytes the node refused never were in a pool: "expired" says nothing new, and
             // the refusal stays the answer the engine judges them by (a shortage waits, a
@@ -904,7 +892,7 @@ impl Broadcaster {
             return self.save(out).await;
         }
         if let Some(a) = out.attempts.last_mut() {
-            a.last_answer = Some(label.clone());
+            a.last_answer = Some(outcome.clone());
             if sent {
                 // Accepted, unknown or any answer that keeps it alive: it may be in a pool.
                 a.sent_at = Some(now);

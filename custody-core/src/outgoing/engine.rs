@@ -11,7 +11,7 @@
 //! the first.
 
 use crate::network::Network;
-use crate::ports::sender::{FeeBid, Inclusion, MoveKind, Payment, TxLookup};
+use crate::ports::sender::{BroadcastOutcome, FeeBid, Inclusion, MoveKind, Payment, TxLookup};
 use crate::time::Timestamp;
 
 use super::blocks::{self, BlockScan};
@@ -327,8 +327,8 @@ fn refused_void(a: &super::Attempt) -> bool {
     a.void
         && a.sent_at.is_none()
         && a.last_answer
-            .as_deref()
-            .is_some_and(|x| x.starts_with(ANSWER_REJECTED_PREFIX))
+            .as_ref()
+            .is_some_and(|x| x.refusal().is_some())
 }
 
 /// BSC: the least bid a void of `tx`'s nonce needs: the replacement minimum over the highest
@@ -491,19 +491,13 @@ fn follow(
         // Refused by the node (or never offered): nothing of it is known to be out there, but
         // a refusal after a failover may follow a delivery elsewhere, so it was looked up above
         // like any attempt. On EVM the nonce keeps a re-priced attempt exclusive with it.
-        let refused = latest
-            .last_answer
-            .as_deref()
-            .is_some_and(|a| a.starts_with(ANSWER_REJECTED_PREFIX));
+        let refusal = latest.last_answer.as_ref().and_then(|a| a.refusal());
+        let refused = refusal.is_some();
         if refused && tx.network == Network::Bsc && age >= policy.replace_after_ms {
             return Decision::Reprice;
         }
         if refused && tx.network == Network::Tron && tron_void(tx, obs, policy) {
-            let reason = latest
-                .last_answer
-                .as_deref()
-                .unwrap_or_default()
-                .trim_start_matches(ANSWER_REJECTED_PREFIX);
+            let reason = refusal.unwrap_or_default();
             return if refusal_waits_for_funds(&tx.payment, reason) {
                 Decision::Rebuild
             } else {
@@ -529,7 +523,7 @@ fn follow(
 
     match tx.network {
         Network::Bsc => {
-            if latest.last_answer.as_deref() == Some(ANSWER_NONCE_USED) && !pending {
+            if latest.last_answer == Some(BroadcastOutcome::NonceUsed) && !pending {
                 if rebroadcast {
                     // The answer may be stale (a reorganization can free the nonce again):
                     // offer the same bytes once more, which refreshes it. Nothing new is signed.
@@ -782,12 +776,6 @@ pub fn refusal_waits_for_funds(payment: &Payment, reason: &str) -> bool {
     .iter()
     .any(|k| r.contains(k))
 }
-
-/// The stored answer of an EVM "nonce too low".
-pub const ANSWER_NONCE_USED: &str = "nonce_used";
-
-/// How the stored answer of a node's refusal begins (the node's reason follows).
-pub const ANSWER_REJECTED_PREFIX: &str = "rejected: ";
 
 /// The bid of a re-priced EVM attempt: the node's fresh price and gas limit where higher than
 /// the refused bid's, within the cap; `None` when nothing is higher (the same bytes go out
@@ -1100,7 +1088,7 @@ mod tests {
     fn a_cancelled_bsc_payment_refused_or_held_unsent_is_voided_never_sent() {
         let mut t = tx(Network::Bsc);
         let mut a = attempt("a", 0, None, None);
-        a.last_answer = Some(format!("{ANSWER_REJECTED_PREFIX}transaction underpriced"));
+        a.last_answer = Some(BroadcastOutcome::Rejected("transaction underpriced".into()));
         t.attempts.push(a);
         t.status = OutStatus::Signed;
         cancel(&mut t);
@@ -1412,7 +1400,7 @@ mod tests {
     fn a_nonce_used_by_someone_else_is_stuck_not_signed_again() {
         let mut t = tx(Network::Bsc);
         let mut a = attempt("a", 0, Some(0), None);
-        a.last_answer = Some(ANSWER_NONCE_USED.into());
+        a.last_answer = Some(BroadcastOutcome::NonceUsed);
         t.attempts.push(a);
         t.status = OutStatus::Sent;
         let o = obs(10, 0, vec![TxLookup::Unknown]);
@@ -1455,7 +1443,7 @@ mod tests {
     fn a_refused_evm_attempt_is_looked_up_and_repriced_only_after_replace_after() {
         let mut t = tx(Network::Bsc);
         let mut a = attempt("a", 0, None, None);
-        a.last_answer = Some(format!("{ANSWER_REJECTED_PREFIX}transaction underpriced"));
+        a.last_answer = Some(BroadcastOutcome::Rejected("transaction underpriced".into()));
         t.attempts.push(a);
         t.status = OutStatus::Signed;
         let unknown = obs(10, 0, vec![TxLookup::Unknown]);
@@ -1476,8 +1464,8 @@ mod tests {
         // TRON never re-signs a refused attempt before it expired on chain.
         let mut t = tx(Network::Tron);
         let mut a = tron_attempt("a", 0, None, 60_000);
-        a.last_answer = Some(format!(
-            "{ANSWER_REJECTED_PREFIX}CONTRACT_VALIDATE_ERROR: balance is not sufficient"
+        a.last_answer = Some(BroadcastOutcome::Rejected(
+            "CONTRACT_VALIDATE_ERROR: balance is not sufficient".into(),
         ));
         t.attempts.push(a);
         t.status = OutStatus::Signed;
@@ -1498,8 +1486,8 @@ mod tests {
             Decision::Broadcast
         );
         // A refusal waiting cannot cure ends the payment, once nothing can be included.
-        t.attempts[0].last_answer = Some(format!(
-            "{ANSWER_REJECTED_PREFIX}CONTRACT_VALIDATE_ERROR: Cannot transfer TRX to yourself."
+        t.attempts[0].last_answer = Some(BroadcastOutcome::Rejected(
+            "CONTRACT_VALIDATE_ERROR: Cannot transfer TRX to yourself.".into(),
         ));
         assert_eq!(
             decide(&t, Some(&unknown), &policy(), at(600_000)),
@@ -1624,8 +1612,8 @@ mod tests {
         }
         // A refusal that waiting cannot cure fails only on the same evidence.
         t.attempts[0].sent_at = None;
-        t.attempts[0].last_answer = Some(format!(
-            "{ANSWER_REJECTED_PREFIX}CONTRACT_VALIDATE_ERROR: Cannot transfer TRX to yourself."
+        t.attempts[0].last_answer = Some(BroadcastOutcome::Rejected(
+            "CONTRACT_VALIDATE_ERROR: Cannot transfer TRX to yourself.".into(),
         ));
         t.status = OutStatus::Signed;
         assert!(matches!(
@@ -1912,7 +1900,7 @@ mod tests {
     fn a_cancelled_payment_whose_nonce_another_transaction_took_fails_once_that_is_final() {
         let mut t = tx(Network::Bsc);
         let mut a = attempt("a", 0, Some(0), None);
-        a.last_answer = Some(ANSWER_NONCE_USED.into());
+        a.last_answer = Some(BroadcastOutcome::NonceUsed);
         t.attempts.push(a);
         t.status = OutStatus::Sent;
         let mut o = obs(20, 0, vec![TxLookup::Unknown]);
@@ -1993,8 +1981,8 @@ mod tests {
             gas_limit: 21_000,
             gas_price_wei: 1_120_000_000,
         };
-        v.last_answer = Some(format!(
-            "{ANSWER_REJECTED_PREFIX}insufficient funds for gas"
+        v.last_answer = Some(BroadcastOutcome::Rejected(
+            "insufficient funds for gas".into(),
         ));
         t.attempts.push(v);
         let o = obs(10, 0, vec![TxLookup::Pending, TxLookup::Unknown]);

@@ -45,11 +45,7 @@ fn max_fee(bid: Bid) -> u128 {
 fn on_its_way(tx: &OutgoingTx) -> bool {
     matches!(tx.status, OutStatus::Signed | OutStatus::Sent)
         && tx.attempts.iter().any(|a| {
-            a.sent_at.is_some()
-                || !a
-                    .last_answer
-                    .as_deref()
-                    .is_some_and(|x| x.starts_with(super::ANSWER_REJECTED_PREFIX))
+            a.sent_at.is_some() || a.last_answer.as_ref().is_none_or(|x| x.refusal().is_none())
         })
 }
 
@@ -243,9 +239,8 @@ mod tests {
         // Refused by the node (waiting like us), already included (the balance shows it), or
         // our own transaction: none of these is counted.
         let mut waiting = flying(2, payment(false, 50), false, OutStatus::Signed);
-        waiting.attempts[0].last_answer = Some(format!(
-            "{}insufficient funds for gas * price + value",
-            crate::outgoing::ANSWER_REJECTED_PREFIX
+        waiting.attempts[0].last_answer = Some(crate::ports::sender::BroadcastOutcome::Rejected(
+            "insufficient funds for gas * price + value".into(),
         ));
         let included = flying(3, payment(false, 50), true, OutStatus::Included);
         let ours = flying(9, payment(false, 100), true, OutStatus::Sent);

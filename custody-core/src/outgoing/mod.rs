@@ -22,7 +22,7 @@ mod proptests;
 pub use blocks::BlockScan;
 pub use engine::{
     decide, final_status, refusal_waits_for_funds, repriced, void_priced, Decision, EnginePolicy,
-    Observation, ANSWER_NONCE_USED, ANSWER_REJECTED_PREFIX, DOUBLE_PAYMENT_NOTE,
+    Observation, DOUBLE_PAYMENT_NOTE,
 };
 
 use serde::{Deserialize, Serialize};
@@ -31,7 +31,7 @@ use uuid::Uuid;
 use crate::amount::Amount;
 use crate::error::PortError;
 use crate::network::Network;
-use crate::ports::sender::{FeeBid, Inclusion, Payment, TokenMove};
+use crate::ports::sender::{BroadcastOutcome, FeeBid, Inclusion, Payment, TokenMove};
 use crate::ports::signer::HdPath;
 use crate::time::Timestamp;
 use crate::tron::resources::{ActualResources, ResourcePlan};
@@ -133,8 +133,10 @@ pub struct Attempt {
     /// When a node last took these bytes (or its answer was lost).
     #[serde(with = "ms_opt")]
     pub sent_at: Option<Timestamp>,
-    /// What the last broadcast of these bytes was answered.
-    pub last_answer: Option<String>,
+    /// What the last broadcast of these bytes was answered (stored as its text, see
+    /// [`BroadcastOutcome`]'s `Display`).
+    #[serde(with = "answer_text")]
+    pub last_answer: Option<BroadcastOutcome>,
     /// TRON: the resource plan this attempt was priced with (what it was expected to use and
     /// burn), kept to be compared with [`Included::resources`]. Absent from attempts stored
     /// before plans were kept, and on BSC.
@@ -1003,6 +1005,27 @@ mod u128_text {
 }
 
 /// Stored times are milliseconds since the epoch.
+/// A node's answer as stored: its text, so rows written before answers were typed read the
+/// same.
+mod answer_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::ports::sender::BroadcastOutcome;
+
+    pub fn serialize<S: Serializer>(a: &Option<BroadcastOutcome>, s: S) -> Result<S::Ok, S::Error> {
+        match a {
+            Some(a) => s.collect_str(a),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<BroadcastOutcome>, D::Error> {
+        Ok(Option::<String>::deserialize(d)?.map(|t| BroadcastOutcome::from_stored(&t)))
+    }
+}
+
 mod ms {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -1054,6 +1077,42 @@ mod stored_form {
         )
         .unwrap();
         assert_eq!(included.resources, None);
+    }
+
+    /// A node's answer is stored as the text an attempt always had, and read back as the
+    /// answer it names; text in no known form is an unknown answer, never a refusal.
+    #[test]
+    fn node_answers_are_stored_as_their_text_and_read_typed() {
+        for answer in [
+            BroadcastOutcome::Accepted,
+            BroadcastOutcome::NonceUsed,
+            BroadcastOutcome::Underpriced,
+            BroadcastOutcome::Expired,
+            BroadcastOutcome::Rejected("insufficient funds for gas".into()),
+            BroadcastOutcome::Unknown("timed out".into()),
+        ] {
+            let text = answer.to_string();
+            assert_eq!(BroadcastOutcome::from_stored(&text), answer, "{text}");
+        }
+        let attempt: Attempt = serde_json::from_str(
+            r#"{"hash":"ab","raw":"0102","bid":{"kind":"fee_limit","sun":0},
+                "expires_at_ms":5,"signed_at":1,"sent_at":null,
+                "last_answer":"rejected: CONTRACT_VALIDATE_ERROR: balance is not sufficient"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            attempt.last_answer.as_ref().and_then(|a| a.refusal()),
+            Some("CONTRACT_VALIDATE_ERROR: balance is not sufficient")
+        );
+        let text = serde_json::to_string(&attempt).unwrap();
+        assert!(
+            text.contains(r#""last_answer":"rejected: CONTRACT_VALIDATE_ERROR"#),
+            "{text}"
+        );
+        assert_eq!(
+            BroadcastOutcome::from_stored("something else"),
+            BroadcastOutcome::Unknown("something else".into())
+        );
     }
 
     /// A wait is stored as a field and read back from it; a step written before waits were

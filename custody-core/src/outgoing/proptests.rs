@@ -505,17 +505,6 @@ fn at(ms: i64) -> Timestamp {
     Timestamp::from_unix_millis(ms)
 }
 
-fn answer_label(outcome: &BroadcastOutcome) -> String {
-    match outcome {
-        BroadcastOutcome::Accepted => "accepted".into(),
-        BroadcastOutcome::NonceUsed => ANSWER_NONCE_USED.into(),
-        BroadcastOutcome::Underpriced => "underpriced".into(),
-        BroadcastOutcome::Expired => "expired".into(),
-        BroadcastOutcome::Rejected(r) => format!("{ANSWER_REJECTED_PREFIX}{r}"),
-        BroadcastOutcome::Unknown(r) => format!("unknown: {r}"),
-    }
-}
-
 fn gas(bid: Bid) -> (u64, u128) {
     match bid {
         Bid::Gas {
@@ -892,10 +881,10 @@ impl Sim {
         let outcome = self.chain.broadcast(&hash);
         self.check_paid_once()?;
         let now = at(self.now);
-        let label = answer_label(&outcome);
+        let label = outcome.to_string();
         let sent = !matches!(outcome, BroadcastOutcome::Rejected(_));
         let latest = self.tx.attempts.last_mut().expect("an attempt");
-        latest.last_answer = Some(label.clone());
+        latest.last_answer = Some(outcome);
         if sent {
             latest.sent_at = Some(now);
         } else {

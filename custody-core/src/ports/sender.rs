@@ -230,6 +230,53 @@ pub enum BroadcastOutcome {
     Unknown(String),
 }
 
+impl BroadcastOutcome {
+    /// The node's reason of a refusal.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            BroadcastOutcome::Rejected(reason) => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+/// As an attempt's history and its stored answer read: `accepted`, `nonce_used`,
+/// `underpriced`, `expired`, `rejected: REASON`, `unknown: WHAT`.
+impl std::fmt::Display for BroadcastOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BroadcastOutcome::Accepted => f.write_str("accepted"),
+            BroadcastOutcome::NonceUsed => f.write_str("nonce_used"),
+            BroadcastOutcome::Underpriced => f.write_str("underpriced"),
+            BroadcastOutcome::Expired => f.write_str("expired"),
+            BroadcastOutcome::Rejected(r) => write!(f, "rejected: {r}"),
+            BroadcastOutcome::Unknown(r) => write!(f, "unknown: {r}"),
+        }
+    }
+}
+
+impl BroadcastOutcome {
+    /// The answer a stored text names ([`std::fmt::Display`]'s form). Text in no known form
+    /// reads as `Unknown`: it says nothing about where the bytes are.
+    pub fn from_stored(text: &str) -> Self {
+        match text {
+            "accepted" => BroadcastOutcome::Accepted,
+            "nonce_used" => BroadcastOutcome::NonceUsed,
+            "underpriced" => BroadcastOutcome::Underpriced,
+            "expired" => BroadcastOutcome::Expired,
+            _ => {
+                if let Some(r) = text.strip_prefix("rejected: ") {
+                    BroadcastOutcome::Rejected(r.to_owned())
+                } else if let Some(r) = text.strip_prefix("unknown: ") {
+                    BroadcastOutcome::Unknown(r.to_owned())
+                } else {
+                    BroadcastOutcome::Unknown(text.to_owned())
+                }
+            }
+        }
+    }
+}
+
 /// Where a transaction is, by hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxLookup {

@@ -272,7 +272,7 @@ fn sent(out: &mut OutgoingTx) {
             expires_at_ms: None,
             signed_at: at(10),
             sent_at: Some(at(11)),
-            last_answer: Some("accepted".into()),
+            last_answer: Some(crate::ports::sender::BroadcastOutcome::Accepted),
             plan: None,
             reference_block: None,
             void: false,

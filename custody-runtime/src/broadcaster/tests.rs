@@ -611,7 +611,10 @@ async fn a_payment_is_signed_stored_sent_included_and_final_once() {
     let out = f.get(id).await;
     assert_eq!(out.status, OutStatus::Sent);
     assert_eq!(out.attempts.len(), 1);
-    assert_eq!(out.attempts[0].last_answer.as_deref(), Some("accepted"));
+    assert_eq!(
+        out.attempts[0].last_answer,
+        Some(BroadcastOutcome::Accepted)
+    );
     f.chain.mine();
     f.advance(5_000);
     f.b.round().await.unwrap();
@@ -849,7 +852,7 @@ async fn stored_unsent(f: &Fixture, id: Uuid, last_answer: Option<&str>) -> Stri
                 expires_at_ms: None,
                 signed_at: f.clock.now(),
                 sent_at: None,
-                last_answer: last_answer.map(str::to_owned),
+                last_answer: last_answer.map(BroadcastOutcome::from_stored),
                 plan: None,
                 reference_block: None,
                 void: false,
@@ -1095,9 +1098,10 @@ async fn a_refused_price_is_asked_again_after_replace_after_and_paid_once() {
     assert_eq!(refused.status, OutStatus::Signed, "refused: not sent");
     assert!(refused.attempts[0]
         .last_answer
-        .as_deref()
+        .as_ref()
         .unwrap()
-        .starts_with(ANSWER_REJECTED_PREFIX));
+        .refusal()
+        .is_some());
     // Within replace_after the same bytes are offered again; the node's price is still low.
     f.advance(16_000);
     f.b.round().await.unwrap();
@@ -2156,8 +2160,8 @@ async fn a_cancelled_payment_whose_nonce_another_transaction_took_fails_and_rele
     let stuck = f.get(id).await;
     assert!(!stuck.status.is_terminal());
     assert_eq!(
-        stuck.latest().unwrap().last_answer.as_deref(),
-        Some("nonce_used")
+        stuck.latest().unwrap().last_answer,
+        Some(BroadcastOutcome::NonceUsed)
     );
     assert_eq!(alerts_of(&f, "outgoing_stuck").await.len(), 1);
     request_cancel(&f, id).await.unwrap();

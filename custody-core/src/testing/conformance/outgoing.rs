@@ -63,7 +63,7 @@ fn attempt(hash: &str) -> Attempt {
         expires_at_ms: None,
         signed_at: at(20),
         sent_at: Some(at(21)),
-        last_answer: Some("accepted".into()),
+        last_answer: Some(crate::ports::sender::BroadcastOutcome::Accepted),
         // A TRON plan, so that the round trip covers it (BSC stores none).
         plan: Some(crate::tron::resources::plan(
             &crate::tron::resources::PlanInputs {
