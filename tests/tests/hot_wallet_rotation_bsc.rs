@@ -203,7 +203,8 @@ fn a_rotated_hot_wallet_is_drained_into_the_new_one_which_then_pays_and_receives
 
     // Money that reaches the retired wallet later (a sweep planned before the rotation, a
     // payer with an old address) is drained by `custody treasury drain`, beside the service.
-    anvil.send_value(anvil.account(2), &old_hot, E18);
+    // Mined before the balances are read: anvil answers before it seals the block.
+    anvil.mined(&anvil.send_value(anvil.account(2), &old_hot, E18));
     let (old_before, new_before) = (anvil.balance(&old_hot), anvil.balance(&new_hot));
     let books_before = custody.client(&ops).ledger_books();
     let drained = custody.cli_ok(&[
