@@ -106,6 +106,7 @@ pub mod idempotency;
 pub mod invariants;
 pub mod keys;
 pub mod ledger;
+pub mod moves;
 pub mod network;
 pub mod outbox;
 pub mod outgoing;

@@ -1112,9 +1112,7 @@ impl Broadcaster {
             if let Some((ids, hashes)) = &double {
                 custody_core::outgoing::record_double_payment(tx, *ids, &out, hashes, now)?;
             }
-            custody_core::withdrawal::on_outgoing(tx, entropy.as_ref(), &out, &native, depth, now)?;
-            custody_core::swap::on_outgoing(tx, entropy.as_ref(), &out, &native, now)?;
-            custody_core::sweep::on_outgoing(tx, entropy.as_ref(), &out, &native, now)
+            custody_core::moves::on_move(tx, entropy.as_ref(), &out, &native, depth, now)
         })
         .await
     }

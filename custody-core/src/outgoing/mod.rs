@@ -135,7 +135,7 @@ pub struct Attempt {
     pub sent_at: Option<Timestamp>,
     /// What the last broadcast of these bytes was answered (stored as its text, see
     /// [`BroadcastOutcome`]'s `Display`).
-    #[serde(with = "answer_text")]
+    #[serde(default, with = "answer_text")]
     pub last_answer: Option<BroadcastOutcome>,
     /// TRON: the resource plan this attempt was priced with (what it was expected to use and
     /// burn), kept to be compared with [`Included::resources`]. Absent from attempts stored
@@ -1004,7 +1004,6 @@ mod u128_text {
     }
 }
 
-/// Stored times are milliseconds since the epoch.
 /// A node's answer as stored: its text, so rows written before answers were typed read the
 /// same.
 mod answer_text {
@@ -1026,6 +1025,7 @@ mod answer_text {
     }
 }
 
+/// Stored times are milliseconds since the epoch.
 mod ms {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -1113,6 +1113,12 @@ mod stored_form {
             BroadcastOutcome::from_stored("something else"),
             BroadcastOutcome::Unknown("something else".into())
         );
+        let without: Attempt = serde_json::from_str(
+            r#"{"hash":"ab","raw":"0102","bid":{"kind":"fee_limit","sun":0},
+                "expires_at_ms":5,"signed_at":1,"sent_at":null}"#,
+        )
+        .unwrap();
+        assert_eq!(without.last_answer, None);
     }
 
     /// A wait is stored as a field and read back from it; a step written before waits were

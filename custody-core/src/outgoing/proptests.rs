@@ -887,7 +887,13 @@ impl Sim {
         latest.last_answer = Some(outcome);
         if sent {
             latest.sent_at = Some(now);
-        } else {
+        }
+        // Through the stores' form, as the runtime's next round reads it.
+        let stored = serde_json::to_string(&self.tx.attempts)
+            .map_err(|e| TestCaseError::fail(format!("attempts do not serialize: {e}")))?;
+        self.tx.attempts = serde_json::from_str(&stored)
+            .map_err(|e| TestCaseError::fail(format!("attempts do not read back: {e}")))?;
+        if !sent {
             self.tx.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
             return Ok(());
         }
