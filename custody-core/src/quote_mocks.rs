@@ -3,6 +3,8 @@
 
 use async_trait::async_trait;
 
+use uuid::Uuid;
+
 use crate::amount::Amount;
 use crate::error::PortError;
 use crate::network::Network;
@@ -12,6 +14,10 @@ use crate::ports::sender::{
     Payment, SignedTx, TxLookup, UnsignedTx,
 };
 use crate::ports::signer::RecoverableSignature;
+use crate::ports::store::write;
+use crate::testing::{block_on, MemoryStore};
+use crate::time::Timestamp;
+use crate::withdrawal::FeePolicy;
 
 /// The one call of the chain a quote may make.
 #[mockall::automock]
@@ -105,4 +111,32 @@ impl ChainSender for Chain {
     ) -> Result<(Amount, Option<Amount>), PortError> {
         unreachable!("a quote reads no balance")
     }
+}
+
+/// A fee policy that charges nothing beyond the network cost, for amounts of 10 to 10^24 units.
+pub(crate) fn policy() -> FeePolicy {
+    FeePolicy {
+        min_amount_units: Amount::from_units(10),
+        max_amount_units: Amount::from_units(10_u128.pow(24)),
+        markup_bps: 0,
+        service_fee_units: Amount::ZERO,
+        service_fee_bps: 0,
+        spread_bps: 0,
+    }
+}
+
+/// Turns the control `key` on or off, as an operator does.
+pub(crate) fn switch(store: &MemoryStore, key: &'static str, on: bool) {
+    block_on(write(store, move |tx| {
+        crate::admin::set_control(
+            tx,
+            Uuid::new_v4(),
+            "ops",
+            key,
+            on,
+            "test",
+            Timestamp::from_unix_millis(0),
+        )
+    }))
+    .unwrap();
 }

@@ -52,59 +52,6 @@ mod deposits {
     }
 }
 
-mod outgoing {
-    use custody_core::ports::store::write;
-    use custody_core::Network;
-
-    use crate::{SqliteStore, StoreOptions};
-
-    const SENDER: &str = "0x00000000000000000000000000000000000000aa";
-
-    /// Any nonce an INTEGER holds is kept as it is; one above it is refused, never stored as
-    /// another number.
-    #[tokio::test]
-    async fn nonces_beyond_an_integer_are_refused_not_clamped() {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            SqliteStore::open(&dir.path().join("custody.db"), StoreOptions::default()).unwrap();
-        let seed = 1_u64 << 40;
-        let (first, second) = write(&store, move |tx| {
-            let first = tx.allocate_nonce(Network::Bsc, SENDER, seed)?;
-            let second = tx.allocate_nonce(Network::Bsc, SENDER, seed)?;
-            Ok((first, second))
-        })
-        .await
-        .unwrap();
-        assert_eq!((first, second), (seed, seed + 1));
-        let refused = write(&store, |tx| {
-            Ok(tx.allocate_nonce(
-                Network::Bsc,
-                "0x00000000000000000000000000000000000000bb",
-                u64::MAX,
-            )?)
-        })
-        .await
-        .unwrap_err();
-        assert!(refused.to_string().contains("does not fit"), "{refused}");
-        let advanced = write(&store, |tx| {
-            Ok(tx.advance_nonce(Network::Bsc, SENDER, u64::MAX)?)
-        })
-        .await
-        .unwrap_err();
-        assert!(advanced.to_string().contains("does not fit"), "{advanced}");
-        let next = write(&store, |tx| {
-            Ok(tx.allocate_nonce(Network::Bsc, SENDER, 0)?)
-        })
-        .await
-        .unwrap();
-        assert_eq!(
-            next,
-            seed + 2,
-            "the refused advance left the allocator as it was"
-        );
-    }
-}
-
 mod webhooks {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;

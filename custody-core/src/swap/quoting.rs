@@ -221,13 +221,11 @@ async fn route(
 mod tests {
     use std::cell::Cell;
 
-    use uuid::Uuid;
-
     use super::*;
     use crate::asset::AssetCatalog;
     use crate::error::CoreError;
     use crate::network::Network;
-    use crate::quote_mocks::{estimate, Chain, MockPricing, MockRouter};
+    use crate::quote_mocks::{estimate, policy, switch, Chain, MockPricing, MockRouter};
     use crate::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
     use crate::time::Timestamp;
     use crate::wallet::hot_wallet_path;
@@ -253,17 +251,6 @@ mod tests {
         }
     }
 
-    fn policy() -> FeePolicy {
-        FeePolicy {
-            min_amount_units: Amount::from_units(10),
-            max_amount_units: Amount::from_units(10_u128.pow(24)),
-            markup_bps: 0,
-            service_fee_units: Amount::ZERO,
-            service_fee_bps: 0,
-            spread_bps: 0,
-        }
-    }
-
     fn settings() -> (HotWallet, RouterSettings) {
         (
             HotWallet {
@@ -276,21 +263,6 @@ mod tests {
                 deadline_s: 600,
             },
         )
-    }
-
-    fn switch(store: &MemoryStore, key: &'static str, on: bool) {
-        block_on(write(store, move |tx| {
-            crate::admin::set_control(
-                tx,
-                Uuid::new_v4(),
-                "ops",
-                key,
-                on,
-                "test",
-                Timestamp::from_unix_millis(0),
-            )
-        }))
-        .unwrap();
     }
 
     /// A swap quote refused by a switch asks neither the router, the node nor the budget.

@@ -1652,6 +1652,8 @@ impl OutgoingRepo for Tx {
         address: &str,
         seed: u64,
     ) -> Result<u64, PortError> {
+        // As the SQL stores: a nonce lives in a BIGINT.
+        bigint("seed", seed)?;
         let next = self
             .state
             .nonces_next
@@ -1670,6 +1672,7 @@ impl OutgoingRepo for Tx {
         address: &str,
         next: u64,
     ) -> Result<bool, PortError> {
+        bigint("next", next)?;
         match self
             .state
             .nonces_next
@@ -2330,4 +2333,15 @@ impl crate::sweep::SweepReads for Tx {
             .collect();
         Ok(crate::sweep::flows(&sweeps, &fundings, native))
     }
+}
+
+/// Refuses a nonce above what a BIGINT holds, as the SQL stores do.
+fn bigint(what: &str, n: u64) -> Result<(), PortError> {
+    if i64::try_from(n).is_err() {
+        return Err(PortError::permanent(
+            "store",
+            format!("{what} {n} does not fit a BIGINT"),
+        ));
+    }
+    Ok(())
 }

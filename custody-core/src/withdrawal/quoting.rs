@@ -129,13 +129,11 @@ pub async fn quote(
 mod tests {
     use std::cell::Cell;
 
-    use uuid::Uuid;
-
     use super::*;
     use crate::amount::Amount;
     use crate::asset::{Asset, AssetCatalog};
     use crate::error::{CoreError, PortError};
-    use crate::quote_mocks::{estimate, Chain, MockPricing, MockRouter};
+    use crate::quote_mocks::{estimate, policy, switch, Chain, MockPricing, MockRouter};
     use crate::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
     use crate::time::Timestamp;
     use crate::wallet::hot_wallet_path;
@@ -145,17 +143,6 @@ mod tests {
             .get(Network::Bsc, "USDT")
             .unwrap()
             .clone()
-    }
-
-    fn policy() -> FeePolicy {
-        FeePolicy {
-            min_amount_units: Amount::from_units(10),
-            max_amount_units: Amount::from_units(10_u128.pow(24)),
-            markup_bps: 0,
-            service_fee_units: Amount::ZERO,
-            service_fee_bps: 0,
-            spread_bps: 0,
-        }
     }
 
     fn hot() -> HotWallet {
@@ -177,21 +164,6 @@ mod tests {
             .unwrap(),
             amount: Amount::from_units(10_u128.pow(18)),
         }
-    }
-
-    fn switch(store: &MemoryStore, key: &'static str, on: bool) {
-        block_on(write(store, move |tx| {
-            crate::admin::set_control(
-                tx,
-                Uuid::new_v4(),
-                "ops",
-                key,
-                on,
-                "test",
-                Timestamp::from_unix_millis(0),
-            )
-        }))
-        .unwrap();
     }
 
     /// A quote refused by a switch never reaches the chain: not the node, not the router,

@@ -19,6 +19,7 @@ suite!(
         transactions_round_trip_and_only_their_state_moves,
         one_payment_per_record_and_one_transaction_per_nonce,
         nonces_are_allocated_once_from_the_seed,
+        nonces_beyond_a_bigint_are_refused_not_clamped,
         claims_are_leases_of_due_unfinished_transactions,
         a_stale_lease_cannot_write_over_the_broadcaster_that_took_over,
         a_nonce_is_set_once_at_signing_and_stays_unique,
@@ -230,6 +231,33 @@ async fn nonces_are_allocated_once_from_the_seed(store: Arc<dyn Store>) {
     assert_eq!(
         r(s, |tx| tx.next_nonce(Network::Bsc, "0xnever")).await,
         None
+    );
+}
+
+/// Any nonce a BIGINT holds is kept as it is (a seed above 2^31 too); one above it is refused,
+/// never stored as another number, and leaves the allocator as it was.
+async fn nonces_beyond_a_bigint_are_refused_not_clamped(store: Arc<dyn Store>) {
+    let s = store.as_ref();
+    let seed = 1_u64 << 40;
+    let first = w(s, move |tx| tx.allocate_nonce(Network::Bsc, HOT, seed))
+        .await
+        .unwrap();
+    let second = w(s, |tx| tx.allocate_nonce(Network::Bsc, HOT, 0))
+        .await
+        .unwrap();
+    assert_eq!((first, second), (seed, seed + 1));
+    assert!(
+        w(s, |tx| tx.allocate_nonce(Network::Bsc, "0xbig", u64::MAX))
+            .await
+            .is_err()
+    );
+    assert_eq!(r(s, |tx| tx.next_nonce(Network::Bsc, "0xbig")).await, None);
+    assert!(w(s, |tx| tx.advance_nonce(Network::Bsc, HOT, u64::MAX))
+        .await
+        .is_err());
+    assert_eq!(
+        r(s, |tx| tx.next_nonce(Network::Bsc, HOT)).await,
+        Some(seed + 2)
     );
 }
 
