@@ -117,6 +117,7 @@ pub mod pricing;
 mod quote_mocks;
 pub mod reconcile;
 pub mod secret;
+pub mod settings;
 pub mod swap;
 pub mod sweep;
 pub mod tenant;

@@ -19,9 +19,11 @@ pub mod reply;
 pub mod routes;
 pub mod second_factor;
 pub mod server;
+mod server_config;
 pub mod state;
 
 pub use authn::CredentialCache;
 pub use second_factor::SecondFactorChecks;
 pub use server::serve;
+pub use server_config::ServerConfig;
 pub use state::{AppState, HttpLimits, NetworkSettings, ScanStatus, SwapPair};

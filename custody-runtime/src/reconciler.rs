@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod config;
+pub use config::ReconciliationConfig;
+
 use custody_core::error::CoreResult;
 use custody_core::ports::clock::{new_uuid, Entropy};
 use custody_core::ports::store::{read, write};
