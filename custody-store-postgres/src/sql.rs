@@ -138,6 +138,13 @@ impl ToSql for Param<'_> {
     to_sql_checked!();
 }
 
+/// Runs `f` with `args` as the client takes parameters.
+fn with_params<T>(args: &[Value<'_>], f: impl FnOnce(&[&(dyn ToSql + Sync)]) -> T) -> T {
+    let params: Vec<Param<'_>> = args.iter().map(|v| Param(*v)).collect();
+    let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+    f(&refs)
+}
+
 /// Rewrites `?N` placeholders as `$N`, leaving quoted text and identifiers alone.
 pub fn translate(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
@@ -310,13 +317,7 @@ impl Conn {
 
     fn rows(&self, sql: &str, args: &[Value<'_>]) -> Result<Vec<postgres::Row>> {
         let stmt = self.statement(sql)?;
-        let params: Vec<Param<'_>> = args.iter().map(|v| Param(*v)).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> =
-            params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let r = self
-            .client
-            .borrow_mut()
-            .query(&stmt, &refs)
+        let r = with_params(args, |refs| self.client.borrow_mut().query(&stmt, refs))
             .map_err(Error::from);
         self.note(r)
     }
@@ -329,13 +330,7 @@ impl Backend for Conn {
 
     fn execute(&self, sql: &str, args: &[Value<'_>]) -> sql::Result<usize> {
         let stmt = self.statement(sql)?;
-        let params: Vec<Param<'_>> = args.iter().map(|v| Param(*v)).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> =
-            params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let r = self
-            .client
-            .borrow_mut()
-            .execute(&stmt, &refs)
+        let r = with_params(args, |refs| self.client.borrow_mut().execute(&stmt, refs))
             .map_err(Error::from);
         let n = self.note(r)?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
