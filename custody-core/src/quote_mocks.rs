@@ -15,7 +15,7 @@ use crate::ports::sender::{
 };
 use crate::ports::signer::RecoverableSignature;
 use crate::ports::store::write;
-use crate::testing::{block_on, MemoryStore};
+use crate::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
 use crate::time::Timestamp;
 use crate::withdrawal::FeePolicy;
 
@@ -139,4 +139,21 @@ pub(crate) fn switch(store: &MemoryStore, key: &'static str, on: bool) {
         )
     }))
     .unwrap();
+}
+
+/// What every quote test runs on: an empty store, a clock standing still, counting entropy.
+pub(crate) struct World {
+    pub(crate) store: MemoryStore,
+    pub(crate) clock: ManualClock,
+    pub(crate) entropy: CountingEntropy,
+}
+
+impl World {
+    pub(crate) fn new() -> Self {
+        World {
+            store: MemoryStore::new(),
+            clock: ManualClock::new(Timestamp::from_unix_millis(1)),
+            entropy: CountingEntropy::new(1),
+        }
+    }
 }

@@ -225,9 +225,9 @@ mod tests {
     use crate::asset::AssetCatalog;
     use crate::error::CoreError;
     use crate::network::Network;
-    use crate::quote_mocks::{estimate, policy, switch, Chain, MockPricing, MockRouter};
-    use crate::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
-    use crate::time::Timestamp;
+    use crate::quote_mocks::{estimate, policy, switch, Chain, MockPricing, MockRouter, World};
+    use crate::testing::block_on;
+
     use crate::wallet::hot_wallet_path;
 
     const WBNB: &str = "0x00000000000000000000000000000000000000cc";
@@ -268,11 +268,11 @@ mod tests {
     /// A swap quote refused by a switch asks neither the router, the node nor the budget.
     #[test]
     fn a_swap_quote_refused_by_a_switch_never_asks_the_router_or_the_node() {
-        let store = MemoryStore::new();
-        let (clock, entropy) = (
-            ManualClock::new(Timestamp::from_unix_millis(1)),
-            CountingEntropy::new(1),
-        );
+        let World {
+            store,
+            clock,
+            entropy,
+        } = World::new();
         let (chain, router) = (Chain::silent(), MockRouter::new());
         let (policy, (hot, settings)) = (policy(), settings());
         let budget_asked = Cell::new(0);
@@ -309,11 +309,11 @@ mod tests {
     /// for the swap's gas; the quote keeps what they answered.
     #[test]
     fn a_swap_quote_asks_the_router_and_the_node_once_each() {
-        let store = MemoryStore::new();
-        let (clock, entropy) = (
-            ManualClock::new(Timestamp::from_unix_millis(1)),
-            CountingEntropy::new(1),
-        );
+        let World {
+            store,
+            clock,
+            entropy,
+        } = World::new();
         let mut router = MockRouter::new();
         router
             .expect_amounts_out()

@@ -133,9 +133,9 @@ mod tests {
     use crate::amount::Amount;
     use crate::asset::{Asset, AssetCatalog};
     use crate::error::{CoreError, PortError};
-    use crate::quote_mocks::{estimate, policy, switch, Chain, MockPricing, MockRouter};
-    use crate::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
-    use crate::time::Timestamp;
+    use crate::quote_mocks::{estimate, policy, switch, Chain, MockPricing, MockRouter, World};
+    use crate::testing::block_on;
+
     use crate::wallet::hot_wallet_path;
 
     fn usdt() -> Asset {
@@ -170,11 +170,11 @@ mod tests {
     /// not the caller's quote budget.
     #[test]
     fn a_quote_refused_by_a_switch_never_asks_the_chain() {
-        let store = MemoryStore::new();
-        let (clock, entropy) = (
-            ManualClock::new(Timestamp::from_unix_millis(1)),
-            CountingEntropy::new(1),
-        );
+        let World {
+            store,
+            clock,
+            entropy,
+        } = World::new();
         // No expectation is set: any call of either port fails the test.
         let (chain, router) = (Chain::silent(), MockRouter::new());
         let (policy, hot) = (policy(), hot());
@@ -216,11 +216,11 @@ mod tests {
     /// node once for the gas, after the budget, and stores what they answered.
     #[test]
     fn a_quote_asks_the_budget_then_the_router_and_the_node_once_each() {
-        let store = MemoryStore::new();
-        let (clock, entropy) = (
-            ManualClock::new(Timestamp::from_unix_millis(1)),
-            CountingEntropy::new(1),
-        );
+        let World {
+            store,
+            clock,
+            entropy,
+        } = World::new();
         let budget_asked = Cell::new(0);
         let mut router = MockRouter::new();
         router
@@ -282,11 +282,11 @@ mod tests {
     /// the cost converted at that rate. The router is never asked on TRON.
     #[test]
     fn a_tron_token_is_priced_at_the_configured_rate_or_not_at_all() {
-        let store = MemoryStore::new();
-        let (clock, entropy) = (
-            ManualClock::new(Timestamp::from_unix_millis(1)),
-            CountingEntropy::new(1),
-        );
+        let World {
+            store,
+            clock,
+            entropy,
+        } = World::new();
         let (policy, router) = (policy(), MockRouter::new());
         let hot = HotWallet {
             address: "TJRabPrwbZy45sbavfcjinPJC18kjpRTv8".into(),
@@ -334,11 +334,11 @@ mod tests {
     /// node's text only in the log.
     #[test]
     fn a_refusing_destination_is_a_validation_error_and_a_node_failure_is_logged_only() {
-        let store = MemoryStore::new();
-        let (clock, entropy) = (
-            ManualClock::new(Timestamp::from_unix_millis(1)),
-            CountingEntropy::new(1),
-        );
+        let World {
+            store,
+            clock,
+            entropy,
+        } = World::new();
         let (policy, hot) = (policy(), hot());
         let mut router = MockRouter::new();
         router
