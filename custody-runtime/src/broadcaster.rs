@@ -1,7 +1,12 @@
-//! The broadcaster of one network: a thin loop over the outgoing-transaction engine
-//! (`custody_core::outgoing`). Each round it leases the transactions due, asks the chain about
-//! their attempts, lets `outgoing::decide` choose the next step, does the I/O, and records the
-//! result. The order that keeps money from going out twice:
+//! The broadcaster of one network: a gather/decide/act loop over the outgoing-transaction
+//! engine (`custody_core::outgoing`). Each round it leases the transactions due and, for each:
+//! observes the chain's answers about its attempts; lets `outgoing::decide` choose the step;
+//! gathers the facts `outgoing::act::plan` asks for, one at a time (controls, predecessor,
+//! lock, funds, price, seed), until the plan says the whole action (sign with this bid and fee
+//! hold, send the stored bytes again, wait with a typed reason and its alert); does the I/O;
+//! and records the result (`outgoing::act::settle` and `record_answer` change the record,
+//! `moves::on_move` books what the move means). No rule is decided here. The order that keeps
+//! money from going out twice:
 //!
 //! 1. build and sign a new attempt, and store its exact bytes and hash (a write job);
 //! 2. only then broadcast those bytes, and record the answer;
@@ -22,10 +27,13 @@ use std::time::Duration;
 use custody_core::admin::Alert;
 use custody_core::amount::Amount;
 use custody_core::error::{CoreError, CoreResult};
+use custody_core::outgoing::act::{
+    self, Action, Facts, Fallback, Funds, Need, Notice, Plan, Priced, Signing, Step,
+};
 use custody_core::outgoing::funds::{shortfall, FundsSeen, Holdings};
 use custody_core::outgoing::{
-    blocks, decide, repriced, Attempt, BlockScan, Decision, DoublePaymentIds, EnginePolicy,
-    Included, Observation, OutStatus, OutgoingTx, Purpose, Recorded, Wait, DOUBLE_PAYMENT_NOTE,
+    blocks, decide, Attempt, BlockScan, Decision, DoublePaymentIds, EnginePolicy, Observation,
+    OutStatus, OutgoingTx, Purpose, Recorded,
 };
 use custody_core::ports::clock::new_uuid;
 use custody_core::ports::sender::{
@@ -57,10 +65,6 @@ pub struct Broadcaster {
     /// both sign payments the wallet covers only once.
     pub exclusive: Arc<dyn custody_core::ports::Exclusive>,
 }
-
-/// A payment whose attempt the node has refused for this many `replace_after` periods raises
-/// an `outgoing_stuck` alert: re-pricing did not cure it, an operator should look.
-const REFUSED_ALERT_AFTER_REPLACES: i64 = 10;
 
 impl Broadcaster {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
@@ -128,7 +132,8 @@ impl Broadcaster {
         Ok(handled)
     }
 
-    /// One engine step for one transaction.
+    /// One engine step for one transaction: observe, let the engine decide, then either plan
+    /// (gathering the facts the plan asks for, one at a time) and act, or settle the record.
     pub async fn step(&self, mut out: OutgoingTx) -> CoreResult<()> {
         // Every stored attempt is looked up, even one a node refused (after a failover a
         // refusal may follow a delivery to another endpoint) or one whose send a crash
@@ -141,207 +146,153 @@ impl Broadcaster {
         };
         out.seen_head = observation.as_ref().map(|o| o.head_number);
         let now = self.clock.now();
-        match decide(&out, observation.as_ref(), &self.policy, now) {
-            Decision::FirstAttempt => {
-                if !self.may_sign_new(&out).await?
-                    || !self.predecessor_signed(&out).await?
-                    || !self.signs_for(&out).await
-                {
-                    return self.check_later(out, now).await;
-                }
-                // What the payment moves first: a token payment the wallet cannot cover cannot
-                // even be priced (the node's estimate reverts), and must still raise the alert.
-                if self.can_fund(&mut out, Amount::ZERO, now).await?.is_none() {
-                    return self.unfunded(out, now).await;
-                }
-                let Some(estimate) = self.price_or_wait(&mut out, now).await? else {
-                    return self.check_later(out, now).await;
-                };
-                if !self.seed_loaded(&mut out, now).await? {
-                    return self.check_later(out, now).await;
-                }
-                let fee = fee_to_hold(&out, &estimate);
-                let Some(seen) = self.can_fund(&mut out, fee, now).await? else {
-                    return self.unfunded(out, now).await;
-                };
-                let seed = self.predict_nonce(&mut out).await?;
-                match self
-                    .sign_store_send(out, estimate.bid, estimate.plan, seed, seen)
-                    .await?
-                {
-                    None => Ok(()),
-                    Some(out) => self.check_later(out, self.clock.now()).await,
-                }
+        let decision = decide(&out, observation.as_ref(), &self.policy, now);
+        let mut facts = Facts::default();
+        // Each round of the loop gathers one more fact; there are fewer kinds than this.
+        for _ in 0..16 {
+            let step = match act::plan(&decision, &out, &facts, &self.policy) {
+                None => return self.settle(out, &decision, now).await,
+                Some(step) => step.map_err(CoreError::Invariant)?,
+            };
+            match step {
+                Step::Need(need) => self.gather(&out, need, &mut facts).await?,
+                Step::Act(plan) => return self.act(out, *plan, now).await,
             }
-            Decision::Reprice => {
-                if !self.may_sign_new(&out).await? {
-                    return self.held_by_control(out, now).await;
-                }
-                if !self.signs_for(&out).await {
-                    return self.check_later(out, now).await;
-                }
-                if self.lower_nonce_pending(&out).await? {
-                    // Nothing of ours below it is in a block yet: no price makes it minable
-                    // before those are, so no new signature is worth its fee.
-                    return self.send_latest(out).await;
-                }
-                let refused = out
-                    .latest()
-                    .map(|a| a.bid)
-                    .ok_or_else(|| CoreError::Invariant("reprice without an attempt".into()))?;
-                let fresh = self.sender.price(&out.from, &out.payment).await?;
-                let Some(bid) = repriced(refused, fresh.bid, &self.policy) else {
-                    return self.send_latest(out).await;
-                };
-                let Some(seen) = self.can_fund(&mut out, max_fee(bid), now).await? else {
-                    return self.check_later(out, now).await;
-                };
-                match self
-                    .sign_store_send(out, bid, fresh.plan, None, seen)
-                    .await?
-                {
-                    None => Ok(()),
-                    Some(out) => self.held_by_control(out, self.clock.now()).await,
-                }
+        }
+        Err(CoreError::Invariant(format!(
+            "outgoing transaction {}: the plan keeps asking for facts",
+            out.id
+        )))
+    }
+
+    /// Learns what the plan needs next.
+    async fn gather(&self, out: &OutgoingTx, need: Need, facts: &mut Facts) -> CoreResult<()> {
+        match need {
+            Need::Controls => facts.controls = Some(self.may_sign_new(out).await?),
+            Need::Predecessor => facts.predecessor = Some(self.predecessor_signed(out).await?),
+            Need::SigningLock => facts.signing_lock = Some(self.signs_for(out).await),
+            Need::LowerNoncePending => {
+                facts.lower_nonce_pending = Some(self.lower_nonce_pending(out).await?);
             }
-            Decision::Replace { bid } => {
-                // A replacement is a new signature: not while the switches are on, nor while a
-                // lower nonce of the sender is still out of a block (it is what holds this one
-                // back, not the price). The bytes already out there are sent again instead.
-                if !self.may_sign_new(&out).await?
-                    || self.lower_nonce_pending(&out).await?
-                    || !self.signs_for(&out).await
-                {
-                    return self.send_latest(out).await;
-                }
-                let Some(seen) = self.can_fund(&mut out, max_fee(bid), now).await? else {
-                    // The earlier attempt stays out there; send it again rather than nothing.
-                    return self.send_latest(out).await;
-                };
-                // A replacement's bid comes from the engine; no plan priced it.
-                match self.sign_store_send(out, bid, None, None, seen).await? {
-                    None => Ok(()),
-                    Some(out) => self.held_by_control(out, self.clock.now()).await,
-                }
+            Need::FundsBeforeFee => {
+                facts.funds_before_fee = Some(self.funds(out, Amount::ZERO).await?);
             }
-            Decision::Rebuild => {
-                if !self.may_sign_new(&out).await? || !self.signs_for(&out).await {
-                    return self.check_later(out, now).await;
-                }
-                // A new TRON transaction: priced afresh (bandwidth, activation, energy), as the
-                // first one was.
-                if self.can_fund(&mut out, Amount::ZERO, now).await?.is_none() {
-                    return self.unfunded(out, now).await;
-                }
-                let Some(estimate) = self.price_or_wait(&mut out, now).await? else {
-                    return self.check_later(out, now).await;
-                };
-                if !self.seed_loaded(&mut out, now).await? {
-                    return self.check_later(out, now).await;
-                }
-                let fee = fee_to_hold(&out, &estimate);
-                let Some(seen) = self.can_fund(&mut out, fee, now).await? else {
-                    return self.unfunded(out, now).await;
-                };
-                match self
-                    .sign_store_send(out, estimate.bid, estimate.plan, None, seen)
-                    .await?
-                {
-                    None => Ok(()),
-                    Some(out) => self.check_later(out, self.clock.now()).await,
-                }
+            Need::FundsWithFee(fee) => facts.funds_with_fee = Some(self.funds(out, fee).await?),
+            Need::Price => facts.price = Some(self.price(out).await?),
+            Need::FreshPrice => {
+                facts.fresh_price = Some(self.sender.price(&out.from, &out.payment).await?);
             }
-            Decision::Void { bid } => self.void_nonce(out, bid).await,
-            Decision::Broadcast => {
-                // Money that never left (signed, then refused or interrupted) leaves only if it
-                // still may: a switch turned on since, or a debt of the user, stops it here.
-                // A cancel's void moves no money: no switch holds it (it frees the nonce).
-                let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
-                let void = out.latest().is_some_and(|a| a.void);
-                if never_sent && !void && !self.may_sign_new(&out).await? {
-                    return self.held_by_control(out, now).await;
-                }
-                self.send_latest(out).await
+            Need::VoidPrice => {
+                let priced = self.sender.price(&out.from, &out.void_payment()).await;
+                facts.void_price = Some(priced.ok().map(|f| f.bid));
             }
-            Decision::Included { hash, inclusion } => {
-                let detail = format!("{hash} in block {}", inclusion.block_number);
-                self.record_inclusion(&mut out, &hash, &inclusion, detail, now)?;
-                self.save(out).await
+            Need::Seed => facts.seed = Some(self.seed_check(out).await?),
+        }
+        Ok(())
+    }
+
+    /// Does what the plan says, after noting its wait (and raising that wait's alert).
+    async fn act(&self, mut out: OutgoingTx, plan: Plan, now: Timestamp) -> CoreResult<()> {
+        let Plan { action, notice } = plan;
+        match action {
+            Action::Sign(signing) => {
+                self.note(&mut out, notice.as_ref(), now).await?;
+                self.sign(out, signing).await
             }
-            Decision::IncludedUnknownToLookups { hash, inclusion } => {
-                let detail = format!(
-                    "{hash} in block {} (listed in the block; the lookups by id do not know it)",
-                    inclusion.block_number
-                );
-                self.record_inclusion(&mut out, &hash, &inclusion, detail, now)?;
-                let alert = Alert::open(
-                    new_uuid(self.entropy.as_ref()),
-                    "node_inconsistent",
-                    "warning",
-                    format!(
-                        "{} outgoing transaction {}: attempt {hash} is listed in block {} but \
-                         the node's lookups by id do not know it (a lagging or lying endpoint); \
-                         recorded as included from the block",
-                        self.network, out.id, inclusion.block_number
-                    ),
-                    Some(("outgoing_transaction", out.id)),
-                    now,
-                );
-                self.save_with(out, Some(alert), None).await
+            Action::SignVoid { bid } => {
+                self.note(&mut out, notice.as_ref(), now).await?;
+                self.void_nonce(out, bid).await
             }
-            Decision::DoublePayment {
-                hash,
-                inclusion,
-                hashes,
-            } => {
-                tracing::error!(network = %self.network, outgoing = %out.id, attempts = ?hashes, "a payment went out more than once");
-                let detail = format!(
-                    "{DOUBLE_PAYMENT_NOTE} attempts {} are all in blocks; {hash} in block {}",
-                    hashes.join(", "),
-                    inclusion.block_number
-                );
-                self.record_inclusion(&mut out, &hash, &inclusion, detail, now)?;
-                let ids = DoublePaymentIds {
-                    alert: new_uuid(self.entropy.as_ref()),
-                    latch: custody_core::invariants::LatchIds {
-                        audit: new_uuid(self.entropy.as_ref()),
-                        alert: new_uuid(self.entropy.as_ref()),
-                    },
-                };
-                self.save_with(out, None, Some((ids, hashes))).await
-            }
-            Decision::Reorged => {
-                out.included = None;
-                out.transition(OutStatus::Sent, "its block left the chain", now)
-                    .map_err(CoreError::Invariant)?;
-                out.next_check_at = now;
-                self.save(out).await
-            }
-            Decision::Final => {
-                let succeeded = out.included.as_ref().is_some_and(|i| i.succeeded);
-                let (status, detail) = if succeeded {
-                    (OutStatus::Final, "final")
-                } else {
-                    (OutStatus::Failed, "final with a failed receipt")
-                };
-                if !succeeded {
-                    out.failure_reason = Some("the transaction failed on chain".into());
-                }
-                out.transition(status, detail, now)
-                    .map_err(CoreError::Invariant)?;
-                self.save(out).await
-            }
-            Decision::Fail { reason } => {
-                tracing::warn!(network = %self.network, outgoing = %out.id, %reason, "outgoing transaction failed before inclusion");
+            Action::FailUnsent { reason } => {
+                self.note(&mut out, notice.as_ref(), now).await?;
                 out.failure_reason = Some(reason.clone());
                 out.transition(OutStatus::Failed, reason, now)
                     .map_err(CoreError::Invariant)?;
                 self.save(out).await
             }
-            Decision::Stuck { reason } => self.stuck(out, reason, now).await,
-            Decision::Wait { until } => {
-                out.next_check_at = until;
-                self.save(out).await
+            wait @ (Action::Resend | Action::CheckLater) => {
+                self.hold(
+                    out,
+                    Plan {
+                        action: wait,
+                        notice,
+                    },
+                    now,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Acts on a plan that signs nothing new: the stored bytes again, or a later look.
+    async fn hold(&self, mut out: OutgoingTx, plan: Plan, now: Timestamp) -> CoreResult<()> {
+        self.note(&mut out, plan.notice.as_ref(), now).await?;
+        match plan.action {
+            Action::Resend => self.send_latest(out).await,
+            Action::CheckLater => self.check_later(out, now).await,
+            other => Err(CoreError::Invariant(format!(
+                "outgoing transaction {}: {other:?} is not a wait",
+                out.id
+            ))),
+        }
+    }
+
+    /// Applies a decision that signs nothing to the record and saves it.
+    async fn settle(
+        &self,
+        mut out: OutgoingTx,
+        decision: &Decision,
+        now: Timestamp,
+    ) -> CoreResult<()> {
+        match decision {
+            Decision::Fail { reason } => {
+                tracing::warn!(network = %self.network, outgoing = %out.id, %reason, "outgoing transaction failed before inclusion");
+            }
+            Decision::DoublePayment { hashes, .. } => {
+                tracing::error!(network = %self.network, outgoing = %out.id, attempts = ?hashes, "a payment went out more than once");
+            }
+            _ => {}
+        }
+        let settled = act::settle(&mut out, decision, &self.policy, now)
+            .ok_or_else(|| CoreError::Invariant(format!("{decision:?} cannot be settled")))?
+            .map_err(CoreError::Invariant)?;
+        self.note(&mut out, settled.notice.as_ref(), now).await?;
+        let alert = settled
+            .alert
+            .map(|draft| draft.open(new_uuid(self.entropy.as_ref()), now));
+        let double = settled.double_payment.map(|hashes| {
+            let ids = DoublePaymentIds {
+                alert: new_uuid(self.entropy.as_ref()),
+                latch: custody_core::invariants::LatchIds {
+                    audit: new_uuid(self.entropy.as_ref()),
+                    alert: new_uuid(self.entropy.as_ref()),
+                },
+            };
+            (ids, hashes)
+        });
+        self.save_with(out, alert, double).await
+    }
+
+    /// Signs a new attempt of the payment (a first one at the nonce its sender's allocator
+    /// hands out next), stores it and sends it; a write that refuses it falls back as planned.
+    async fn sign(&self, mut out: OutgoingTx, signing: Signing) -> CoreResult<()> {
+        let seed = if signing.first {
+            self.predict_nonce(&mut out).await?
+        } else {
+            None
+        };
+        let Some(out) = self
+            .sign_store_send(out, signing.bid, signing.plan, seed, signing.seen)
+            .await?
+        else {
+            return Ok(());
+        };
+        let now = self.clock.now();
+        match signing.if_refused {
+            Fallback::CheckLater => self.check_later(out, now).await,
+            Fallback::HeldByControl => {
+                let plan = act::held_by_control(&out);
+                self.hold(out, plan, now).await
             }
         }
     }
@@ -506,22 +457,6 @@ impl Broadcaster {
         }
     }
 
-    /// Records attempt `hash` as included (`detail` in the history).
-    fn record_inclusion(
-        &self,
-        out: &mut OutgoingTx,
-        hash: &str,
-        inclusion: &Inclusion,
-        detail: String,
-        now: Timestamp,
-    ) -> CoreResult<()> {
-        out.included = Some(Included::new(hash, inclusion));
-        out.transition(OutStatus::Included, detail, now)
-            .map_err(CoreError::Invariant)?;
-        out.next_check_at = now.plus_millis(self.policy.check_every_ms);
-        Ok(())
-    }
-
     /// Whether new money may leave for `out` now (`outgoing::may_sign_new`: its switches, its
     /// network's maintenance, a shortfall control, its user's reorganization debt). The write
     /// that stores a signed attempt checks the same again.
@@ -550,35 +485,18 @@ impl Broadcaster {
         Ok(ready)
     }
 
-    /// Prices a payment about to be signed. A permanent refusal (a frozen recipient, a paused
-    /// token, an estimate that always reverts) is not retried in silence: one `outgoing_stuck`
-    /// alert and a note in the history, and the payment waits for an operator (nothing was
-    /// signed, no nonce is held). `None` when it must wait.
-    async fn price_or_wait(
-        &self,
-        out: &mut OutgoingTx,
-        now: Timestamp,
-    ) -> CoreResult<Option<custody_core::ports::sender::FeeEstimate>> {
-        let e = match self.sender.price(&out.from, &out.payment).await {
-            Ok(estimate) => return Ok(Some(estimate)),
-            Err(e) if e.retry == custody_core::error::Retry::Permanent => e,
-            Err(e) => return Err(e.into()),
-        };
-        tracing::warn!(network = %self.network, outgoing = %out.id, error = %e, "a payment cannot be priced");
-        if out.last_wait() != Some(Wait::CannotPrice) {
-            let message = format!(
-                "{} outgoing transaction {} ({} {}) cannot be priced: {}; it waits for an operator",
-                self.network,
-                out.id,
-                out.purpose.as_str(),
-                out.reference_id,
-                e.message
-            );
-            let more = format!(": {}", e.message);
-            self.stuck_alert(out, message, Wait::CannotPrice, &more, now)
-                .await?;
+    /// The node's price of a payment about to be signed; a permanent refusal (a frozen
+    /// recipient, a paused token, an estimate that always reverts) is a fact the plan judges,
+    /// any other failure ends the step.
+    async fn price(&self, out: &OutgoingTx) -> CoreResult<Priced> {
+        match self.sender.price(&out.from, &out.payment).await {
+            Ok(estimate) => Ok(Priced::Estimate(estimate)),
+            Err(e) if e.retry == custody_core::error::Retry::Permanent => {
+                tracing::warn!(network = %self.network, outgoing = %out.id, error = %e, "a payment cannot be priced");
+                Ok(Priced::Refused(e.message))
+            }
+            Err(e) => Err(e.into()),
         }
-        Ok(None)
     }
 
     /// Sets `out.nonce` to the nonce its sender's allocator hands out next (EVM) when it has
@@ -686,25 +604,10 @@ impl Broadcaster {
         Ok((signed.hash, now))
     }
 
-    /// BSC, a cancel requested: signs and sends a void of the payment's nonce (0 to the sender
-    /// itself) at no less than `minimum`, raised to the node's price where that is higher. No
-    /// switch stops it (it moves no money; it frees the nonce the sender's later payments
-    /// wait behind), nor is it checked against the wallet's funds beyond what the node
-    /// checks: a refusal is sent again and re-priced like any attempt.
-    async fn void_nonce(&self, mut out: OutgoingTx, minimum: FeeBid) -> CoreResult<()> {
-        let now = self.clock.now();
-        if !self.seed_loaded(&mut out, now).await? {
-            return self.check_later(out, now).await;
-        }
+    /// BSC, a cancel requested: signs a void of the payment's nonce at `bid` (0 to the sender
+    /// itself), stores it and sends it.
+    async fn void_nonce(&self, mut out: OutgoingTx, bid: FeeBid) -> CoreResult<()> {
         let payment = out.void_payment();
-        let fresh = self.sender.price(&out.from, &payment).await.ok();
-        let bid = custody_core::outgoing::void_priced(minimum, fresh.map(|f| f.bid), &self.policy);
-        if out.attempts.iter().any(|a| a.void && a.bid == bid.into()) {
-            // The same void again (it was refused, and nothing prices a new one higher; voids
-            // only rise, so it is the newest): its bytes go out once more, as a new signature
-            // would give the same transaction.
-            return self.send_latest(out).await;
-        }
         let (hash, now) = self
             .sign_attempt(&mut out, payment, bid, None, true)
             .await?;
@@ -735,16 +638,9 @@ impl Broadcaster {
         }))
     }
 
-    /// Whether the hot wallet holds what `out` needs at a worst fee of `max_fee_native`, beside
-    /// what is already on its way from it (decisions §11). When it does not: a
-    /// `hot_wallet_insufficient` alert (once per wait) and a note in the history; nothing is
-    /// signed, and the payment's record stays as it is until the wallet is funded.
-    async fn can_fund(
-        &self,
-        out: &mut OutgoingTx,
-        max_fee_native: Amount,
-        now: Timestamp,
-    ) -> CoreResult<Option<FundsSeen>> {
+    /// Whether the sender holds what `out` needs at a worst fee of `max_fee_native`, beside
+    /// what is already on its way from it (decisions §11).
+    async fn funds(&self, out: &OutgoingTx, max_fee_native: Amount) -> CoreResult<Funds> {
         let contract = out.payment.spends().token.map(|(c, _)| c);
         let (native, token) = self.sender.balances(&out.from, contract).await?;
         let (network, from) = (out.network, out.from.clone());
@@ -752,37 +648,18 @@ impl Broadcaster {
             Ok(tx.outgoing_in_flight(network, &from)?)
         })
         .await?;
-        let Some(why) = shortfall(
-            &out.payment,
-            max_fee_native,
-            Holdings { native, token },
-            &in_flight,
-            out.id,
-        ) else {
-            return Ok(Some(FundsSeen::of(&in_flight, out.id)));
-        };
-        // A sweep's sender is a deposit address, not a hot wallet: it fails and is planned
-        // again (`unfunded`), nobody needs to fund it.
-        if out.purpose != Purpose::Sweep && out.last_wait() != Some(Wait::HotWalletShort) {
-            tracing::warn!(network = %self.network, outgoing = %out.id, %why, "hot wallet cannot fund a payment");
-            let (id, reference) = (new_uuid(self.entropy.as_ref()), out.reference_id);
-            let (kind, purpose) = (out.purpose.as_str(), out.purpose);
-            let message = format!(
-                "{} hot wallet {} cannot fund {kind} {reference}: {why}; it is sent once the wallet is funded",
-                self.network, out.from
-            );
-            self.alert(
-                "hot_wallet_insufficient",
-                "warning",
-                message,
-                (purpose.as_str(), reference),
-                id,
-                now,
-            )
-            .await?;
-            out.note_wait(Wait::HotWalletShort, &format!(": {why}"), now);
-        }
-        Ok(None)
+        Ok(
+            match shortfall(
+                &out.payment,
+                max_fee_native,
+                Holdings { native, token },
+                &in_flight,
+                out.id,
+            ) {
+                Some(why) => Funds::Short(why),
+                None => Funds::Covered(FundsSeen::of(&in_flight, out.id)),
+            },
+        )
     }
 
     /// Builds and signs a new attempt, stores it with the plan it was priced with (TRON), and
@@ -802,9 +679,9 @@ impl Broadcaster {
         first_nonce_seed: Option<u64>,
         funds_seen: FundsSeen,
     ) -> CoreResult<Option<OutgoingTx>> {
-        let checked_at = self.clock.now();
-        if !self.seed_loaded(&mut out, checked_at).await? {
-            self.check_later(out, checked_at).await?;
+        if let Err(why) = self.seed_check(&out).await? {
+            let plan = act::seed_not_loaded(&out, &why);
+            self.hold(out, plan, self.clock.now()).await?;
             return Ok(None);
         }
         let mut unsigned_copy = out.clone();
@@ -849,230 +726,61 @@ impl Broadcaster {
         }
     }
 
-    /// A payment a control holds back (decisions §11): what never left stays (a payment that
-    /// holds its nonce meanwhile raises one `outgoing_stuck` alert, since the sender's later
-    /// payments wait behind it); bytes that already went out are sent again, never new ones.
-    async fn held_by_control(&self, mut out: OutgoingTx, now: Timestamp) -> CoreResult<()> {
-        let never_sent = out.attempts.iter().all(|a| a.sent_at.is_none());
-        if !never_sent {
-            return self.send_latest(out).await;
-        }
-        if out.nonce.is_some() && out.last_wait() != Some(Wait::HoldsNonce) {
-            self.alert_held_nonce(&mut out, now).await?;
-        }
-        self.check_later(out, now).await
-    }
-
     /// Sends the newest attempt's stored bytes and records the answer.
     async fn send_latest(&self, mut out: OutgoingTx) -> CoreResult<()> {
         let latest = out
             .latest()
-            .cloned()
             .ok_or_else(|| CoreError::Invariant("nothing signed to send".into()))?;
-        let outcome = self
-            .sender
-            .broadcast(&custody_core::ports::sender::SignedTx {
-                hash: latest.hash.clone(),
-                raw: latest.raw.clone(),
-            })
-            .await;
-        let now = self.clock.now();
-        let label = outcome.to_string();
-        let sent = !matches!(outcome, BroadcastOutcome::Rejected(_));
-        let refused_before = latest.sent_at.is_none()
-            && latest
-                .last_answer
-                .as_ref()
-                .is_some_and(|a| a.refusal().is_some());
-        if refused_before && outcome == BroadcastOutcome::Expired {
-            // Bytes the node refused never were in a pool: "expired" says nothing new, and
-            // the refusal stays the answer the engine judges them by (a shortage waits, a
-            // refusal that funds cannot cure fails).
-            out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
-            return self.save(out).await;
-        }
-        if let Some(a) = out.attempts.last_mut() {
-            a.last_answer = Some(outcome.clone());
-            if sent {
-                // Accepted, unknown or any answer that keeps it alive: it may be in a pool.
-                a.sent_at = Some(now);
-            }
-        }
+        let signed = custody_core::ports::sender::SignedTx {
+            hash: latest.hash.clone(),
+            raw: latest.raw.clone(),
+        };
+        let outcome = self.sender.broadcast(&signed).await;
         if let BroadcastOutcome::Rejected(reason) = &outcome {
+            // Nothing was sent; looked at again later (a hot wallet that gets funded, a node
+            // that recovers): the same bytes go out again then, or a re-priced attempt.
             tracing::warn!(network = %self.network, outgoing = %out.id, %reason, "broadcast refused");
-            // Nothing was sent; look again later (a hot wallet that gets funded, a node that
-            // recovers). The same bytes go out again then, or a re-priced attempt.
-            let refused_for = now
-                .unix_millis()
-                .saturating_sub(latest.signed_at.unix_millis());
-            let long = self
-                .policy
-                .replace_after_ms
-                .saturating_mul(REFUSED_ALERT_AFTER_REPLACES);
-            if refused_for >= long && !out.ever_waited(Wait::RefusedLong) {
-                self.alert_refused(&mut out, reason, now).await?;
-            }
-            out.next_check_at = now.plus_millis(self.policy.rebroadcast_after_ms);
-            return self.save(out).await;
         }
-        if out.status == OutStatus::Signed {
-            out.transition(OutStatus::Sent, label, now)
-                .map_err(CoreError::Invariant)?;
-        }
-        out.next_check_at = now.plus_millis(self.policy.check_every_ms);
+        let now = self.clock.now();
+        let notice = act::record_answer(&mut out, outcome, &self.policy, now)
+            .map_err(CoreError::Invariant)?;
+        self.note(&mut out, notice.as_ref(), now).await?;
         self.save(out).await
     }
 
-    /// One `outgoing_stuck` alert for a payment signed under nonce N that may not go out now (a
-    /// switch, a shortfall control of its asset, its user's reorganization debt): every later
-    /// payment of the same sender waits behind it until it may, so an operator must know which
-    /// one holds them.
-    async fn alert_held_nonce(&self, out: &mut OutgoingTx, now: Timestamp) -> CoreResult<()> {
-        let nonce = out.nonce.unwrap_or_default();
-        let message = format!(
-            "{} outgoing transaction {} ({} {}) is signed under nonce {nonce} of {} but may not \
-             be sent now: later payments of that wallet wait behind it until the control or \
-             debt that holds it is lifted",
-            self.network,
-            out.id,
-            out.purpose.as_str(),
-            out.reference_id,
-            out.from
-        );
-        let more = format!(" (nonce {nonce})");
-        self.stuck_alert(out, message, Wait::HoldsNonce, &more, now)
-            .await
-    }
-
-    /// One `outgoing_stuck` alert for an attempt the node keeps refusing; sending goes on.
-    async fn alert_refused(
-        &self,
-        out: &mut OutgoingTx,
-        reason: &str,
-        now: Timestamp,
-    ) -> CoreResult<()> {
-        let latest = out.latest().map(|a| a.hash.clone()).unwrap_or_default();
-        let message = format!(
-            "{} outgoing transaction {}: the node has refused attempt {latest} since it was signed: {reason}",
-            self.network, out.id
-        );
-        let more = format!(" ({latest}): {reason}");
-        self.stuck_alert(out, message, Wait::RefusedLong, &more, now)
-            .await
-    }
-
     /// Whether this process holds the seed that derives `out`'s sender (a seed imported by a
-    /// wallet migration after it started does not): signing with another seed's key would
-    /// send from an address that is not the sender, and on BSC spend its nonce for nothing.
-    /// Otherwise one `outgoing_stuck` alert, and it waits for a restart.
-    async fn seed_loaded(&self, out: &mut OutgoingTx, now: Timestamp) -> CoreResult<bool> {
+    /// wallet migration after it started does not); `Err` in the answer: why not.
+    async fn seed_check(&self, out: &OutgoingTx) -> CoreResult<Result<(), String>> {
         let (signer, account) = (Arc::clone(&self.signer), out.from_path.account);
         let checked = read(self.store.as_ref(), move |tx| {
             custody_core::wallet::seeds::check_seed_loaded(tx, signer.as_ref(), account)
         })
         .await;
         match checked {
-            Ok(()) => Ok(true),
+            Ok(()) => Ok(Ok(())),
             Err(CoreError::Refused(r)) => {
                 tracing::warn!(network = %self.network, outgoing = %out.id, reason = %r.message, "not signed");
-                if out.last_wait() != Some(Wait::SeedNotLoaded) {
-                    let message = format!(
-                        "{} outgoing transaction {} is not signed: {}",
-                        self.network, out.id, r.message
-                    );
-                    let more = format!(": {}", r.message);
-                    self.stuck_alert(out, message, Wait::SeedNotLoaded, &more, now)
-                        .await?;
-                }
-                Ok(false)
+                Ok(Err(r.message))
             }
             Err(e) => Err(e),
         }
     }
 
-    /// One critical `outgoing_stuck` alert about `out` and the history step that records the
-    /// wait it is raised for (so the next rounds of the same wait raise none).
-    async fn stuck_alert(
+    /// Notes `notice`'s wait in `out`'s history and raises its alert.
+    async fn note(
         &self,
         out: &mut OutgoingTx,
-        message: String,
-        wait: Wait,
-        more: &str,
+        notice: Option<&Notice>,
         now: Timestamp,
     ) -> CoreResult<()> {
-        let id = new_uuid(self.entropy.as_ref());
-        self.alert(
-            "outgoing_stuck",
-            "critical",
-            message,
-            ("outgoing_transaction", out.id),
-            id,
-            now,
-        )
-        .await?;
-        out.note_wait(wait, more, now);
+        let Some(notice) = notice else {
+            return Ok(());
+        };
+        tracing::warn!(network = %self.network, outgoing = %out.id, wait = ?notice.wait, message = %notice.alert.message, "outgoing transaction waits");
+        let alert = notice.alert.open(new_uuid(self.entropy.as_ref()), now);
+        write(self.store.as_ref(), move |tx| Ok(tx.raise_alert(&alert)?)).await?;
+        out.note_wait(notice.wait, &notice.more, now);
         Ok(())
-    }
-
-    /// Records one alert about `reference` (its type and id).
-    async fn alert(
-        &self,
-        kind: &'static str,
-        severity: &'static str,
-        message: String,
-        reference: (&'static str, uuid::Uuid),
-        id: uuid::Uuid,
-        now: Timestamp,
-    ) -> CoreResult<()> {
-        write(self.store.as_ref(), move |tx| {
-            Ok(tx.raise_alert(&Alert::open(
-                id,
-                kind,
-                severity,
-                message.clone(),
-                Some(reference),
-                now,
-            ))?)
-        })
-        .await
-    }
-
-    async fn stuck(&self, mut out: OutgoingTx, reason: String, now: Timestamp) -> CoreResult<()> {
-        let first_time = out.last_wait() != Some(Wait::Stuck);
-        if first_time {
-            let (id, message, reference) = (
-                new_uuid(self.entropy.as_ref()),
-                format!("{} outgoing transaction {}: {reason}", self.network, out.id),
-                out.id,
-            );
-            self.alert(
-                "outgoing_stuck",
-                "critical",
-                message,
-                ("outgoing_transaction", reference),
-                id,
-                now,
-            )
-            .await?;
-            out.note_wait(Wait::Stuck, &format!(" {reason}"), now);
-        }
-        out.next_check_at = now.plus_millis(self.policy.replace_after_ms);
-        self.save(out).await
-    }
-
-    /// A first attempt the sender cannot fund. A hot wallet waits to be funded; a sweep's
-    /// deposit address no longer holds what its plan assumed (the fee rose since): nothing was
-    /// signed, so it fails now and the sweeper plans afresh.
-    async fn unfunded(&self, mut out: OutgoingTx, now: Timestamp) -> CoreResult<()> {
-        // Only what holds no nonce may fail unsent (a failure must leave no gap).
-        if out.purpose != Purpose::Sweep || out.nonce.is_some() {
-            return self.check_later(out, now).await;
-        }
-        let reason = "the address no longer covers the planned sweep and its fee".to_owned();
-        out.failure_reason = Some(reason.clone());
-        out.transition(OutStatus::Failed, reason, now)
-            .map_err(CoreError::Invariant)?;
-        self.save(out).await
     }
 
     async fn check_later(&self, mut out: OutgoingTx, now: Timestamp) -> CoreResult<()> {
@@ -1116,41 +824,6 @@ impl Broadcaster {
         })
         .await
     }
-}
-
-/// What the sender must hold for the fee: the worst the payment may burn; for a native sweep,
-/// the fee its plan left behind (it sends everything else, and its fee is exact). A token
-/// sweep holds the worst too: short of it, the node refuses it (EVM) or it runs out of energy
-/// and burns what it has (TRON). On TRON a sweep counts the address's own bandwidth and energy
-/// (energy a treasury delegation lent it included): only its own transactions spend them, one
-/// sweep at a time, so they are still there when it executes.
-fn fee_to_hold(out: &OutgoingTx, estimate: &custody_core::ports::sender::FeeEstimate) -> Amount {
-    if out.purpose == Purpose::Sweep {
-        if let Some(plan) = &estimate.plan {
-            return Amount::from_units(u128::from(plan.max_burn_keeping_resources_sun()));
-        }
-    }
-    let native_sweep = out.purpose == Purpose::Sweep
-        && matches!(
-            out.payment,
-            custody_core::ports::sender::Payment::Native { .. }
-        );
-    if native_sweep {
-        estimate.expected_native
-    } else {
-        estimate.max_native
-    }
-}
-
-/// The most a bid may burn.
-fn max_fee(bid: FeeBid) -> Amount {
-    Amount::from_units(match bid {
-        FeeBid::Gas {
-            gas_limit,
-            gas_price_wei,
-        } => u128::from(gas_limit).saturating_mul(gas_price_wei),
-        FeeBid::FeeLimit { sun } => u128::from(sun),
-    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! without it replacing that one (same nonce) or after it provably cannot (TRON expiry).
 //! Every move is appended to `history`; nothing is erased.
 
+pub mod act;
 pub mod blocks;
 mod engine;
 pub mod funds;

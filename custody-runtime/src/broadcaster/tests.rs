@@ -11,7 +11,7 @@ use custody_core::admin::{restricted, set_control};
 use custody_core::amount::Amount;
 use custody_core::error::PortError;
 use custody_core::keys::{HdSigner, Mnemonic};
-use custody_core::outgoing::OutStatus;
+use custody_core::outgoing::{OutStatus, Wait, DOUBLE_PAYMENT_NOTE};
 use custody_core::ports::sender::{
     FeeEstimate, Inclusion, Payment, SignedTx, TxLookup, UnsignedTx,
 };
