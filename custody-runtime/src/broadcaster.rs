@@ -147,22 +147,27 @@ impl Broadcaster {
         out.seen_head = observation.as_ref().map(|o| o.head_number);
         let now = self.clock.now();
         let decision = decide(&out, observation.as_ref(), &self.policy, now);
-        let mut facts = Facts::default();
-        // Each round of the loop gathers one more fact; there are fewer kinds than this.
-        for _ in 0..16 {
+        let (mut facts, mut asked) = (Facts::default(), Vec::new());
+        loop {
             let step = match act::plan(&decision, &out, &facts, &self.policy) {
                 None => return self.settle(out, &decision, now).await,
                 Some(step) => step.map_err(CoreError::Invariant)?,
             };
             match step {
-                Step::Need(need) => self.gather(&out, need, &mut facts).await?,
                 Step::Act(plan) => return self.act(out, *plan, now).await,
+                // Each fact is gathered once: a plan that asks again would never end.
+                Step::Need(need) if asked.contains(&need) => {
+                    return Err(CoreError::Invariant(format!(
+                        "outgoing transaction {}: the plan asks for {need:?} again",
+                        out.id
+                    )));
+                }
+                Step::Need(need) => {
+                    self.gather(&out, need, &mut facts).await?;
+                    asked.push(need);
+                }
             }
         }
-        Err(CoreError::Invariant(format!(
-            "outgoing transaction {}: the plan keeps asking for facts",
-            out.id
-        )))
     }
 
     /// Learns what the plan needs next.
@@ -177,7 +182,9 @@ impl Broadcaster {
             Need::FundsBeforeFee => {
                 facts.funds_before_fee = Some(self.funds(out, Amount::ZERO).await?);
             }
-            Need::FundsWithFee(fee) => facts.funds_with_fee = Some(self.funds(out, fee).await?),
+            Need::FundsWithFee(fee) => {
+                facts.funds_with_fee = Some((fee, self.funds(out, fee).await?));
+            }
             Need::Price => facts.price = Some(self.price(out).await?),
             Need::FreshPrice => {
                 facts.fresh_price = Some(self.sender.price(&out.from, &out.payment).await?);
@@ -275,25 +282,37 @@ impl Broadcaster {
 
     /// Signs a new attempt of the payment (a first one at the nonce its sender's allocator
     /// hands out next), stores it and sends it; a write that refuses it falls back as planned.
+    /// Every signature passes here, so this is where a key of a seed this process has not
+    /// loaded is refused: a re-priced or replacing attempt signed with the old seed's key would
+    /// come from another address. It is checked before a nonce is predicted, so that a payment
+    /// that waits never carries a nonce it was not allocated.
     async fn sign(&self, mut out: OutgoingTx, signing: Signing) -> CoreResult<()> {
+        if let Err(why) = self.seed_check(&out).await? {
+            let plan = act::seed_not_loaded(&out, &why);
+            return self.hold(out, plan, self.clock.now()).await;
+        }
         let seed = if signing.first {
             self.predict_nonce(&mut out).await?
         } else {
             None
         };
-        let Some(out) = self
+        let dropped = self
             .sign_store_send(out, signing.bid, signing.plan, seed, signing.seen)
-            .await?
-        else {
-            return Ok(());
-        };
+            .await?;
         let now = self.clock.now();
-        match signing.if_refused {
-            Fallback::CheckLater => self.check_later(out, now).await,
-            Fallback::HeldByControl => {
-                let plan = act::held_by_control(&out);
+        match dropped {
+            Dropped::No => Ok(()),
+            Dropped::LockLost(out) => {
+                let plan = act::lock_lost(&out);
                 self.hold(out, plan, now).await
             }
+            Dropped::RefusedByControl(out) => match signing.if_refused {
+                Fallback::CheckLater => self.check_later(out, now).await,
+                Fallback::HeldByControl => {
+                    let plan = act::held_by_control(&out);
+                    self.hold(out, plan, now).await
+                }
+            },
         }
     }
 
@@ -663,14 +682,8 @@ impl Broadcaster {
     }
 
     /// Builds and signs a new attempt, stores it with the plan it was priced with (TRON), and
-    /// only then sends it. Every signature passes here, so this is where a key of a seed this
-    /// process has not loaded is refused (first attempts check it earlier too, before a nonce
-    /// is predicted): a re-priced or replacing attempt signed with the old seed's key would
-    /// come from another address. `Some(out)`: a control turned on since the caller's
-    /// [`Self::may_sign_new`] refused the attempt in the write that would have stored it
-    /// (`outgoing::record_signed`); nothing was stored, sent or allocated, and `out` is as it
-    /// was before signing (no predicted nonce), for the caller to hold back as a refusal read
-    /// before pricing.
+    /// only then sends it. A dropped attempt was not stored, sent or allocated, and comes back
+    /// as it was before signing (no predicted nonce).
     async fn sign_store_send(
         &self,
         mut out: OutgoingTx,
@@ -678,12 +691,7 @@ impl Broadcaster {
         plan: Option<ResourcePlan>,
         first_nonce_seed: Option<u64>,
         funds_seen: FundsSeen,
-    ) -> CoreResult<Option<OutgoingTx>> {
-        if let Err(why) = self.seed_check(&out).await? {
-            let plan = act::seed_not_loaded(&out, &why);
-            self.hold(out, plan, self.clock.now()).await?;
-            return Ok(None);
-        }
+    ) -> CoreResult<Dropped> {
         let mut unsigned_copy = out.clone();
         if first_nonce_seed.is_some() {
             // Only predicted: the allocation is part of the write that was refused.
@@ -698,7 +706,7 @@ impl Broadcaster {
             // Another instance took the sender's signing over while this one priced and
             // signed: its funds check did not see this payment. Dropped unsent.
             tracing::warn!(network = %self.network, outgoing = %out.id, "lost the sender's signing lock: dropped unsent");
-            return Ok(Some(unsigned_copy));
+            return Ok(Dropped::LockLost(unsigned_copy));
         }
         let stored = out.clone();
         // A sweep's sender is a deposit address with one open sweep at a time: nothing to fence.
@@ -710,18 +718,18 @@ impl Broadcaster {
         match recorded {
             Recorded::Stored => {
                 self.send_latest(out).await?;
-                Ok(None)
+                Ok(Dropped::No)
             }
             Recorded::Refused => {
                 tracing::warn!(network = %self.network, outgoing = %out.id, "a control turned on while it was signed: dropped unsent");
-                Ok(Some(unsigned_copy))
+                Ok(Dropped::RefusedByControl(unsigned_copy))
             }
             Recorded::FundsChanged => {
                 // Not a control: no alert; its funds are checked again at the next look.
                 tracing::warn!(network = %self.network, outgoing = %out.id, "another payment of the sender was signed since its funds check: dropped unsent");
                 let now = self.clock.now();
                 self.check_later(unsigned_copy, now).await?;
-                Ok(None)
+                Ok(Dropped::No)
             }
         }
     }
@@ -824,6 +832,16 @@ impl Broadcaster {
         })
         .await
     }
+}
+
+/// Why a signed attempt was not stored.
+enum Dropped {
+    /// It was stored and sent, or it waits for its funds to be checked again.
+    No,
+    /// A control turned on since the plan read them (`outgoing::record_signed`).
+    RefusedByControl(OutgoingTx),
+    /// Another instance took the sender's signing lock.
+    LockLost(OutgoingTx),
 }
 
 #[cfg(test)]

@@ -78,7 +78,8 @@ pub struct Facts {
     pub signing_lock: Option<bool>,
     pub lower_nonce_pending: Option<bool>,
     pub funds_before_fee: Option<Funds>,
-    pub funds_with_fee: Option<Funds>,
+    /// With the fee it was checked with: a check with another fee is no answer.
+    pub funds_with_fee: Option<(Amount, Funds)>,
     pub price: Option<Priced>,
     pub fresh_price: Option<FeeEstimate>,
     pub void_price: Option<Option<FeeBid>>,
@@ -123,7 +124,8 @@ pub enum Action {
     Resend,
     /// Nothing goes out now; look again after `rebroadcast_after`.
     CheckLater,
-    /// Fail it unsent: nothing was signed and it holds no nonce.
+    /// Fail it unsent: it holds no nonce, and no attempt of it can be included (none was
+    /// signed, or a TRON sweep's earlier attempts are proved absent and expired).
     FailUnsent { reason: String },
 }
 
@@ -205,6 +207,14 @@ fn known<T: Clone>(fact: &Option<T>, need: Need) -> Result<T, Need> {
     fact.clone().ok_or(need)
 }
 
+/// Whether the sender covers the payment with `fee` held, checked with that very fee.
+fn funds_with(facts: &Facts, fee: Amount) -> Result<Funds, Need> {
+    match &facts.funds_with_fee {
+        Some((checked, funds)) if *checked == fee => Ok(funds.clone()),
+        _ => Err(Need::FundsWithFee(fee)),
+    }
+}
+
 /// The next step of a decision that may sign, given what is known; `None` for a decision that
 /// signs nothing (see [`settle`]). `Err`: the engine's consistency broke.
 pub fn plan(
@@ -251,7 +261,7 @@ fn new_payment(out: &OutgoingTx, facts: &Facts, first: bool) -> Result<Plan, Ask
         return Ok(seed_not_loaded(out, &why));
     }
     let fee = fee_to_hold(out, &estimate);
-    match known(&facts.funds_with_fee, Need::FundsWithFee(fee))? {
+    match funds_with(facts, fee)? {
         Funds::Short(why) => Ok(unfunded(out, &why)),
         Funds::Covered(seen) => Ok(Plan::act(Action::Sign(Signing {
             bid: estimate.bid,
@@ -284,7 +294,7 @@ fn reprice(out: &OutgoingTx, facts: &Facts, policy: &EnginePolicy) -> Result<Pla
     let Some(bid) = repriced(refused, fresh.bid, policy) else {
         return Ok(Plan::act(Action::Resend));
     };
-    match known(&facts.funds_with_fee, Need::FundsWithFee(max_fee(bid)))? {
+    match funds_with(facts, max_fee(bid))? {
         Funds::Short(why) => Ok(Plan::noting(
             Action::CheckLater,
             hot_wallet_short(out, &why),
@@ -310,7 +320,7 @@ fn replace(out: &OutgoingTx, facts: &Facts, bid: FeeBid) -> Result<Plan, Ask> {
     if !may {
         return Ok(Plan::act(Action::Resend));
     }
-    match known(&facts.funds_with_fee, Need::FundsWithFee(max_fee(bid)))? {
+    match funds_with(facts, max_fee(bid))? {
         Funds::Short(why) => Ok(Plan::noting(Action::Resend, hot_wallet_short(out, &why))),
         Funds::Covered(seen) => Ok(Plan::act(Action::Sign(Signing {
             bid,
@@ -384,6 +394,16 @@ pub fn held_by_control(out: &OutgoingTx) -> Plan {
         _ => None,
     };
     Plan::noting(Action::CheckLater, notice)
+}
+
+/// Another instance took the sender's signing lock while this one signed: the attempt was
+/// dropped unsent. Bytes that already went out are sent again; otherwise it is looked at again
+/// later (the other instance is no control: no alert).
+pub fn lock_lost(out: &OutgoingTx) -> Plan {
+    if out.attempts.iter().any(|a| a.sent_at.is_some()) {
+        return Plan::act(Action::Resend);
+    }
+    Plan::act(Action::CheckLater)
 }
 
 /// A new payment its sender cannot fund. A hot wallet waits to be funded (one

@@ -1,4 +1,3 @@
-use proptest::prelude::*;
 use uuid::Uuid;
 
 use super::*;
@@ -73,7 +72,8 @@ fn all_clear() -> Facts {
         signing_lock: Some(true),
         lower_nonce_pending: Some(false),
         funds_before_fee: Some(Funds::Covered(FundsSeen::default())),
-        funds_with_fee: Some(Funds::Covered(FundsSeen::default())),
+        // The fee is the one asked for (see `answer`).
+        funds_with_fee: Some((Amount::ZERO, Funds::Covered(FundsSeen::default()))),
         price: Some(Priced::Estimate(estimate())),
         fresh_price: Some(estimate()),
         void_price: Some(None),
@@ -106,7 +106,9 @@ fn answer(known: &mut Facts, facts: &Facts, need: Need) {
         Need::SigningLock => known.signing_lock = facts.signing_lock,
         Need::LowerNoncePending => known.lower_nonce_pending = facts.lower_nonce_pending,
         Need::FundsBeforeFee => known.funds_before_fee = facts.funds_before_fee.clone(),
-        Need::FundsWithFee(_) => known.funds_with_fee = facts.funds_with_fee.clone(),
+        Need::FundsWithFee(fee) => {
+            known.funds_with_fee = facts.funds_with_fee.clone().map(|(_, f)| (fee, f));
+        }
         Need::Price => known.price = facts.price.clone(),
         Need::FreshPrice => known.fresh_price = facts.fresh_price,
         Need::VoidPrice => known.void_price = facts.void_price,
@@ -215,7 +217,7 @@ fn a_replacement_sends_the_old_bytes_again_when_it_may_not_sign() {
     assert_eq!(asked, vec![Need::Controls, Need::LowerNoncePending]);
     assert_eq!(plan, Plan::act(Action::Resend));
     let short = Facts {
-        funds_with_fee: Some(Funds::Short("gas".into())),
+        funds_with_fee: Some((Amount::ZERO, Funds::Short("gas".into()))),
         ..all_clear()
     };
     let (asked, plan) = run(&Decision::Replace { bid }, &out, &short);
@@ -294,65 +296,341 @@ fn a_refusal_keeps_the_attempt_unsent_and_a_long_one_raises_one_alert() {
     assert_eq!(out.attempts[0].sent_at, Some(long));
 }
 
-fn fact_bool() -> impl Strategy<Value = Option<bool>> {
-    prop_oneof![Just(None), any::<bool>().prop_map(Some)]
+#[test]
+fn a_funds_check_made_with_another_fee_is_no_answer() {
+    let out = payment(Purpose::Withdrawal, None);
+    let facts = Facts {
+        funds_with_fee: Some((Amount::from_units(1), Funds::Covered(FundsSeen::default()))),
+        ..all_clear()
+    };
+    assert_eq!(
+        plan(&Decision::FirstAttempt, &out, &facts, &policy()),
+        Some(Ok(Step::Need(Need::FundsWithFee(Amount::from_units(
+            42_000
+        )))))
+    );
 }
 
-fn fact_funds() -> impl Strategy<Value = Option<Funds>> {
-    prop_oneof![
-        Just(None),
-        Just(Some(Funds::Covered(FundsSeen::default()))),
-        Just(Some(Funds::Short("short".into()))),
-    ]
+#[test]
+fn a_reprice_signs_at_the_higher_price_or_sends_the_old_bytes_again() {
+    let mut out = payment(Purpose::Withdrawal, Some(4));
+    out.add_attempt(attempt(true), at(0)).unwrap();
+    let (asked, plan) = run(&Decision::Reprice, &out, &all_clear());
+    assert_eq!(
+        asked[..4],
+        [
+            Need::Controls,
+            Need::SigningLock,
+            Need::LowerNoncePending,
+            Need::FreshPrice
+        ]
+    );
+    let Action::Sign(signing) = plan.action else {
+        panic!("{plan:?}")
+    };
+    assert!(!signing.first);
+    assert_eq!(signing.if_refused, Fallback::HeldByControl);
+    assert_eq!(asked[4], Need::FundsWithFee(max_fee(signing.bid)));
+    // The node's price no higher than what was refused: the same bytes again.
+    let cheap = FeeEstimate {
+        bid: FeeBid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 1,
+        },
+        ..estimate()
+    };
+    let facts = Facts {
+        fresh_price: Some(cheap),
+        ..all_clear()
+    };
+    assert_eq!(
+        run(&Decision::Reprice, &out, &facts).1,
+        Plan::act(Action::Resend)
+    );
+    // A lock held elsewhere: looked at later; a control: held (its bytes went out: resent).
+    let facts = Facts {
+        signing_lock: Some(false),
+        ..all_clear()
+    };
+    assert_eq!(
+        run(&Decision::Reprice, &out, &facts).1,
+        Plan::act(Action::CheckLater)
+    );
+    let facts = Facts {
+        controls: Some(false),
+        ..all_clear()
+    };
+    let (asked, plan) = run(&Decision::Reprice, &out, &facts);
+    assert_eq!(
+        (asked, plan),
+        (vec![Need::Controls], Plan::act(Action::Resend))
+    );
 }
 
-fn any_facts() -> impl Strategy<Value = Facts> {
-    (
-        (fact_bool(), fact_bool(), fact_bool(), fact_bool()),
-        (fact_funds(), fact_funds()),
-        prop_oneof![
-            Just(None),
-            Just(Some(Priced::Estimate(estimate()))),
-            Just(Some(Priced::Refused("no".into()))),
-        ],
-        prop_oneof![Just(None), Just(Some(Ok(()))), Just(Some(Err("no".into())))],
+#[test]
+fn a_void_needs_the_seed_before_a_price_and_no_control() {
+    let mut out = payment(Purpose::Withdrawal, Some(4));
+    out.add_attempt(attempt(true), at(0)).unwrap();
+    let minimum = FeeBid::Gas {
+        gas_limit: 21_000,
+        gas_price_wei: 5,
+    };
+    let decision = Decision::Void { bid: minimum };
+    let (asked, plan) = run(&decision, &out, &all_clear());
+    assert_eq!(asked, vec![Need::Seed, Need::VoidPrice]);
+    assert_eq!(plan, Plan::act(Action::SignVoid { bid: minimum }));
+    let facts = Facts {
+        seed: Some(Err("seed 2 is not loaded".into())),
+        ..all_clear()
+    };
+    let (asked, plan) = run(&decision, &out, &facts);
+    assert_eq!(asked, vec![Need::Seed]);
+    assert_eq!(plan.action, Action::CheckLater);
+    assert_eq!(plan.notice.map(|n| n.wait), Some(Wait::SeedNotLoaded));
+    // The same void again is sent again, not signed again.
+    let mut void = attempt(true);
+    void.hash = "v1".into();
+    void.void = true;
+    void.bid = minimum.into();
+    out.add_attempt(void, at(1)).unwrap();
+    assert_eq!(
+        run(&decision, &out, &all_clear()).1,
+        Plan::act(Action::Resend)
+    );
+}
+
+#[test]
+fn the_fee_held_is_the_worst_except_for_a_native_sweep_and_a_tron_plan() {
+    let withdrawal = payment(Purpose::Withdrawal, None);
+    assert_eq!(
+        fee_to_hold(&withdrawal, &estimate()),
+        Amount::from_units(42_000)
+    );
+    let sweep = payment(Purpose::Sweep, None);
+    assert_eq!(fee_to_hold(&sweep, &estimate()), Amount::from_units(21_000));
+    let mut token_sweep = payment(Purpose::Sweep, None);
+    token_sweep.payment = Payment::Token {
+        contract: "c".into(),
+        to: "to".into(),
+        amount: Amount::from_units(5),
+    };
+    assert_eq!(
+        fee_to_hold(&token_sweep, &estimate()),
+        Amount::from_units(42_000)
+    );
+}
+
+#[test]
+fn a_lost_lock_raises_no_alert_and_sends_what_went_out_again() {
+    let mut out = payment(Purpose::Withdrawal, Some(4));
+    out.add_attempt(attempt(false), at(0)).unwrap();
+    assert_eq!(lock_lost(&out), Plan::act(Action::CheckLater));
+    out.attempts[0].sent_at = Some(at(1));
+    assert_eq!(lock_lost(&out), Plan::act(Action::Resend));
+}
+
+#[test]
+fn settling_records_inclusion_finality_and_one_stuck_alert() {
+    let p = policy();
+    let inclusion = Inclusion {
+        block_number: 9,
+        block_hash: "b9".into(),
+        succeeded: false,
+        fee_native: Amount::from_units(21_000),
+        moves: Vec::new(),
+        resources: None,
+        block_time_ms: None,
+        head_number: None,
+    };
+    let mut out = payment(Purpose::Withdrawal, Some(4));
+    out.add_attempt(attempt(true), at(0)).unwrap();
+    out.transition(OutStatus::Sent, "accepted", at(1)).unwrap();
+    let unknown = Decision::IncludedUnknownToLookups {
+        hash: "h1".into(),
+        inclusion: inclusion.clone(),
+    };
+    let settled = settle(&mut out, &unknown, &p, at(2)).unwrap().unwrap();
+    let alert = settled
+        .alert
+        .expect("a lagging or lying endpoint is reported");
+    assert_eq!(
+        (alert.kind, alert.severity),
+        ("node_inconsistent", "warning")
+    );
+    assert_eq!(out.status, OutStatus::Included);
+    assert_eq!(out.next_check_at, at(2 + p.check_every_ms));
+    settle(&mut out, &Decision::Final, &p, at(3))
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status, OutStatus::Failed, "a failed receipt fails it");
+    assert_eq!(
+        out.failure_reason.as_deref(),
+        Some("the transaction failed on chain")
+    );
+
+    let mut stuck = payment(Purpose::Withdrawal, Some(5));
+    let decision = Decision::Stuck {
+        reason: "nonce gap".into(),
+    };
+    let settled = settle(&mut stuck, &decision, &p, at(1)).unwrap().unwrap();
+    let notice = settled.notice.expect("the first time");
+    stuck.note_wait(notice.wait, &notice.more, at(1));
+    assert_eq!(stuck.next_check_at, at(1 + p.replace_after_ms));
+    let again = settle(&mut stuck, &decision, &p, at(2)).unwrap().unwrap();
+    assert_eq!(again.notice, None, "one alert per wait");
+
+    let mut doubled = payment(Purpose::Withdrawal, Some(6));
+    doubled.add_attempt(attempt(true), at(0)).unwrap();
+    doubled
+        .transition(OutStatus::Sent, "accepted", at(1))
+        .unwrap();
+    let double = Decision::DoublePayment {
+        hash: "h1".into(),
+        inclusion,
+        hashes: vec!["h1".into(), "h2".into()],
+    };
+    let settled = settle(&mut doubled, &double, &p, at(2)).unwrap().unwrap();
+    assert_eq!(settled.double_payment, Some(vec!["h1".into(), "h2".into()]));
+    assert!(doubled
+        .history
+        .last()
+        .unwrap()
+        .detail
+        .starts_with(DOUBLE_PAYMENT_NOTE));
+}
+
+/// Every combination of facts (each unknown, refusing or in favour), for every decision that
+/// may sign: nothing is signed unless every fact that guards a signature is known and in
+/// favour, and no chain fact (balances, price) is asked while a store fact refuses.
+#[test]
+fn nothing_is_signed_that_a_fact_refuses_and_a_refusal_costs_no_chain_call() {
+    let bool3 = [None, Some(false), Some(true)];
+    let funds3 = |fee: Amount| {
+        [
+            None,
+            Some((fee, Funds::Short("short".into()))),
+            Some((fee, Funds::Covered(FundsSeen::default()))),
+        ]
+    };
+    let before3 = [
+        None,
+        Some(Funds::Short("short".into())),
+        Some(Funds::Covered(FundsSeen::default())),
+    ];
+    let price3 = [
+        None,
+        Some(Priced::Refused("no".into())),
+        Some(Priced::Estimate(estimate())),
+    ];
+    let seed3 = [None, Some(Err("no".to_owned())), Some(Ok(()))];
+    let bid = FeeBid::Gas {
+        gas_limit: 21_000,
+        gas_price_wei: 3,
+    };
+    let fresh = repriced(
+        Bid::Gas {
+            gas_limit: 21_000,
+            gas_price_wei: 1,
+        },
+        estimate().bid,
+        &policy(),
     )
-        .prop_map(
-            |((controls, predecessor, signing_lock, lower), (before, with), price, seed)| Facts {
-                controls,
-                predecessor,
-                signing_lock,
-                lower_nonce_pending: lower,
-                funds_before_fee: before,
-                funds_with_fee: with,
-                price,
-                fresh_price: Some(estimate()),
-                void_price: Some(None),
-                seed,
-            },
-        )
+    .expect("a higher price");
+    let mut sent = payment(Purpose::Withdrawal, Some(4));
+    sent.add_attempt(attempt(true), at(0)).unwrap();
+    let cases = [
+        (
+            Decision::FirstAttempt,
+            payment(Purpose::Withdrawal, None),
+            42_000,
+        ),
+        (
+            Decision::Rebuild,
+            payment(Purpose::Withdrawal, None),
+            42_000,
+        ),
+        (Decision::Reprice, sent.clone(), max_fee(fresh).units()),
+        (Decision::Replace { bid }, sent, max_fee(bid).units()),
+    ];
+    let mut signed = 0;
+    for (decision, out, fee) in cases {
+        let fee = Amount::from_units(fee);
+        for controls in bool3 {
+            for predecessor in bool3 {
+                for signing_lock in bool3 {
+                    for lower in bool3 {
+                        for before in &before3 {
+                            for with in funds3(fee) {
+                                for price in &price3 {
+                                    for seed in &seed3 {
+                                        let facts = Facts {
+                                            controls,
+                                            predecessor,
+                                            signing_lock,
+                                            lower_nonce_pending: lower,
+                                            funds_before_fee: before.clone(),
+                                            funds_with_fee: with.clone(),
+                                            price: price.clone(),
+                                            fresh_price: Some(estimate()),
+                                            void_price: Some(None),
+                                            seed: seed.clone(),
+                                        };
+                                        signed += check_one(&decision, &out, &facts);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(signed > 0, "some combination signs");
 }
 
-proptest! {
-    /// Whatever is known, nothing is signed unless every fact that guards a signature is known
-    /// and in favour: the controls, the lock, the seed (where checked) and the funds with the fee.
-    #[test]
-    fn nothing_is_signed_that_a_known_fact_refuses(
-        facts in any_facts(),
-        decision in prop_oneof![Just(Decision::FirstAttempt), Just(Decision::Rebuild)],
-    ) {
-        let out = payment(Purpose::Withdrawal, None);
-        if let Some(Ok(Step::Act(planned))) = plan(&decision, &out, &facts, &policy()) {
-          if matches!(planned.action, Action::Sign(_)) {
-            prop_assert_eq!(facts.controls, Some(true));
-            prop_assert_eq!(facts.signing_lock, Some(true));
-            prop_assert_eq!(facts.seed, Some(Ok(())));
-            prop_assert!(matches!(facts.funds_with_fee, Some(Funds::Covered(_))));
-            prop_assert!(matches!(facts.funds_before_fee, Some(Funds::Covered(_))));
-            if decision == Decision::FirstAttempt {
-                prop_assert_eq!(facts.predecessor, Some(true));
+/// The two properties for one combination; 1 when it signs.
+fn check_one(decision: &Decision, out: &OutgoingTx, facts: &Facts) -> usize {
+    let step = plan(decision, out, facts, &policy())
+        .expect("a signing decision")
+        .expect("consistent");
+    let first = *decision == Decision::FirstAttempt;
+    let store_says_yes = facts.controls == Some(true)
+        && facts.signing_lock == Some(true)
+        && (!first || facts.predecessor == Some(true));
+    match step {
+        Step::Need(need) => {
+            let chain = matches!(
+                need,
+                Need::FundsBeforeFee
+                    | Need::FundsWithFee(_)
+                    | Need::Price
+                    | Need::FreshPrice
+                    | Need::VoidPrice
+            );
+            assert!(
+                !chain || store_says_yes,
+                "{decision:?} asks {need:?}: {facts:?}"
+            );
+            0
+        }
+        Step::Act(plan) => {
+            let Action::Sign(_) = plan.action else {
+                return 0;
+            };
+            assert!(store_says_yes, "{decision:?} signs: {facts:?}");
+            assert!(
+                matches!(facts.funds_with_fee, Some((_, Funds::Covered(_)))),
+                "{decision:?} signs unfunded: {facts:?}"
+            );
+            match decision {
+                Decision::FirstAttempt | Decision::Rebuild => {
+                    assert_eq!(facts.seed, Some(Ok(())), "{facts:?}");
+                    assert!(matches!(facts.funds_before_fee, Some(Funds::Covered(_))));
+                    assert!(matches!(facts.price, Some(Priced::Estimate(_))));
+                }
+                _ => assert_eq!(facts.lower_nonce_pending, Some(false), "{facts:?}"),
             }
-          }
+            1
         }
     }
 }
