@@ -1,6 +1,8 @@
 //! Our position on each chain and the pure rules that keep it true: which block may follow the
 //! cursor, and where a reorganization forked. The scanner does the I/O; these functions decide.
+//! [`endpoints`] is the failover set of a network's endpoints, which every chain adapter holds.
 
+pub mod endpoints;
 mod fork;
 mod health;
 mod ids;
