@@ -681,22 +681,17 @@ fn receipt_status(receipt: &Value, block_hash: &str) -> Result<ReceiptFacts, Por
 #[async_trait]
 impl ChainSource for BscChain {
     fn endpoint_health(&self) -> Vec<custody_core::chain::EndpointHealth> {
-        let identity = format!("chain_id {}", self.chain_id);
-        self.health()
+        self.rpc
+            .endpoint_health()
             .into_iter()
+            // The BSC rows of the listing have never carried the request counters, the time
+            // of the last failure or a head: kept so for what reads them.
             .map(|h| custody_core::chain::EndpointHealth {
-                url: h.url,
-                healthy: h.healthy,
-                identity_verified: h.chain_id_verified,
-                identity: identity.clone(),
-                consecutive_failures: h.consecutive_failures,
                 requests: None,
                 failures: None,
-                last_error: h.last_error,
-                last_latency_ms: h.last_latency_ms,
-                last_success_at: h.last_success_at,
                 last_failure_at: None,
                 head_block: None,
+                ..h
             })
             .collect()
     }

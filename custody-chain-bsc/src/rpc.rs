@@ -23,11 +23,19 @@
 //! Endpoint URLs often carry an API key in their path or query: health records, logs and error
 //! messages show only `scheme://host:port` (plus `/…` and `?…` markers), and error texts are
 //! scrubbed of the path and query.
+//!
+//! The order of the endpoints, their records and the URL rule are the core's
+//! [`EndpointSet`] (shared with the TRON adapter); this client sends the bytes and checks
+//! `eth_chainId`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use custody_core::chain::endpoints::{
+    self, Backoff, EndpointSet, FailoverPolicy, Failures, HiddenMarks, Identity, Recorded,
+    RedactedUrl, UrlParts,
+};
+use custody_core::chain::EndpointHealth;
 use custody_core::error::{PortError, Retry};
 use custody_core::Timestamp;
 use http_body_util::{BodyExt, Full, Limited};
@@ -43,12 +51,14 @@ use serde_json::{json, Value};
 /// The port name carried by every [`PortError`] of this crate.
 pub const PORT: &str = "chain.bsc";
 
-/// Longest error text kept in a health record or a log line.
-const ERROR_TEXT_CHARS_MAX: usize = 300;
 /// First wait before an endpoint that failed is tried ahead of the others again; doubles with
 /// each consecutive failure up to [`RETRY_BACKOFF_MS_MAX`].
 const RETRY_BACKOFF_MS_MIN: u64 = 500;
 const RETRY_BACKOFF_MS_MAX: u64 = 30_000;
+const BACKOFF: Backoff = Backoff::doubling(
+    Duration::from_millis(RETRY_BACKOFF_MS_MIN),
+    Duration::from_millis(RETRY_BACKOFF_MS_MAX),
+);
 
 /// Settings of one [`RpcClient`].
 #[derive(Debug, Clone)]
@@ -69,24 +79,9 @@ pub struct RpcSettings {
     pub allow_insecure_http: bool,
 }
 
-/// Why an RPC URL was refused at construction. Texts show the URL redacted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UrlError {
-    #[error("RPC URL {url} is not a valid absolute URL")]
-    Invalid { url: String },
-    #[error("RPC URL {url} must use https:// or http://")]
-    Scheme { url: String },
-    #[error(
-        "RPC URL {url} carries user:password credentials, which are not supported (put an API \
-         key in the path)"
-    )]
-    Credentials { url: String },
-    #[error(
-        "RPC URL {url} uses plain http:// to a host that is not loopback; use https:// (a node \
-         reached over plain HTTP could be impersonated to fake deposits)"
-    )]
-    InsecureHttp { url: String },
-}
+/// Why an RPC URL was refused at construction (the rule every chain adapter applies). Texts
+/// show the URL redacted.
+pub use custody_core::chain::endpoints::UrlError;
 
 /// A JSON-RPC error object the node answered with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +100,7 @@ impl RpcError {
             .to_owned();
         RpcError {
             code,
-            message: sanitize(&message, &[]),
+            message: endpoints::scrub(&message, &[]),
         }
     }
 
@@ -188,38 +183,17 @@ pub struct RpcHealth {
     pub last_success_at: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ChainCheck {
-    Unchecked,
-    Verified,
-    /// The endpoint serves another chain: never used again.
-    Mismatch(u64),
-}
-
-#[derive(Debug)]
-struct EndpointState {
-    chain: ChainCheck,
-    consecutive_failures: u32,
-    last_error: Option<String>,
-    last_latency_ms: Option<u64>,
-    last_success_at: Option<Timestamp>,
-    last_failure: Option<Instant>,
-}
-
-struct Endpoint {
-    uri: Uri,
-    /// Redacted form, safe to show.
-    display: String,
-    /// Fragments of the URL scrubbed out of error texts.
-    secrets: Vec<String>,
-    state: Mutex<EndpointState>,
-}
-
-impl Endpoint {
-    fn state(&self) -> std::sync::MutexGuard<'_, EndpointState> {
-        // A panic while holding this lock cannot leave the record inconsistent in a way that
-        // matters (plain counters), so a poisoned lock is used as is.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+impl From<EndpointHealth> for RpcHealth {
+    fn from(h: EndpointHealth) -> Self {
+        RpcHealth {
+            url: h.url,
+            healthy: h.healthy,
+            chain_id_verified: h.identity_verified,
+            last_error: h.last_error,
+            last_latency_ms: h.last_latency_ms,
+            consecutive_failures: h.consecutive_failures,
+            last_success_at: h.last_success_at,
+        }
     }
 }
 
@@ -277,7 +251,9 @@ type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 /// A JSON-RPC client over an ordered list of endpoints. Cheap to share behind an `Arc`; every
 /// method takes `&self`.
 pub struct RpcClient {
-    endpoints: Vec<Endpoint>,
+    /// Where to send, in the order of `endpoints`.
+    uris: Vec<Uri>,
+    endpoints: EndpointSet,
     http: HttpClient,
     expected_chain_id: Option<u64>,
     timeout: Duration,
@@ -289,14 +265,7 @@ pub struct RpcClient {
 impl std::fmt::Debug for RpcClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcClient")
-            .field(
-                "endpoints",
-                &self
-                    .endpoints
-                    .iter()
-                    .map(|e| &e.display)
-                    .collect::<Vec<_>>(),
-            )
+            .field("endpoints", &self.endpoints.shown_all())
             .field("expected_chain_id", &self.expected_chain_id)
             .field("timeout", &self.timeout)
             .finish()
@@ -308,11 +277,24 @@ impl RpcClient {
     /// chain id checked) on first use. An empty list is accepted: every call then fails as
     /// transient ("no endpoint configured"), so the service runs without the chain.
     pub fn new(settings: &RpcSettings) -> Result<Self, UrlError> {
-        let endpoints = settings
+        let (uris, urls) = settings
             .urls
             .iter()
             .map(|url| parse_endpoint(url, settings.allow_insecure_http))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<(Vec<_>, Vec<_>), _>>()?;
+        let endpoints = EndpointSet::new(
+            urls,
+            FailoverPolicy {
+                backoff: BACKOFF,
+                // Healthy means answered: an endpoint not used yet is not vouched for.
+                healthy_until_tried: false,
+                marks: HiddenMarks::Each,
+                identity: settings.expected_chain_id.map_or_else(
+                    || "chain_id not checked".into(),
+                    |id| format!("chain_id {id}"),
+                ),
+            },
+        );
         let timeout = Duration::from_millis(settings.request_timeout_ms.max(1));
 
         let mut http = HttpConnector::new();
@@ -332,6 +314,7 @@ impl RpcClient {
             .build(tls);
 
         Ok(RpcClient {
+            uris,
             endpoints,
             http: client,
             expected_chain_id: settings.expected_chain_id,
@@ -344,29 +327,21 @@ impl RpcClient {
 
     /// The health record of every endpoint, in configured order.
     pub fn health(&self) -> Vec<RpcHealth> {
-        self.endpoints
-            .iter()
-            .map(|e| {
-                let s = e.state();
-                RpcHealth {
-                    url: e.display.clone(),
-                    healthy: s.consecutive_failures == 0
-                        && s.last_success_at.is_some()
-                        && !matches!(s.chain, ChainCheck::Mismatch(_)),
-                    chain_id_verified: s.chain == ChainCheck::Verified,
-                    last_error: s.last_error.clone(),
-                    last_latency_ms: s.last_latency_ms,
-                    consecutive_failures: s.consecutive_failures,
-                    last_success_at: s.last_success_at,
-                }
-            })
+        self.endpoint_health()
+            .into_iter()
+            .map(RpcHealth::from)
             .collect()
+    }
+
+    /// [`RpcClient::health`] in the shape every network's admin `rpcs` listing shows.
+    pub fn endpoint_health(&self) -> Vec<EndpointHealth> {
+        self.endpoints.health()
     }
 
     /// Sends `eth_blockNumber` to every endpoint (not only the preferred one) so that
     /// [`RpcClient::health`] reflects all of them. Never fails; results land in the records.
     pub async fn probe_all(&self) {
-        for (i, _) in self.endpoints.iter().enumerate() {
+        for i in 0..self.endpoints.len() {
             let body = self.request_body("eth_blockNumber", json!([]));
             let _ = self.attempt(i, &body, 1).await;
         }
@@ -482,31 +457,6 @@ impl RpcClient {
             .expect("JSON values serialize")
     }
 
-    /// The order in which endpoints are tried now: those in good standing (or whose back-off
-    /// has run out) in configured order, then the others; endpoints of another chain never.
-    fn attempt_order(&self) -> Vec<usize> {
-        let now = Instant::now();
-        let mut first = Vec::new();
-        let mut later = Vec::new();
-        for (i, e) in self.endpoints.iter().enumerate() {
-            let s = e.state();
-            if matches!(s.chain, ChainCheck::Mismatch(_)) {
-                continue;
-            }
-            let rested = match s.last_failure {
-                None => true,
-                Some(at) => now.duration_since(at) >= backoff(s.consecutive_failures),
-            };
-            if s.consecutive_failures == 0 || rested {
-                first.push(i);
-            } else {
-                later.push(i);
-            }
-        }
-        first.extend(later);
-        first
-    }
-
     async fn send_with_failover(
         &self,
         body: &[u8],
@@ -519,7 +469,7 @@ impl RpcClient {
                 format!("{label}: no BSC RPC endpoint is configured"),
             )));
         }
-        let order = self.attempt_order();
+        let order = self.endpoints.order(now_timestamp());
         if order.is_empty() {
             return Err(CallFailure::Failed(PortError::permanent(
                 PORT,
@@ -530,37 +480,26 @@ impl RpcClient {
                 ),
             )));
         }
-        let mut failures = Vec::new();
-        let mut any_transient = false;
+        let mut failures = Failures::default();
         for i in order {
             match self.attempt(i, body, expected).await {
                 Ok(answers) => return Ok(answers),
                 Err(e) if e.too_large => {
-                    let endpoint = &self.endpoints[i];
-                    let text = sanitize(&e.message, &endpoint.secrets);
-                    tracing::warn!(endpoint = %endpoint.display, request = label, error = %text, "BSC RPC answer over the size limit");
+                    let shown = self.endpoints.shown(i);
+                    let text = self.endpoints.scrub(i, &e.message);
+                    tracing::warn!(endpoint = %shown, request = label, error = %text, "BSC RPC answer over the size limit");
                     return Err(CallFailure::TooLarge(PortError::permanent(
                         PORT,
-                        format!("{label}: {}: {text}", endpoint.display),
+                        format!("{label}: {shown}: {text}"),
                     )));
                 }
-                Err(e) => {
-                    any_transient |= e.retry == Retry::Transient;
-                    let endpoint = &self.endpoints[i];
-                    let text = sanitize(&e.message, &endpoint.secrets);
-                    failures.push(format!("{}: {text}", endpoint.display));
-                }
+                Err(e) => failures.push(e.retry, self.endpoints.labelled(i, &e.message)),
             }
         }
-        let message = format!(
-            "{label}: every BSC RPC endpoint failed: {}",
-            failures.join("; ")
-        );
-        Err(CallFailure::Failed(if any_transient {
-            PortError::transient(PORT, message)
-        } else {
-            PortError::permanent(PORT, message)
-        }))
+        Err(CallFailure::Failed(failures.into_port_error(
+            PORT,
+            &format!("{label}: every BSC RPC endpoint failed: "),
+        )))
     }
 
     /// One exchange with endpoint `i` (after its chain id check, the first time), recorded in
@@ -571,30 +510,24 @@ impl RpcClient {
         body: &[u8],
         expected: usize,
     ) -> Result<Vec<Result<Value, RpcError>>, AttemptError> {
-        let endpoint = &self.endpoints[i];
         if let Some(chain_id) = self.expected_chain_id {
-            let unchecked = endpoint.state().chain == ChainCheck::Unchecked;
-            if unchecked {
-                self.check_chain_id(endpoint, chain_id).await?;
+            if self.endpoints.identity(i) == Identity::Unchecked {
+                self.check_chain_id(i, chain_id).await?;
             }
         }
         let started = Instant::now();
-        let result = self.exchange(endpoint, body, expected).await;
+        let result = self.exchange(&self.uris[i], body, expected).await;
         let latency = started.elapsed();
         // An answer too large is the request's trait: the endpoint did answer.
-        self.record(
-            endpoint,
-            latency,
-            result.as_ref().err().filter(|e| !e.too_large),
-        );
+        self.record(i, latency, result.as_ref().err().filter(|e| !e.too_large));
         result
     }
 
-    async fn check_chain_id(&self, endpoint: &Endpoint, expected: u64) -> Result<(), AttemptError> {
+    async fn check_chain_id(&self, i: usize, expected: u64) -> Result<(), AttemptError> {
         let body = self.request_body("eth_chainId", json!([]));
         let started = Instant::now();
         let result = self
-            .exchange(endpoint, &body, 1)
+            .exchange(&self.uris[i], &body, 1)
             .await
             .and_then(|mut a| match a.pop() {
                 Some(Ok(v)) => crate::codec::quantity_u64(&v).map_err(|e| {
@@ -614,8 +547,8 @@ impl RpcClient {
         let latency = started.elapsed();
         match result {
             Ok(actual) if actual == expected => {
-                endpoint.state().chain = ChainCheck::Verified;
-                tracing::info!(endpoint = %endpoint.display, chain_id = actual, "BSC RPC endpoint chain id verified");
+                self.endpoints.set_identity(i, Identity::Verified);
+                tracing::info!(endpoint = %self.endpoints.shown(i), chain_id = actual, "BSC RPC endpoint chain id verified");
                 Ok(())
             }
             Ok(actual) => {
@@ -624,13 +557,18 @@ impl RpcClient {
                      will not be used"
                 ));
                 tracing::error!(
-                    endpoint = %endpoint.display,
+                    endpoint = %self.endpoints.shown(i),
                     configured = expected,
                     actual,
                     "BSC RPC endpoint serves another chain: check [bsc] urls and chain_id"
                 );
-                self.record(endpoint, latency, Some(&e));
-                endpoint.state().chain = ChainCheck::Mismatch(actual);
+                self.record(i, latency, Some(&e));
+                self.endpoints.set_identity(
+                    i,
+                    Identity::Refused {
+                        actual: actual.to_string(),
+                    },
+                );
                 Err(e)
             }
             Err(e) => {
@@ -639,51 +577,47 @@ impl RpcClient {
                     too_large: false,
                     ..e
                 };
-                self.record(endpoint, latency, Some(&e));
+                self.record(i, latency, Some(&e));
                 Err(e)
             }
         }
     }
 
-    fn record(&self, endpoint: &Endpoint, latency: Duration, error: Option<&AttemptError>) {
-        let latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
-        let mut s = endpoint.state();
-        s.last_latency_ms = Some(latency_ms);
-        match error {
-            None => {
-                if s.consecutive_failures > 0 {
-                    tracing::info!(endpoint = %endpoint.display, after_failures = s.consecutive_failures, "BSC RPC endpoint recovered");
-                }
-                s.consecutive_failures = 0;
-                s.last_success_at = Some(now_timestamp());
-                s.last_failure = None;
+    fn record(&self, i: usize, latency: Duration, error: Option<&AttemptError>) {
+        let outcome = error.map_or(Ok(()), |e| Err(e.message.as_str()));
+        let recorded = self.endpoints.record(i, outcome, latency, now_timestamp());
+        let shown = self.endpoints.shown(i);
+        match (error, recorded) {
+            (
+                Some(e),
+                Recorded::Failed {
+                    consecutive_failures,
+                    error: text,
+                },
+            ) => tracing::warn!(
+                endpoint = %shown,
+                consecutive_failures,
+                retry = ?e.retry,
+                error = %text,
+                "BSC RPC endpoint failed"
+            ),
+            (_, Recorded::Succeeded { after_failures }) if after_failures > 0 => {
+                tracing::info!(endpoint = %shown, after_failures, "BSC RPC endpoint recovered");
             }
-            Some(e) => {
-                s.consecutive_failures = s.consecutive_failures.saturating_add(1);
-                let text = sanitize(&e.message, &endpoint.secrets);
-                tracing::warn!(
-                    endpoint = %endpoint.display,
-                    consecutive_failures = s.consecutive_failures,
-                    retry = ?e.retry,
-                    error = %text,
-                    "BSC RPC endpoint failed"
-                );
-                s.last_error = Some(text);
-                s.last_failure = Some(Instant::now());
-            }
+            _ => {}
         }
     }
 
     /// POSTs `body` and reads the answers, all within the request timeout.
     async fn exchange(
         &self,
-        endpoint: &Endpoint,
+        uri: &Uri,
         body: &[u8],
         expected: usize,
     ) -> Result<Vec<Result<Value, RpcError>>, AttemptError> {
         let request = Request::builder()
             .method(Method::POST)
-            .uri(endpoint.uri.clone())
+            .uri(uri.clone())
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .header(hyper::header::ACCEPT, "application/json")
             .body(Full::new(Bytes::copy_from_slice(body)))
@@ -817,11 +751,6 @@ fn parse_answers(
     }
 }
 
-fn backoff(consecutive_failures: u32) -> Duration {
-    let exp = consecutive_failures.saturating_sub(1).min(16);
-    Duration::from_millis((RETRY_BACKOFF_MS_MIN << exp).min(RETRY_BACKOFF_MS_MAX))
-}
-
 fn now_timestamp() -> Timestamp {
     let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -843,91 +772,21 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Makes a text safe for a health record or a log line: every `secrets` fragment replaced,
-/// control characters dropped, at most [`ERROR_TEXT_CHARS_MAX`] characters.
-fn sanitize(text: &str, secrets: &[String]) -> String {
-    let mut out = text.to_owned();
-    for s in secrets.iter().filter(|s| s.len() >= 2) {
-        out = out.replace(s.as_str(), "…");
-    }
-    let mut clean: String = out
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(ERROR_TEXT_CHARS_MAX)
-        .collect();
-    if out.chars().count() > ERROR_TEXT_CHARS_MAX {
-        clean.push('…');
-    }
-    clean
-}
-
-fn parse_endpoint(url: &str, allow_insecure_http: bool) -> Result<Endpoint, UrlError> {
-    let uri: Uri = url.trim().parse().map_err(|_| UrlError::Invalid {
-        url: redact_unparsed(url),
-    })?;
-    let (Some(scheme), Some(authority), Some(host)) =
-        (uri.scheme_str(), uri.authority(), uri.host())
-    else {
-        return Err(UrlError::Invalid {
-            url: redact_unparsed(url),
-        });
+/// Reads and checks one configured URL: the `Uri` to send to and what of it may be shown.
+fn parse_endpoint(url: &str, allow_insecure_http: bool) -> Result<(Uri, RedactedUrl), UrlError> {
+    let uri: Uri = url.trim().parse().map_err(|_| UrlError::unparsed(url))?;
+    let parts = UrlParts {
+        scheme: uri.scheme_str().ok_or_else(|| UrlError::unparsed(url))?,
+        authority: uri
+            .authority()
+            .ok_or_else(|| UrlError::unparsed(url))?
+            .as_str(),
+        host: uri.host().ok_or_else(|| UrlError::unparsed(url))?,
+        path: uri.path(),
+        query: uri.query(),
     };
-    let display_base = format!(
-        "{scheme}://{}",
-        authority.as_str().rsplit('@').next().unwrap_or("")
-    );
-    if authority.as_str().contains('@') {
-        return Err(UrlError::Credentials { url: display_base });
-    }
-    match scheme {
-        "https" => {}
-        "http" if allow_insecure_http || is_loopback(host) => {}
-        "http" => return Err(UrlError::InsecureHttp { url: display_base }),
-        _ => return Err(UrlError::Scheme { url: display_base }),
-    }
-    let path = uri.path();
-    let query = uri.query();
-    let mut display = display_base;
-    let mut secrets = Vec::new();
-    if !path.is_empty() && path != "/" {
-        display.push_str("/…");
-        secrets.push(path.trim_start_matches('/').to_owned());
-    }
-    if let Some(q) = query {
-        display.push_str("?…");
-        secrets.push(q.to_owned());
-    }
-    // Longest first, so a fragment containing another is replaced whole.
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    Ok(Endpoint {
-        uri,
-        display,
-        secrets,
-        state: Mutex::new(EndpointState {
-            chain: ChainCheck::Unchecked,
-            consecutive_failures: 0,
-            last_error: None,
-            last_latency_ms: None,
-            last_success_at: None,
-            last_failure: None,
-        }),
-    })
-}
-
-fn is_loopback(host: &str) -> bool {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// What of an unparseable URL may be shown: its scheme only.
-fn redact_unparsed(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, _)) if scheme.len() <= 8 => format!("{scheme}://…"),
-        _ => "…".into(),
-    }
+    let redacted = endpoints::check_url(&parts, allow_insecure_http)?;
+    Ok((uri, redacted))
 }
 
 #[cfg(test)]
@@ -958,12 +817,15 @@ mod tests {
         assert_eq!(h[1].url, "http://127.0.0.1:8545");
         assert_eq!(h[2].url, "http://localhost:8545");
         assert!(!h[0].healthy && h[0].last_success_at.is_none());
-        assert!(c.endpoints[0].secrets.iter().any(|s| s == "v1/SECRETKEY"));
+        assert!(c
+            .endpoints
+            .url(0)
+            .secrets()
+            .iter()
+            .any(|s| s == "v1/SECRETKEY"));
         assert_eq!(
-            sanitize(
-                "failed at v1/SECRETKEY with apikey=XYZ\n",
-                &c.endpoints[0].secrets
-            ),
+            c.endpoints
+                .scrub(0, "failed at v1/SECRETKEY with apikey=XYZ\n"),
             "failed at … with … "
         );
 
@@ -1055,8 +917,11 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        assert_eq!(backoff(1), Duration::from_millis(500));
-        assert_eq!(backoff(2), Duration::from_millis(1000));
-        assert_eq!(backoff(40), Duration::from_millis(RETRY_BACKOFF_MS_MAX));
+        assert_eq!(BACKOFF.after(1), Duration::from_millis(500));
+        assert_eq!(BACKOFF.after(2), Duration::from_millis(1000));
+        assert_eq!(
+            BACKOFF.after(40),
+            Duration::from_millis(RETRY_BACKOFF_MS_MAX)
+        );
     }
 }
