@@ -148,27 +148,7 @@ impl TronChain {
 #[async_trait]
 impl ChainSource for TronChain {
     fn endpoint_health(&self) -> Vec<custody_core::chain::EndpointHealth> {
-        let identity = self.client.genesis_block_id().map_or_else(
-            || "genesis not checked".to_owned(),
-            |g| format!("genesis {g}"),
-        );
-        self.health()
-            .into_iter()
-            .map(|h| custody_core::chain::EndpointHealth {
-                url: h.url,
-                healthy: h.healthy,
-                identity_verified: h.genesis_verified,
-                identity: identity.clone(),
-                consecutive_failures: h.consecutive_failures,
-                requests: Some(h.requests),
-                failures: Some(h.failures),
-                last_error: h.last_error,
-                last_latency_ms: h.last_latency_ms,
-                last_success_at: h.last_success_at,
-                last_failure_at: h.last_failure_at,
-                head_block: h.head_block,
-            })
-            .collect()
+        self.client.endpoint_health()
     }
 
     fn network(&self) -> Network {

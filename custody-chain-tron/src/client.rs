@@ -28,12 +28,19 @@
 //! count against the endpoint's health, and it reaches the caller as [`ReadError::TooLarge`]
 //! from the `try_*` reads, so that the caller can ask for less (see
 //! [`crate::chain::TronChain`]).
+//!
+//! The order of the endpoints, their records and the URL rule are the core's [`EndpointSet`]
+//! (shared with the BSC adapter); this client sends the bytes and checks block 0.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use custody_core::address::TronAddress;
+use custody_core::chain::endpoints::{
+    self, Backoff, EndpointSet, FailoverPolicy, Failures, HiddenMarks, Identity, Recorded,
+    RedactedUrl, UrlError, UrlParts,
+};
 use custody_core::error::{PortError, Retry};
 use custody_core::time::Timestamp;
 use http_body_util::{BodyExt, Full, Limited};
@@ -168,39 +175,42 @@ fn is_throttling(body: &[u8]) -> bool {
         .any(|w| text.contains(w))
 }
 
-/// Whether the URL names this machine (plain http is acceptable there).
-fn is_loopback(uri: &Uri) -> bool {
-    let host = uri
-        .host()
-        .unwrap_or_default()
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+/// The parts of a URL the HTTP client reads, `None` when it is not an absolute URL.
+fn url_parts(uri: &Uri) -> Option<UrlParts<'_>> {
+    Some(UrlParts {
+        scheme: uri.scheme_str()?,
+        authority: uri.authority()?.as_str(),
+        host: uri.host()?,
+        path: uri.path(),
+        query: uri.query(),
+    })
 }
 
-/// `scheme://host[:port]`, plus `/…` when the URL has a path: providers put access tokens in
-/// paths and user info, and this text is logged and shown to admins.
+/// `scheme://host[:port]`, plus `/…` when the URL has a path or query: providers put access
+/// tokens in paths and user info, and this text is logged and shown to admins.
 pub fn redact_url(url: &str) -> String {
     match url.parse::<Uri>() {
-        Ok(uri) if uri.host().is_some() => {
-            let mut out = format!(
-                "{}://{}",
-                uri.scheme_str().unwrap_or("http"),
-                uri.host().unwrap_or_default()
-            );
-            if let Some(port) = uri.port_u16() {
-                out.push_str(&format!(":{port}"));
-            }
-            if !uri.path().trim_end_matches('/').is_empty() || uri.query().is_some() {
-                out.push_str("/…");
-            }
-            out
-        }
-        _ => String::from("<invalid url>"),
+        Ok(uri) => url_parts(&uri).map_or_else(
+            || String::from("<invalid url>"),
+            |parts| RedactedUrl::of(&parts).shown(HiddenMarks::One),
+        ),
+        Err(_) => String::from("<invalid url>"),
     }
+}
+
+/// Reads and checks one configured URL (the rule every chain adapter applies): what of it may
+/// be shown.
+fn parse_endpoint(url: &str, allow_insecure_http: bool) -> Result<RedactedUrl, SettingsError> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|_| SettingsError::BadUrl(redact_url(url)))?;
+    let parts = url_parts(&uri).ok_or_else(|| SettingsError::BadUrl(redact_url(url)))?;
+    endpoints::check_url(&parts, allow_insecure_http).map_err(|e| match e {
+        UrlError::InsecureHttp { .. } => SettingsError::InsecureHttp(redact_url(url)),
+        UrlError::Invalid { .. } | UrlError::Scheme { .. } | UrlError::Credentials { .. } => {
+            SettingsError::BadUrl(redact_url(url))
+        }
+    })
 }
 
 /// Health of one endpoint, as the admin `rpcs` listing shows it.
@@ -224,44 +234,30 @@ pub struct EndpointHealth {
     pub genesis_verified: bool,
 }
 
-/// What is known of the network an endpoint serves.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-enum NetworkCheck {
-    #[default]
-    Unchecked,
-    Verified,
-    /// Block 0 has this other id: the endpoint is never used.
-    Mismatch(String),
+impl From<custody_core::chain::EndpointHealth> for EndpointHealth {
+    fn from(h: custody_core::chain::EndpointHealth) -> Self {
+        EndpointHealth {
+            url: h.url,
+            healthy: h.healthy,
+            consecutive_failures: h.consecutive_failures,
+            requests: h.requests.unwrap_or_default(),
+            failures: h.failures.unwrap_or_default(),
+            last_error: h.last_error,
+            last_success_at: h.last_success_at,
+            last_failure_at: h.last_failure_at,
+            last_latency_ms: h.last_latency_ms,
+            head_block: h.head_block,
+            genesis_verified: h.identity_verified,
+        }
+    }
 }
 
-#[derive(Debug, Default)]
-struct EndpointState {
-    consecutive_failures: u32,
-    requests: u64,
-    failures: u64,
-    last_error: Option<String>,
-    last_success_at: Option<Timestamp>,
-    last_failure_at: Option<Timestamp>,
-    last_failure: Option<Instant>,
-    last_latency_ms: Option<u64>,
-    head_block: Option<u64>,
-    network: NetworkCheck,
-}
-
+/// The transport side of one endpoint; its record is in [`Inner::set`] at the same index.
 struct Endpoint {
     /// Without a trailing slash.
     base: String,
-    shown: String,
-    state: Mutex<EndpointState>,
     /// Held while the genesis check runs, so that concurrent first uses make one check.
     network_check: tokio::sync::Mutex<()>,
-}
-
-impl Endpoint {
-    fn state(&self) -> MutexGuard<'_, EndpointState> {
-        // The state is plain counters: a panic while holding the lock leaves it usable.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// A failed attempt on one endpoint.
@@ -342,11 +338,11 @@ type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 struct Inner {
     endpoints: Vec<Endpoint>,
+    set: EndpointSet,
     http: HttpClient,
     api_key: Option<ApiKey>,
     request_timeout: Duration,
     response_bytes_max: usize,
-    cooldown: Duration,
     /// Lowercase hex; `None`: endpoints are not checked.
     genesis_block_id: Option<String>,
 }
@@ -360,24 +356,17 @@ pub struct TronClient {
 impl fmt::Debug for TronClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TronClient")
-            .field(
-                "endpoints",
-                &self
-                    .inner
-                    .endpoints
-                    .iter()
-                    .map(|e| e.shown.as_str())
-                    .collect::<Vec<_>>(),
-            )
+            .field("endpoints", &self.inner.set.shown_all())
             .finish_non_exhaustive()
     }
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
+fn now() -> Timestamp {
+    let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+        .unwrap_or(0);
+    Timestamp::from_unix_millis(ms)
 }
 
 /// A node answer that is an object with an `Error` member is a failure of the call.
@@ -510,7 +499,7 @@ impl Pinned {
 
     /// The endpoint as logs and admins see it.
     pub(crate) fn shown(&self) -> &str {
-        &self.client.inner.endpoints[self.index].shown
+        self.client.inner.set.shown(self.index)
     }
 
     /// `wallet/getnowblock`.
@@ -610,23 +599,11 @@ impl TronClient {
     /// Builds the client; no request is sent.
     pub fn new(settings: &TronSettings) -> Result<Self, SettingsError> {
         let mut endpoints = Vec::with_capacity(settings.urls.len());
+        let mut urls = Vec::with_capacity(settings.urls.len());
         for url in &settings.urls {
-            let uri: Uri = url
-                .parse()
-                .map_err(|_| SettingsError::BadUrl(redact_url(url)))?;
-            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                return Err(SettingsError::BadUrl(redact_url(url)));
-            }
-            if uri.scheme_str() == Some("http")
-                && !settings.allow_insecure_http
-                && !is_loopback(&uri)
-            {
-                return Err(SettingsError::InsecureHttp(redact_url(url)));
-            }
+            urls.push(parse_endpoint(url, settings.allow_insecure_http)?);
             endpoints.push(Endpoint {
                 base: url.trim_end_matches('/').to_owned(),
-                shown: redact_url(url),
-                state: Mutex::new(EndpointState::default()),
                 network_check: tokio::sync::Mutex::new(()),
             });
         }
@@ -658,14 +635,28 @@ impl TronClient {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(https);
+        let set = EndpointSet::new(
+            urls,
+            FailoverPolicy {
+                // A failed endpoint waits out the whole cooldown at once.
+                backoff: Backoff::constant(Duration::from_millis(settings.cooldown_ms)),
+                // Healthy means nothing is known against it: an endpoint not used yet is.
+                healthy_until_tried: true,
+                marks: HiddenMarks::One,
+                identity: genesis_block_id.as_deref().map_or_else(
+                    || "genesis not checked".to_owned(),
+                    |g| format!("genesis {g}"),
+                ),
+            },
+        );
         Ok(TronClient {
             inner: Arc::new(Inner {
                 endpoints,
+                set,
                 http,
                 api_key,
                 request_timeout: Duration::from_millis(settings.request_timeout_ms),
                 response_bytes_max: settings.response_bytes_max,
-                cooldown: Duration::from_millis(settings.cooldown_ms),
                 genesis_block_id,
             }),
         })
@@ -673,49 +664,20 @@ impl TronClient {
 
     /// One entry per configured endpoint, in configured order.
     pub fn health(&self) -> Vec<EndpointHealth> {
-        self.inner
-            .endpoints
-            .iter()
-            .map(|e| {
-                let s = e.state();
-                let mismatch = matches!(s.network, NetworkCheck::Mismatch(_));
-                EndpointHealth {
-                    url: e.shown.clone(),
-                    healthy: s.consecutive_failures == 0 && !mismatch,
-                    consecutive_failures: s.consecutive_failures,
-                    requests: s.requests,
-                    failures: s.failures,
-                    last_error: s.last_error.clone(),
-                    last_success_at: s.last_success_at,
-                    last_failure_at: s.last_failure_at,
-                    last_latency_ms: s.last_latency_ms,
-                    head_block: s.head_block,
-                    genesis_verified: s.network == NetworkCheck::Verified,
-                }
-            })
+        self.endpoint_health()
+            .into_iter()
+            .map(EndpointHealth::from)
             .collect()
+    }
+
+    /// [`Self::health`] in the shape every network's admin `rpcs` listing shows.
+    pub fn endpoint_health(&self) -> Vec<custody_core::chain::EndpointHealth> {
+        self.inner.set.health()
     }
 
     /// Endpoint indexes in the order to try them; endpoints of another network never.
     fn order(&self) -> Vec<usize> {
-        let now = Instant::now();
-        let mut ready = Vec::new();
-        let mut cooling: Vec<(Instant, usize)> = Vec::new();
-        for (i, e) in self.inner.endpoints.iter().enumerate() {
-            let s = e.state();
-            if matches!(s.network, NetworkCheck::Mismatch(_)) {
-                continue;
-            }
-            match s.last_failure {
-                Some(at) if s.consecutive_failures > 0 && now - at < self.inner.cooldown => {
-                    cooling.push((at, i));
-                }
-                _ => ready.push(i),
-            }
-        }
-        cooling.sort();
-        ready.extend(cooling.into_iter().map(|(_, i)| i));
-        ready
+        self.inner.set.order(now())
     }
 
     /// One POST of `body` to `path` on endpoint `index`: the body bytes of a 2xx answer.
@@ -785,43 +747,26 @@ impl TronClient {
     }
 
     fn record(&self, index: usize, started: Instant, outcome: Result<(), &CallError>) {
-        let endpoint = &self.inner.endpoints[index];
-        let latency = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let mut s = endpoint.state();
-        s.requests += 1;
-        s.last_latency_ms = Some(latency);
-        match outcome {
-            Ok(()) => {
-                s.consecutive_failures = 0;
-                s.last_success_at = Some(Timestamp::from_unix_millis(now_ms()));
-            }
-            Err(e) => {
-                s.consecutive_failures = s.consecutive_failures.saturating_add(1);
-                s.failures += 1;
-                s.last_error = Some(e.message.clone());
-                s.last_failure_at = Some(Timestamp::from_unix_millis(now_ms()));
-                s.last_failure = Some(Instant::now());
-                drop(s);
-                tracing::warn!(
-                    endpoint = %endpoint.shown,
-                    retry = ?e.retry,
-                    error = %e.message,
-                    "TRON API call failed"
-                );
-            }
+        let message = outcome.map_err(|e| e.message.as_str());
+        let recorded = self
+            .inner
+            .set
+            .record(index, message, started.elapsed(), now());
+        if let (Err(e), Recorded::Failed { error, .. }) = (outcome, recorded) {
+            tracing::warn!(
+                endpoint = %self.inner.set.shown(index),
+                retry = ?e.retry,
+                error = %error,
+                "TRON API call failed"
+            );
         }
-    }
-
-    fn set_head(&self, index: usize, head: u64) {
-        let mut s = self.inner.endpoints[index].state();
-        s.head_block = Some(s.head_block.map_or(head, |h| h.max(head)));
     }
 
     /// Records the head block endpoint `index` reported, for its health.
     fn note_head(&self, index: usize, head: &api::BlockHead) {
         if let Some(h) = &head.block_header {
             if let Ok(n) = u64::try_from(h.raw_data.number) {
-                self.set_head(index, n);
+                self.inner.set.note_head(index, n);
             }
         }
     }
@@ -833,22 +778,22 @@ impl TronClient {
         let Some(expected) = &self.inner.genesis_block_id else {
             return Ok(());
         };
-        let endpoint = &self.inner.endpoints[index];
-        let known = |endpoint: &Endpoint| match &endpoint.state().network {
-            NetworkCheck::Verified => Some(Ok(())),
-            NetworkCheck::Mismatch(actual) => Some(Err(CallError::permanent(format!(
+        let known = || match self.inner.set.identity(index) {
+            Identity::Verified => Some(Ok(())),
+            Identity::Refused { actual } => Some(Err(CallError::permanent(format!(
                 "the endpoint serves another network (genesis block {actual})"
             )))),
-            NetworkCheck::Unchecked => None,
+            Identity::Unchecked => None,
         };
-        if let Some(known) = known(endpoint) {
+        if let Some(known) = known() {
             return known;
         }
-        let _checking = endpoint.network_check.lock().await;
+        let _checking = self.inner.endpoints[index].network_check.lock().await;
         // Another caller may have made the check while this one waited.
-        if let Some(known) = known(endpoint) {
+        if let Some(known) = known() {
             return known;
         }
+        let shown = self.inner.set.shown(index);
         let started = Instant::now();
         let body = Bytes::from(json!({ "num": 0 }).to_string());
         let checked = match self.attempt(index, "/wallet/getblockbynum", &body).await {
@@ -875,9 +820,9 @@ impl TronClient {
         };
         match checked {
             Ok(actual) if actual == *expected => {
-                endpoint.state().network = NetworkCheck::Verified;
+                self.inner.set.set_identity(index, Identity::Verified);
                 self.record(index, started, Ok(()));
-                tracing::info!(endpoint = %endpoint.shown, "TRON endpoint genesis block verified");
+                tracing::info!(endpoint = %shown, "TRON endpoint genesis block verified");
                 Ok(())
             }
             Ok(actual) => {
@@ -885,10 +830,15 @@ impl TronClient {
                     "genesis block mismatch: configured {expected}, the endpoint serves \
                      {actual} (another network); it will not be used"
                 ));
-                endpoint.state().network = NetworkCheck::Mismatch(actual.clone());
+                self.inner.set.set_identity(
+                    index,
+                    Identity::Refused {
+                        actual: actual.clone(),
+                    },
+                );
                 self.record(index, started, Err(&e));
                 tracing::error!(
-                    endpoint = %endpoint.shown,
+                    endpoint = %shown,
                     configured = %expected,
                     actual = %actual,
                     "TRON endpoint serves another network: check [tron] urls and genesis_block_id"
@@ -958,34 +908,24 @@ impl TronClient {
         if order.is_empty() {
             return Err(ReadError::Failed(self.no_endpoint(path)));
         }
-        let mut any_transient = false;
-        let mut errors = Vec::new();
+        let mut failures = Failures::default();
         for index in order {
             match attempt(index).await {
                 Ok(value) => return Ok((index, value)),
                 Err(e) if e.too_large => {
-                    let shown = &self.inner.endpoints[index].shown;
+                    let shown = self.inner.set.shown(index);
                     tracing::warn!(endpoint = %shown, path, error = %e.message, "TRON answer over the size limit");
                     return Err(ReadError::TooLarge(PortError::permanent(
                         "tron",
-                        format!("{path}: {shown}: {}", e.message),
+                        format!("{path}: {}", self.inner.set.labelled(index, &e.message)),
                     )));
                 }
-                Err(e) => {
-                    any_transient |= e.retry == Retry::Transient;
-                    errors.push(format!(
-                        "{}: {}",
-                        self.inner.endpoints[index].shown, e.message
-                    ));
-                }
+                Err(e) => failures.push(e.retry, self.inner.set.labelled(index, &e.message)),
             }
         }
-        let message = format!("{path}: {}", errors.join("; "));
-        Err(ReadError::Failed(if any_transient {
-            PortError::transient("tron", message)
-        } else {
-            PortError::permanent("tron", message)
-        }))
+        Err(ReadError::Failed(
+            failures.into_port_error("tron", &format!("{path}: ")),
+        ))
     }
 
     /// A read with failover: `parse` turns a 2xx body into the answer; its failure counts as
@@ -1282,33 +1222,24 @@ impl TronClient {
         // The first endpoint in order that serves the configured network (checked now when it
         // never was): a signed transaction never goes to an endpoint of another network.
         let mut index = None;
-        let mut errors = Vec::new();
-        let mut any_transient = false;
+        let mut failures = Failures::default();
         for i in self.order() {
             match self.ensure_network(i).await {
                 Ok(()) => {
                     index = Some(i);
                     break;
                 }
-                Err(e) => {
-                    any_transient |= e.retry == Retry::Transient;
-                    errors.push(format!("{}: {}", self.inner.endpoints[i].shown, e.message));
-                }
+                Err(e) => failures.push(e.retry, self.inner.set.labelled(i, &e.message)),
             }
         }
         let Some(index) = index else {
-            if errors.is_empty() {
+            if failures.is_empty() {
                 return Err(self.no_endpoint("/wallet/broadcasthex"));
             }
-            let message = format!(
-                "broadcasthex: no endpoint serves the configured network: {}",
-                errors.join("; ")
-            );
-            return Err(if any_transient {
-                PortError::transient("tron", message)
-            } else {
-                PortError::permanent("tron", message)
-            });
+            return Err(failures.into_port_error(
+                "tron",
+                "broadcasthex: no endpoint serves the configured network: ",
+            ));
         };
         let body = Bytes::from(json!({ "transaction": transaction_hex }).to_string());
         let started = Instant::now();
