@@ -44,6 +44,20 @@ pub async fn native_rate(
 /// Seconds a client should wait when the chain cannot price a quote.
 pub const CHAIN_RETRY_AFTER_S: u64 = 5;
 
+/// `network` cannot be reached to price `priced` ("this withdrawal", "this swap") now: 503
+/// `CHAIN_UNAVAILABLE` with a retry hint.
+pub fn chain_unavailable(
+    network: crate::network::Network,
+    priced: &str,
+    why: impl std::fmt::Display,
+) -> crate::error::Refusal {
+    crate::error::Refusal::new(
+        crate::error::ErrorCode::ChainUnavailable,
+        format!("{network} cannot be reached to price {priced}: {why}"),
+    )
+    .retry_after(CHAIN_RETRY_AFTER_S)
+}
+
 /// A quote not made: what to answer, and, when a chain or price source failed, the step that
 /// failed with the provider's detail, for the log (interface §7: endpoints and node texts are
 /// logged, never shown).

@@ -11,7 +11,7 @@ use crate::ports::clock::{new_uuid, Clock, Entropy};
 use crate::ports::dex::{is_no_pool, DexRouter};
 use crate::ports::sender::{ChainSender, Payment};
 use crate::ports::store::{read, write, Store};
-use crate::pricing::{native_rate, QuoteFailure, CHAIN_RETRY_AFTER_S};
+use crate::pricing::{chain_unavailable, native_rate, QuoteFailure};
 use crate::tenant::TenantId;
 use crate::withdrawal::{FeePolicy, HotWallet, Rate};
 
@@ -58,11 +58,7 @@ pub struct SwapAsk {
 
 /// BSC cannot price this swap now: answered with a retry hint.
 pub fn unavailable(why: impl std::fmt::Display) -> Refusal {
-    Refusal::new(
-        ErrorCode::ChainUnavailable,
-        format!("BSC cannot be reached to price this swap: {why}"),
-    )
-    .retry_after(CHAIN_RETRY_AFTER_S)
+    chain_unavailable(crate::network::Network::Bsc, "this swap", why)
 }
 
 /// Prices `ask` and stores it as a single-use quote. `budget` is asked once the request would

@@ -12,7 +12,7 @@ use crate::ports::clock::{new_uuid, Clock, Entropy};
 use crate::ports::dex::DexRouter;
 use crate::ports::sender::{ChainSender, Payment, DESTINATION_REFUSES};
 use crate::ports::store::{read, write, Store};
-use crate::pricing::{native_price_source, QuoteFailure, CHAIN_RETRY_AFTER_S};
+use crate::pricing::{chain_unavailable, native_price_source, QuoteFailure};
 use crate::tenant::TenantId;
 
 use super::costs::{FeePolicy, Rate};
@@ -56,11 +56,7 @@ pub struct QuoteAsk {
 
 /// The network cannot price this withdrawal now: answered with a retry hint.
 pub fn unavailable(network: Network, why: impl std::fmt::Display) -> Refusal {
-    Refusal::new(
-        ErrorCode::ChainUnavailable,
-        format!("{network} cannot be reached to price this withdrawal: {why}"),
-    )
-    .retry_after(CHAIN_RETRY_AFTER_S)
+    chain_unavailable(network, "this withdrawal", why)
 }
 
 /// Prices `ask` and stores it as a single-use quote. `budget` is asked once the request would
