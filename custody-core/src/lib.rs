@@ -113,8 +113,6 @@ pub mod outgoing;
 pub mod page;
 pub mod ports;
 pub mod pricing;
-#[cfg(test)]
-mod quote_mocks;
 pub mod reconcile;
 pub mod secret;
 pub mod settings;

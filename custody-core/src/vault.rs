@@ -209,9 +209,20 @@ impl Vault {
 mod tests {
     use super::*;
 
+    /// Distinct bytes on every fill; the digests below never draw any, the vault just needs a
+    /// source. (The shared test fakes live in `custody-testkit`, which the core cannot use.)
+    struct CountingEntropy(std::sync::atomic::AtomicU8);
+
+    impl crate::ports::Entropy for CountingEntropy {
+        fn fill(&self, buf: &mut [u8]) {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            buf.fill(n);
+        }
+    }
+
     #[test]
     fn keyed_digests_depend_on_the_key_purpose_and_data() {
-        let entropy = std::sync::Arc::new(crate::testing::CountingEntropy::new(1));
+        let entropy = std::sync::Arc::new(CountingEntropy(1.into()));
         let a = Vault::new(SealingKey::from_bytes([1; KEY_BYTES]), entropy.clone());
         let b = Vault::new(SealingKey::from_bytes([2; KEY_BYTES]), entropy);
         let d = a.keyed_digest("p", b"body");

@@ -294,8 +294,6 @@ mod classify;
 pub mod holdings;
 mod pipeline;
 pub mod repair;
-#[cfg(test)]
-mod tests;
 mod watch;
 
 pub use classify::{classify, Arrival, TreasuryMove};

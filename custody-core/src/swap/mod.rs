@@ -23,6 +23,3 @@ pub use record::{
     Allowance, Swap, SwapQuote, SwapQuoteView, SwapReads, SwapRepo, SwapView,
     SWAP_QUOTE_LIFETIME_MS,
 };
-
-#[cfg(test)]
-mod tests;

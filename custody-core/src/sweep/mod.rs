@@ -99,10 +99,3 @@ stored_enum! {
         Broadcasted => Failed,
     }
 }
-
-#[cfg(test)]
-mod delegation_tests;
-#[cfg(test)]
-mod drain_tests;
-#[cfg(test)]
-mod tests;

@@ -574,6 +574,3 @@ pub fn drain_retired(
     })?;
     Ok(fundings)
 }
-
-#[cfg(test)]
-mod tests;

@@ -335,6 +335,3 @@ pub fn observe(
     tx.update_migration(&m)?;
     Ok(Some(m))
 }
-
-#[cfg(test)]
-mod tests;

@@ -39,9 +39,6 @@ stored_enum! {
 }
 
 #[cfg(test)]
-mod tests;
-
-#[cfg(test)]
 mod state_tests {
     use super::*;
 

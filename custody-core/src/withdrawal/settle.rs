@@ -192,62 +192,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_real_hold_settles_with_the_legs_and_the_ledger_reconciles() {
-        use crate::ledger::{
-            self, HoldPurpose, MemoryLedger, NewHold, ReferenceType, Settle, TxMeta, UserAccount,
-        };
-        use crate::time::Timestamp;
-        use uuid::Uuid;
-        let mut l = MemoryLedger::new();
-        let at = Timestamp::from_unix_millis(1_800_000_000_000);
-        let meta = |n: u128, reference: u128| TxMeta {
-            id: Uuid::from_u128(n),
-            reference_type: ReferenceType::Withdrawal,
-            reference_id: Uuid::from_u128(reference),
-            created_at: at,
-        };
-        let alice = UserAccount::new("t".to_owned(), "alice".to_owned(), usdt());
-        let deposit = TxMeta {
-            reference_type: ReferenceType::Deposit,
-            ..meta(1, 100)
-        };
-        ledger::credit_deposit(&mut l, &deposit, &alice, u(10_000)).unwrap();
-        let rate = Rate {
-            asset_units: u(600),
-            native_units: u(1),
-        };
-        let c = costs(100, 600, 60, 8, 3);
-        ledger::reserve(
-            &mut l,
-            &meta(2, 7),
-            &NewHold {
-                id: Uuid::from_u128(7),
-                purpose: HoldPurpose::Withdrawal,
-                user: alice.clone(),
-                counter: AccountKey::system(SystemAccount::Treasury, usdt()),
-                amount: c.total_debited_units,
-            },
-        )
-        .unwrap();
-        let s = settlement(&usdt(), &bnb(), u(100), &c, rate, u(2)).unwrap();
-        ledger::settle(
-            &mut l,
-            &Settle {
-                hold_id: Uuid::from_u128(7),
-                tx_id: Uuid::from_u128(3),
-                amount: s.user_pays,
-                also: s.also.clone(),
-                at,
-            },
-        )
-        .unwrap();
-        let b = ledger::user_balance(&mut l, &alice).unwrap();
-        assert_eq!((b.available, b.reserved), (u(10_000 - 771), u(0)));
-        let report = ledger::reconcile(&mut l).unwrap();
-        assert!(report.balanced, "{:?}", report.discrepancies);
-    }
-
     proptest! {
         #[test]
         fn every_settlement_balances_per_asset(

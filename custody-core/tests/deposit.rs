@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use crate::admin::Control;
-use crate::deposit::{self, DepositFilter, DepositStatus, PipelineSettings, WatchSet};
-use crate::ledger::{self, UserAccount};
-use crate::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
-use crate::ports::store::{read, write};
-use crate::testing::{block_on, test_signer, CountingEntropy, MemoryStore};
-use crate::wallet::{self, Wallet};
-use crate::{Amount, AssetCatalog, AssetId, Network, Timestamp};
+use custody_core::admin::Control;
+use custody_core::deposit::{self, DepositFilter, DepositStatus, PipelineSettings, WatchSet};
+use custody_core::ledger::{self, UserAccount};
+use custody_core::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
+use custody_core::ports::store::{read, write};
+use custody_core::testing::{block_on, test_signer, CountingEntropy, MemoryStore};
+use custody_core::wallet::{self, Wallet};
+use custody_core::{Amount, AssetCatalog, AssetId, Network, Timestamp};
 
 const NOW: Timestamp = Timestamp::from_unix_millis(1_800_000_000_000);
 
@@ -41,15 +41,15 @@ fn block(number: u64, fork: u8, parent_fork: u8, transfers: Vec<ObservedTransfer
 
 fn usdt_to(address: &str, units: u128, tx: &str) -> ObservedTransfer {
     ObservedTransfer {
-        tx_hash: crate::chain::TxHash::parse(&format!("{tx:0>64}")).expect("hex tag"),
+        tx_hash: custody_core::chain::TxHash::parse(&format!("{tx:0>64}")).expect("hex tag"),
         log_index: Some(3),
         asset_code: "USDT".into(),
-        from: crate::chain::ChainAddress::parse(
+        from: custody_core::chain::ChainAddress::parse(
             Network::Bsc,
             "0x0000000000000000000000000000000000000001",
         )
         .expect("an address"),
-        to: crate::chain::ChainAddress::parse(Network::Bsc, address).expect("an address"),
+        to: custody_core::chain::ChainAddress::parse(Network::Bsc, address).expect("an address"),
         amount: Amount::from_units(units),
         succeeded: true,
     }
@@ -252,7 +252,7 @@ fn a_reorg_after_credit_reverses_with_an_alert() {
         );
         let alerts = read(&chain.store, |tx| {
             Ok(tx
-                .list_alerts(crate::page::Page::first(10))?
+                .list_alerts(custody_core::page::Page::first(10))?
                 .unwrap_or_default())
         })
         .await
@@ -423,7 +423,7 @@ fn a_revived_transfer_with_other_content_is_refused_with_an_alert() {
         );
         let alerts = read(&chain.store, |tx| {
             Ok(tx
-                .list_alerts(crate::page::Page::first(10))?
+                .list_alerts(custody_core::page::Page::first(10))?
                 .unwrap_or_default())
         })
         .await
@@ -511,8 +511,8 @@ fn deposits_to_a_migrated_wallets_old_and_new_addresses_are_both_its_own() {
     });
 }
 
-fn tid(s: &str) -> crate::TenantId {
-    crate::TenantId::parse(s).expect("a valid tenant id")
+fn tid(s: &str) -> custody_core::TenantId {
+    custody_core::TenantId::parse(s).expect("a valid tenant id")
 }
 
 /// The service's own moves into deposit addresses (decisions §13, the treasury's gas top-ups)
@@ -522,13 +522,13 @@ mod treasury_moves {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::chain::{ChainAddress, TxHash};
-    use crate::deposit::{classify, Arrival, TreasuryMove};
-    use crate::ledger::AccountBalances;
-    use crate::outgoing::{Attempt, Bid, OutgoingTx, Purpose};
-    use crate::page::Page;
-    use crate::ports::sender::Payment;
-    use crate::wallet::{hot_wallet_address, hot_wallet_path};
+    use custody_core::chain::{ChainAddress, TxHash};
+    use custody_core::deposit::{classify, Arrival, TreasuryMove};
+    use custody_core::ledger::AccountBalances;
+    use custody_core::outgoing::{Attempt, Bid, OutgoingTx, Purpose};
+    use custody_core::page::Page;
+    use custody_core::ports::sender::Payment;
+    use custody_core::wallet::{hot_wallet_address, hot_wallet_path};
 
     fn hot() -> ChainAddress {
         let address = hot_wallet_address(&test_signer(), Network::Bsc).unwrap();
@@ -742,8 +742,8 @@ mod treasury_moves {
             assert_eq!(
                 changed,
                 [
-                    crate::ledger::AccountKey::system(
-                        crate::ledger::SystemAccount::DepositClearing,
+                    custody_core::ledger::AccountKey::system(
+                        custody_core::ledger::SystemAccount::DepositClearing,
                         AssetId::new(Network::Bsc, "USDT")
                     )
                     .to_string(),
@@ -810,11 +810,11 @@ mod treasury_moves {
 
     mod repair {
         use super::*;
-        use crate::adjustment::{self, AdjustmentIds, AdjustmentRequest};
-        use crate::deposit::repair::{
+        use custody_core::adjustment::{self, AdjustmentIds, AdjustmentRequest};
+        use custody_core::deposit::repair::{
             repair_treasury_deposits, settle_owed, RepairRequest, SettleRequest, Settlement,
         };
-        use crate::ledger::Direction;
+        use custody_core::ledger::Direction;
 
         fn bnb_of(user: &str) -> UserAccount {
             UserAccount::new("acme", user, AssetId::new(Network::Bsc, "BNB"))
@@ -952,8 +952,8 @@ mod treasury_moves {
                     ]
                 );
                 let after = chain.books().await;
-                let clearing = crate::ledger::AccountKey::system(
-                    crate::ledger::SystemAccount::DepositClearing,
+                let clearing = custody_core::ledger::AccountKey::system(
+                    custody_core::ledger::SystemAccount::DepositClearing,
                     AssetId::new(Network::Bsc, "BNB"),
                 )
                 .to_string();
@@ -1084,22 +1084,22 @@ mod treasury_moves {
                 );
                 assert!(settle(Settlement::WriteOff).await.is_err(), "nothing owed");
                 let books = chain.books().await;
-                let net = |k: crate::ledger::AccountKey| {
+                let net = |k: custody_core::ledger::AccountKey| {
                     books.accounts.get(&k.to_string()).map_or(0_i128, |a| {
                         i128::try_from(a.credits_posted.units()).unwrap()
                             - i128::try_from(a.debits_posted.units()).unwrap()
                     })
                 };
                 let bnb = AssetId::new(Network::Bsc, "BNB");
-                let system = |a| crate::ledger::AccountKey::system(a, bnb.clone());
+                let system = |a| custody_core::ledger::AccountKey::system(a, bnb.clone());
                 assert_eq!(
-                    net(system(crate::ledger::SystemAccount::ReorgReceivable)),
+                    net(system(custody_core::ledger::SystemAccount::ReorgReceivable)),
                     0
                 );
                 // The adjustments account paid the 2 written off, and took in what alice
                 // spent (10) less what she was credited (3).
                 assert_eq!(
-                    net(system(crate::ledger::SystemAccount::Adjustments)),
+                    net(system(custody_core::ledger::SystemAccount::Adjustments)),
                     10 - 3 - 2
                 );
                 // She owes nothing more: her debits go through again.

@@ -1,20 +1,20 @@
-//! A retired hot wallet's drain (`crate::wallet::hot`): its records and outgoing transactions,
+//! A retired hot wallet's drain (`custody_core::wallet::hot`): its records and outgoing transactions,
 //! and the books after it (only its fees move).
 
 use uuid::Uuid;
 
-use super::tests::{asset, at, mined, sent, u, Fx, HOT};
-use super::*;
-use crate::ledger::SystemAccount;
-use crate::network::Network;
-use crate::outgoing::Purpose;
-use crate::ports::sender::Payment;
-use crate::ports::signer::HdPath;
-use crate::ports::store::{read, write};
-use crate::testing::block_on;
-use crate::wallet::hot::{create_drain, DrainPlan};
-use crate::wallet::hot_wallet_path;
-use crate::withdrawal::HotWallet;
+use super::{asset, at, mined, sent, u, Fx, HOT};
+use custody_core::ledger::SystemAccount;
+use custody_core::network::Network;
+use custody_core::outgoing::Purpose;
+use custody_core::ports::sender::Payment;
+use custody_core::ports::signer::HdPath;
+use custody_core::ports::store::{read, write};
+use custody_core::sweep::*;
+use custody_core::testing::block_on;
+use custody_core::wallet::hot::{create_drain, DrainPlan};
+use custody_core::wallet::hot_wallet_path;
+use custody_core::withdrawal::HotWallet;
 
 const NEW: &str = "0x00000000000000000000000000000000000000cC";
 
@@ -34,7 +34,7 @@ fn wallets() -> (HotWallet, HotWallet) {
     (old, new)
 }
 
-fn drain(fx: &Fx, seen: Vec<Uuid>) -> crate::error::CoreResult<Vec<Funding>> {
+fn drain(fx: &Fx, seen: Vec<Uuid>) -> custody_core::error::CoreResult<Vec<Funding>> {
     let plan = DrainPlan {
         transfers: vec![(asset("USDT"), u(300)), (asset("BNB"), u(678_000))],
         left: Vec::new(),
@@ -90,7 +90,7 @@ fn a_drain_sends_tokens_first_and_the_native_coin_last_from_the_old_key() {
     }
     // Listed with the treasury fundings.
     let listed = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.list_fundings(crate::page::Page::first(10))?)
+        Ok(tx.list_fundings(custody_core::page::Page::first(10))?)
     }))
     .unwrap()
     .unwrap();
@@ -106,7 +106,7 @@ fn a_drain_books_only_its_fees_both_wallets_being_the_treasurys() {
     let (cbnb0, cusdt0) = (clearing("BNB"), clearing("USDT"));
     let users = |fx: &Fx| {
         block_on(read(fx.store.as_ref(), |tx| {
-            Ok(crate::admin::user_liabilities(tx)?)
+            Ok(custody_core::admin::user_liabilities(tx)?)
         }))
         .unwrap()
     };
@@ -143,7 +143,7 @@ fn a_failed_drain_books_its_fee_and_raises_a_critical_alert() {
     assert_eq!(fx.funding(fundings[0].id).status, FundingStatus::Failed);
     assert_eq!(fx.system(SystemAccount::NetworkFees, "BNB"), 40_000);
     let alerts = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.list_alerts(crate::page::Page::first(10))?)
+        Ok(tx.list_alerts(custody_core::page::Page::first(10))?)
     }))
     .unwrap()
     .unwrap();
@@ -163,7 +163,7 @@ fn a_drain_planned_on_other_unfinished_payments_is_refused() {
         "{err}"
     );
     let none = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.list_fundings(crate::page::Page::first(10))?)
+        Ok(tx.list_fundings(custody_core::page::Page::first(10))?)
     }))
     .unwrap()
     .unwrap_or_default();

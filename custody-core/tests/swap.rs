@@ -5,20 +5,22 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::*;
-use crate::asset::{Asset, AssetCatalog, AssetId};
-use crate::error::{CoreError, ErrorCode};
-use crate::ledger::{self, AccountKey, ReferenceType, SystemAccount, TxKind, TxMeta, UserAccount};
-use crate::network::Network;
-use crate::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
-use crate::ports::sender::{MoveKind, Payment, TokenMove};
-use crate::ports::store::{read, write, Store};
-use crate::tenant::TenantId;
-use crate::testing::{block_on, CountingEntropy, MemoryStore};
-use crate::time::Timestamp;
-use crate::wallet::hot_wallet_path;
-use crate::withdrawal::{FeePolicy, HotWallet, Rate};
-use crate::Amount;
+use custody_core::asset::{Asset, AssetCatalog, AssetId};
+use custody_core::error::{CoreError, ErrorCode};
+use custody_core::ledger::{
+    self, AccountKey, ReferenceType, SystemAccount, TxKind, TxMeta, UserAccount,
+};
+use custody_core::network::Network;
+use custody_core::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
+use custody_core::ports::sender::{MoveKind, Payment, TokenMove};
+use custody_core::ports::store::{read, write, Store};
+use custody_core::swap::*;
+use custody_core::tenant::TenantId;
+use custody_core::testing::{block_on, CountingEntropy, MemoryStore};
+use custody_core::time::Timestamp;
+use custody_core::wallet::hot_wallet_path;
+use custody_core::withdrawal::{FeePolicy, HotWallet, Rate};
+use custody_core::Amount;
 
 const T0: i64 = 1_800_000_000_000;
 const HOT: &str = "0x00000000000000000000000000000000000000aA";
@@ -262,17 +264,17 @@ fn hash_of(out: &OutgoingTx) -> String {
 
 fn sent(out: &mut OutgoingTx) {
     out.add_attempt(
-        crate::outgoing::Attempt {
+        custody_core::outgoing::Attempt {
             hash: hash_of(out),
             raw: vec![1],
-            bid: crate::outgoing::Bid::Gas {
+            bid: custody_core::outgoing::Bid::Gas {
                 gas_limit: 200_000,
                 gas_price_wei: 1,
             },
             expires_at_ms: None,
             signed_at: at(10),
             sent_at: Some(at(11)),
-            last_answer: Some(crate::ports::sender::BroadcastOutcome::Accepted),
+            last_answer: Some(custody_core::ports::sender::BroadcastOutcome::Accepted),
             plan: None,
             reference_block: None,
             void: false,
@@ -690,7 +692,7 @@ fn a_treasury_shortfall_of_either_asset_stops_quotes_and_executions() {
     let q = fx.quote("USDT", "USDC", 100, 100).unwrap();
     let set = |key: &'static str, on: bool| {
         block_on(write(fx.store.as_ref(), move |tx| {
-            crate::admin::set_control(tx, Uuid::new_v4(), "ops", key, on, "test", at(0))
+            custody_core::admin::set_control(tx, Uuid::new_v4(), "ops", key, on, "test", at(0))
         }))
         .unwrap();
     };
@@ -749,7 +751,13 @@ fn a_router_change_revokes_the_old_routers_approvals_once() {
     let revoke = |now: i64| {
         let entropy = Arc::clone(&fx.entropy);
         block_on(write(fx.store.as_ref(), move |tx| {
-            crate::swap::revoke_stale_approvals(tx, entropy.as_ref(), &hot(), new_router, at(now))
+            custody_core::swap::revoke_stale_approvals(
+                tx,
+                entropy.as_ref(),
+                &hot(),
+                new_router,
+                at(now),
+            )
         }))
         .unwrap()
     };
@@ -757,7 +765,7 @@ fn a_router_change_revokes_the_old_routers_approvals_once() {
     let same = {
         let entropy = Arc::clone(&fx.entropy);
         block_on(write(fx.store.as_ref(), move |tx| {
-            crate::swap::revoke_stale_approvals(
+            custody_core::swap::revoke_stale_approvals(
                 tx,
                 entropy.as_ref(),
                 &hot(),
@@ -797,7 +805,7 @@ fn a_router_change_revokes_the_old_routers_approvals_once() {
     assert!(counted().remaining > Amount::ZERO);
     let audit = block_on(read(fx.store.as_ref(), |tx| {
         Ok(tx
-            .list_audit(crate::page::Page::first(10))?
+            .list_audit(custody_core::page::Page::first(10))?
             .unwrap_or_default())
     }))
     .unwrap();
@@ -840,7 +848,7 @@ fn the_swaps_switch_holds_approvals_but_not_a_revocation() {
     let approval = fx.approvals()[1].0;
     let entropy = Arc::clone(&fx.entropy);
     let revocation = block_on(write(fx.store.as_ref(), move |tx| {
-        crate::swap::revoke_stale_approvals(
+        custody_core::swap::revoke_stale_approvals(
             tx,
             entropy.as_ref(),
             &hot(),
@@ -851,7 +859,7 @@ fn the_swaps_switch_holds_approvals_but_not_a_revocation() {
     .unwrap()[0];
     let may = |purpose: Purpose, reference: Uuid| {
         block_on(read(fx.store.as_ref(), move |tx| {
-            Ok(crate::outgoing::may_sign_new(
+            Ok(custody_core::outgoing::may_sign_new(
                 tx,
                 purpose,
                 reference,
@@ -862,7 +870,15 @@ fn the_swaps_switch_holds_approvals_but_not_a_revocation() {
     };
     let switch = |key: &'static str, on: bool| {
         block_on(write(fx.store.as_ref(), move |tx| {
-            crate::admin::set_control(tx, Uuid::new_v4(), "cli:test", key, on, "drill", at(3))
+            custody_core::admin::set_control(
+                tx,
+                Uuid::new_v4(),
+                "cli:test",
+                key,
+                on,
+                "drill",
+                at(3),
+            )
         }))
         .unwrap();
     };

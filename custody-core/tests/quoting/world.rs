@@ -5,19 +5,19 @@ use async_trait::async_trait;
 
 use uuid::Uuid;
 
-use crate::amount::Amount;
-use crate::error::PortError;
-use crate::network::Network;
-use crate::ports::dex::DexRouter;
-use crate::ports::sender::{
+use custody_core::amount::Amount;
+use custody_core::error::PortError;
+use custody_core::network::Network;
+use custody_core::ports::dex::DexRouter;
+use custody_core::ports::sender::{
     BlockListing, BroadcastOutcome, BuildRequest, ChainSender, FeeBid, FeeEstimate, Inclusion,
     Payment, SignedTx, TxLookup, UnsignedTx,
 };
-use crate::ports::signer::RecoverableSignature;
-use crate::ports::store::write;
-use crate::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
-use crate::time::Timestamp;
-use crate::withdrawal::FeePolicy;
+use custody_core::ports::signer::RecoverableSignature;
+use custody_core::ports::store::write;
+use custody_core::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
+use custody_core::time::Timestamp;
+use custody_core::withdrawal::FeePolicy;
 
 /// The one call of the chain a quote may make.
 #[mockall::automock]
@@ -128,7 +128,7 @@ pub(crate) fn policy() -> FeePolicy {
 /// Turns the control `key` on or off, as an operator does.
 pub(crate) fn switch(store: &MemoryStore, key: &'static str, on: bool) {
     block_on(write(store, move |tx| {
-        crate::admin::set_control(
+        custody_core::admin::set_control(
             tx,
             Uuid::new_v4(),
             "ops",

@@ -1,14 +1,16 @@
 //! Unit tests of each operation, each refusal, history and reconciliation.
 
+mod properties;
+
 use uuid::Uuid;
 
-use crate::amount::Amount;
-use crate::asset::AssetId;
-use crate::error::{CoreError, ErrorCode};
-use crate::network::Network;
-use crate::time::Timestamp;
+use custody_core::amount::Amount;
+use custody_core::asset::AssetId;
+use custody_core::error::{CoreError, ErrorCode};
+use custody_core::network::Network;
+use custody_core::time::Timestamp;
 
-use super::*;
+use custody_core::ledger::*;
 
 fn usdt() -> AssetId {
     AssetId::new(Network::Bsc, "USDT")
@@ -646,11 +648,14 @@ fn overflow_is_amount_too_large_not_a_panic() {
 
 #[test]
 fn ledger_errors_map_to_core_errors() {
-    let refused = LedgerError::refused(ErrorCode::InsufficientBalance, "no");
+    let refused = LedgerError::Refused(custody_core::error::Refusal::new(
+        ErrorCode::InsufficientBalance,
+        "no",
+    ));
     assert!(
         matches!(CoreError::from(refused), CoreError::Refused(r) if r.code == ErrorCode::InsufficientBalance)
     );
-    let port = crate::error::PortError::transient("store", "busy");
+    let port = custody_core::error::PortError::transient("store", "busy");
     assert_eq!(
         CoreError::from(LedgerError::Port(port.clone())),
         CoreError::Port(port)
@@ -718,7 +723,7 @@ fn history_shows_moves_of_available_newest_first() {
 
     let page = history(
         &mut fx.ledger,
-        &crate::TenantId::parse("t1").unwrap(),
+        &custody_core::TenantId::parse("t1").unwrap(),
         "alice",
         Network::Bsc,
         100,
@@ -754,7 +759,7 @@ fn history_shows_moves_of_available_newest_first() {
 
     let page = history(
         &mut fx.ledger,
-        &crate::TenantId::parse("t1").unwrap(),
+        &custody_core::TenantId::parse("t1").unwrap(),
         "alice",
         Network::Bsc,
         2,
@@ -765,7 +770,7 @@ fn history_shows_moves_of_available_newest_first() {
         assert_eq!(
             code(history(
                 &mut fx.ledger,
-                &crate::TenantId::parse("t1").unwrap(),
+                &custody_core::TenantId::parse("t1").unwrap(),
                 "alice",
                 Network::Bsc,
                 bad
@@ -782,7 +787,7 @@ fn history_entry_serializes_to_the_contract_shape() {
     fx.deposit(&alice, 100);
     let page = history(
         &mut fx.ledger,
-        &crate::TenantId::parse("t1").unwrap(),
+        &custody_core::TenantId::parse("t1").unwrap(),
         "alice",
         Network::Bsc,
         1,

@@ -8,13 +8,13 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use uuid::Uuid;
 
-use crate::amount::Amount;
-use crate::asset::AssetId;
-use crate::error::ErrorCode;
-use crate::network::Network;
-use crate::time::Timestamp;
+use custody_core::amount::Amount;
+use custody_core::asset::AssetId;
+use custody_core::error::ErrorCode;
+use custody_core::network::Network;
+use custody_core::time::Timestamp;
 
-use super::*;
+use custody_core::ledger::*;
 
 const USERS: [&str; 3] = ["ann", "ben", "cy:x"];
 const TENANT: &str = "t1";
@@ -508,7 +508,7 @@ impl Run {
         for (user, name) in USERS.iter().enumerate() {
             let page = history(
                 &mut self.ledger,
-                &crate::TenantId::parse(TENANT).unwrap(),
+                &custody_core::TenantId::parse(TENANT).unwrap(),
                 name,
                 Network::Bsc,
                 100,

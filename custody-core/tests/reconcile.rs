@@ -5,19 +5,19 @@
 use proptest::prelude::*;
 use uuid::Uuid;
 
-use super::treasury::{decide, in_transit, HeldPayment, Outcome};
-use super::*;
-use crate::admin::{restricted, set_control};
-use crate::asset::AssetId;
-use crate::error::{CoreError, ErrorCode};
-use crate::ledger::LedgerReport;
-use crate::network::Network;
-use crate::outgoing::OutStatus;
-use crate::ports::store::{read, write, Store};
-use crate::testing::{block_on, CountingEntropy, MemoryStore};
-use crate::time::Timestamp;
-use crate::treasury::AssetFigures;
-use crate::Amount;
+use custody_core::admin::{restricted, set_control};
+use custody_core::asset::AssetId;
+use custody_core::error::{CoreError, ErrorCode};
+use custody_core::ledger::LedgerReport;
+use custody_core::network::Network;
+use custody_core::outgoing::OutStatus;
+use custody_core::ports::store::{read, write, Store};
+use custody_core::reconcile::treasury::{decide, in_transit, HeldPayment, Outcome};
+use custody_core::reconcile::*;
+use custody_core::testing::{block_on, CountingEntropy, MemoryStore};
+use custody_core::time::Timestamp;
+use custody_core::treasury::AssetFigures;
+use custody_core::Amount;
 
 fn u(n: u128) -> Amount {
     Amount::from_units(n)
@@ -246,9 +246,9 @@ fn a_shortfall_turns_its_control_on_once_audited_with_an_alert_and_stops_the_ass
     let (control, audit, alerts) = block_on(read(&s, |tx| {
         Ok((
             tx.control("treasury_shortfall.BSC.BNB")?,
-            tx.list_audit(crate::page::Page::first(10))?
+            tx.list_audit(custody_core::page::Page::first(10))?
                 .unwrap_or_default(),
-            tx.list_alerts(crate::page::Page::first(10))?
+            tx.list_alerts(custody_core::page::Page::first(10))?
                 .unwrap_or_default(),
         ))
     }))
@@ -303,10 +303,10 @@ fn a_shortfall_turns_its_control_on_once_audited_with_an_alert_and_stops_the_ass
     .unwrap();
     let (audits, alerts) = block_on(read(&s, |tx| {
         Ok((
-            tx.list_audit(crate::page::Page::first(10))?
+            tx.list_audit(custody_core::page::Page::first(10))?
                 .unwrap_or_default()
                 .len(),
-            tx.list_alerts(crate::page::Page::first(10))?
+            tx.list_alerts(custody_core::page::Page::first(10))?
                 .unwrap_or_default()
                 .len(),
         ))
@@ -382,7 +382,7 @@ fn a_ledger_discrepancy_raises_a_critical_alert_and_a_clean_ledger_none() {
     }
     let alerts = block_on(read(&s, |tx| {
         Ok(tx
-            .list_alerts(crate::page::Page::first(10))?
+            .list_alerts(custody_core::page::Page::first(10))?
             .unwrap_or_default())
     }))
     .unwrap();
@@ -472,17 +472,22 @@ fn shortfall_keys_round_trip_and_other_shapes_are_refused() {
     ] {
         assert_eq!(parse_shortfall_key(bad), None, "{bad}");
     }
-    let catalog = crate::asset::AssetCatalog::mainnet();
-    assert!(
-        crate::admin::check_control_request("treasury_shortfall.BSC.USDT", "r", &catalog).is_ok()
-    );
+    let catalog = custody_core::asset::AssetCatalog::mainnet();
+    assert!(custody_core::admin::check_control_request(
+        "treasury_shortfall.BSC.USDT",
+        "r",
+        &catalog
+    )
+    .is_ok());
     assert_eq!(
-        crate::admin::check_control_request("treasury_shortfall.BSC.DOGE", "r", &catalog)
+        custody_core::admin::check_control_request("treasury_shortfall.BSC.DOGE", "r", &catalog)
             .unwrap_err()
             .code,
-        crate::error::ErrorCode::UnsupportedAsset
+        custody_core::error::ErrorCode::UnsupportedAsset
     );
-    assert!(crate::admin::check_control_request("kill_switch.global", "r", &catalog).is_ok());
+    assert!(
+        custody_core::admin::check_control_request("kill_switch.global", "r", &catalog).is_ok()
+    );
 }
 
 #[test]

@@ -1,23 +1,25 @@
 //! The withdrawal flow on the in-memory store: quote, execute with every refusal, the engine's
 //! moves to broadcasted / confirmed / failed, and the books after each.
 
+mod settle;
+
 use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::*;
-use crate::asset::{Asset, AssetCatalog, AssetId};
-use crate::chain::ChainAddress;
-use crate::error::{CoreError, ErrorCode};
-use crate::ledger::{self, ReferenceType, TxMeta, UserAccount};
-use crate::network::Network;
-use crate::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
-use crate::ports::store::{read, write, Store};
-use crate::tenant::TenantId;
-use crate::testing::{block_on, CountingEntropy, MemoryStore};
-use crate::time::Timestamp;
-use crate::wallet::hot_wallet_path;
-use crate::Amount;
+use custody_core::asset::{Asset, AssetCatalog, AssetId};
+use custody_core::chain::ChainAddress;
+use custody_core::error::{CoreError, ErrorCode};
+use custody_core::ledger::{self, ReferenceType, TxMeta, UserAccount};
+use custody_core::network::Network;
+use custody_core::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
+use custody_core::ports::store::{read, write, Store};
+use custody_core::tenant::TenantId;
+use custody_core::testing::{block_on, CountingEntropy, MemoryStore};
+use custody_core::time::Timestamp;
+use custody_core::wallet::hot_wallet_path;
+use custody_core::withdrawal::*;
+use custody_core::Amount;
 
 const T0: i64 = 1_800_000_000_000;
 
@@ -175,17 +177,17 @@ fn code(e: CoreError) -> ErrorCode {
 
 fn sent(out: &mut OutgoingTx) {
     out.add_attempt(
-        crate::outgoing::Attempt {
+        custody_core::outgoing::Attempt {
             hash: "ab".repeat(32),
             raw: vec![1],
-            bid: crate::outgoing::Bid::Gas {
+            bid: custody_core::outgoing::Bid::Gas {
                 gas_limit: 21_000,
                 gas_price_wei: 1,
             },
             expires_at_ms: None,
             signed_at: at(10),
             sent_at: Some(at(11)),
-            last_answer: Some(crate::ports::sender::BroadcastOutcome::Accepted),
+            last_answer: Some(custody_core::ports::sender::BroadcastOutcome::Accepted),
             plan: None,
             reference_block: None,
             void: false,
@@ -342,7 +344,7 @@ fn controls_stop_new_withdrawals() {
         ("treasury_shortfall.BSC.BNB", ErrorCode::KillSwitchActive),
     ] {
         block_on(write(fx.store.as_ref(), move |tx| {
-            crate::admin::set_control(tx, Uuid::new_v4(), "ops", key, true, "test", at(0))
+            custody_core::admin::set_control(tx, Uuid::new_v4(), "ops", key, true, "test", at(0))
         }))
         .unwrap();
         assert_eq!(
@@ -356,7 +358,7 @@ fn controls_stop_new_withdrawals() {
             "{key} quotes"
         );
         block_on(write(fx.store.as_ref(), move |tx| {
-            crate::admin::set_control(tx, Uuid::new_v4(), "ops", key, false, "test", at(0))
+            custody_core::admin::set_control(tx, Uuid::new_v4(), "ops", key, false, "test", at(0))
         }))
         .unwrap();
     }

@@ -1,13 +1,22 @@
 //! Hot wallet rotation on the memory store, and the drain's arithmetic.
 
-use super::*;
-use crate::asset::AssetCatalog;
-use crate::error::CoreError;
-use crate::keys::{HdKeys, Mnemonic, SeedSet};
-use crate::ports::store::{read, write};
-use crate::testing::{block_on, MemoryStore, MNEMONIC};
-use crate::wallet::seeds::SeedRecord;
-use crate::TenantId;
+use custody_core::amount::Amount;
+use custody_core::asset::AssetCatalog;
+use custody_core::error::CoreError;
+use custody_core::error::{CoreResult, ErrorCode};
+use custody_core::keys::derive_address;
+use custody_core::keys::{HdKeys, Mnemonic, SeedSet};
+use custody_core::network::Network;
+use custody_core::ports::signer::Signer;
+use custody_core::ports::store::{read, write};
+use custody_core::testing::{block_on, MemoryStore, MNEMONIC};
+use custody_core::time::Timestamp;
+use custody_core::wallet::hot::*;
+use custody_core::wallet::seeds::SeedRecord;
+use custody_core::wallet::{hot_wallet_path, HOT_WALLET_ACCOUNT};
+use custody_core::withdrawal::HotWallet;
+use custody_core::TenantId;
+use uuid::Uuid;
 
 const NOW: Timestamp = Timestamp::from_unix_millis(1_800_000_000_000);
 const ZOO_12: &str = "zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo wrong";
@@ -109,14 +118,14 @@ fn a_rotation_takes_the_next_account_of_the_newest_seed_and_retires_the_old_wall
     // Account 1: the allocator's next, the first of generation 1, derived from the new seed.
     assert_eq!(new.path.account, 1);
     assert_eq!(new.path.index, 0);
-    let zoo = crate::keys::SeedSet::new(keys(ZOO_12));
+    let zoo = custody_core::keys::SeedSet::new(keys(ZOO_12));
     assert_eq!(new.address, address_of(&zoo, 1));
     assert_ne!(new.address, address_of(&SeedSet::new(keys(MNEMONIC)), 1));
     let (records, next, audit) = block_on(read(&store, |tx| {
         Ok((
             tx.hot_wallet_records(Network::Bsc)?,
             tx.next_account()?,
-            tx.list_audit(crate::page::Page::first(10))?,
+            tx.list_audit(custody_core::page::Page::first(10))?,
         ))
     }))
     .unwrap();

@@ -1,44 +1,47 @@
 //! The sweep flow on the in-memory store: a native sweep, a token sweep after its funding is
 //! final, one open sweep per address, a failed funding, and the house's books after each.
 
+mod delegation;
+mod drain;
+
 use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::*;
-use crate::asset::{Asset, AssetCatalog, AssetId};
-use crate::ledger::{self, AccountKey, ReferenceType, SystemAccount, TxMeta, UserAccount};
-use crate::network::Network;
-use crate::outgoing::{Attempt, Bid, Included, OutStatus, OutgoingTx, Purpose};
-use crate::ports::sender::Payment;
-use crate::ports::signer::HdPath;
-use crate::ports::store::{read, write, Store};
-use crate::testing::{block_on, CountingEntropy, MemoryStore};
-use crate::time::Timestamp;
-use crate::wallet::hot_wallet_path;
-use crate::withdrawal::HotWallet;
-use crate::Amount;
+use custody_core::asset::{Asset, AssetCatalog, AssetId};
+use custody_core::ledger::{self, AccountKey, ReferenceType, SystemAccount, TxMeta, UserAccount};
+use custody_core::network::Network;
+use custody_core::outgoing::{Attempt, Bid, Included, OutStatus, OutgoingTx, Purpose};
+use custody_core::ports::sender::Payment;
+use custody_core::ports::signer::HdPath;
+use custody_core::ports::store::{read, write, Store};
+use custody_core::sweep::*;
+use custody_core::testing::{block_on, CountingEntropy, MemoryStore};
+use custody_core::time::Timestamp;
+use custody_core::wallet::hot_wallet_path;
+use custody_core::withdrawal::HotWallet;
+use custody_core::Amount;
 
 const T0: i64 = 1_800_000_000_000;
-pub(super) const HOT: &str = "0x00000000000000000000000000000000000000aA";
-pub(super) const ADDR: &str = "0x00000000000000000000000000000000000000bB";
+pub(crate) const HOT: &str = "0x00000000000000000000000000000000000000aA";
+pub(crate) const ADDR: &str = "0x00000000000000000000000000000000000000bB";
 
-pub(super) fn at(ms: i64) -> Timestamp {
+pub(crate) fn at(ms: i64) -> Timestamp {
     Timestamp::from_unix_millis(T0 + ms)
 }
 
-pub(super) fn u(n: u128) -> Amount {
+pub(crate) fn u(n: u128) -> Amount {
     Amount::from_units(n)
 }
 
-pub(super) fn asset(code: &str) -> Asset {
+pub(crate) fn asset(code: &str) -> Asset {
     AssetCatalog::mainnet()
         .get(Network::Bsc, code)
         .unwrap()
         .clone()
 }
 
-pub(super) fn bnb() -> AssetId {
+pub(crate) fn bnb() -> AssetId {
     asset("BNB").id()
 }
 
@@ -60,14 +63,14 @@ fn source() -> SweepSource {
     }
 }
 
-pub(super) struct Fx {
-    pub(super) store: Arc<dyn Store>,
-    pub(super) entropy: Arc<CountingEntropy>,
+pub(crate) struct Fx {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) entropy: Arc<CountingEntropy>,
 }
 
 impl Fx {
     /// Alice's deposits of `code` were credited: `units` sit on her deposit address.
-    pub(super) fn new(credits: &[(&str, u128)]) -> Self {
+    pub(crate) fn new(credits: &[(&str, u128)]) -> Self {
         let fx = Fx {
             store: Arc::new(MemoryStore::new()),
             entropy: Arc::new(CountingEntropy::new(1)),
@@ -93,7 +96,7 @@ impl Fx {
         fx
     }
 
-    pub(super) fn order(&self, code: &str, plan: Plan) -> SweepOrder {
+    pub(crate) fn order(&self, code: &str, plan: Plan) -> SweepOrder {
         SweepOrder {
             asset: asset(code),
             source: source(),
@@ -104,7 +107,7 @@ impl Fx {
         }
     }
 
-    pub(super) fn create(&self, order: SweepOrder, n: u128) -> Option<Sweep> {
+    pub(crate) fn create(&self, order: SweepOrder, n: u128) -> Option<Sweep> {
         let ids = SweepIds {
             sweep: Uuid::from_u128(n),
             outgoing: Uuid::from_u128(n + 1),
@@ -118,7 +121,7 @@ impl Fx {
         .unwrap()
     }
 
-    pub(super) fn outgoing_for(&self, purpose: Purpose, id: Uuid) -> OutgoingTx {
+    pub(crate) fn outgoing_for(&self, purpose: Purpose, id: Uuid) -> OutgoingTx {
         block_on(read(self.store.as_ref(), move |tx| {
             Ok(tx.outgoing_for(purpose, id)?)
         }))
@@ -127,7 +130,7 @@ impl Fx {
     }
 
     /// Records `out` after `step`, running the flow in the same job as the broadcaster does.
-    pub(super) fn moved(&self, mut out: OutgoingTx, step: impl Fn(&mut OutgoingTx)) {
+    pub(crate) fn moved(&self, mut out: OutgoingTx, step: impl Fn(&mut OutgoingTx)) {
         step(&mut out);
         let entropy = Arc::clone(&self.entropy);
         block_on(write(self.store.as_ref(), move |tx| {
@@ -137,13 +140,13 @@ impl Fx {
         .unwrap();
     }
 
-    pub(super) fn sweep(&self, id: Uuid) -> Sweep {
+    pub(crate) fn sweep(&self, id: Uuid) -> Sweep {
         block_on(read(self.store.as_ref(), move |tx| Ok(tx.sweep_by_id(id)?)))
             .unwrap()
             .unwrap()
     }
 
-    pub(super) fn funding(&self, id: Uuid) -> Funding {
+    pub(crate) fn funding(&self, id: Uuid) -> Funding {
         block_on(read(self.store.as_ref(), move |tx| {
             Ok(tx.funding_by_id(id)?)
         }))
@@ -152,7 +155,7 @@ impl Fx {
     }
 
     /// Net posted balance of a system account, debits positive.
-    pub(super) fn system(&self, account: SystemAccount, code: &str) -> i128 {
+    pub(crate) fn system(&self, account: SystemAccount, code: &str) -> i128 {
         let key = AccountKey::system(account, AssetId::new(Network::Bsc, code.to_owned()));
         let b = block_on(read(self.store.as_ref(), move |tx| {
             Ok(tx.ledger_account(&key)?)
@@ -163,18 +166,18 @@ impl Fx {
             - i128::try_from(b.credits_posted.units()).unwrap()
     }
 
-    pub(super) fn reconciles(&self) {
+    pub(crate) fn reconciles(&self) {
         let report = block_on(read(self.store.as_ref(), |tx| Ok(ledger::reconcile(tx)?))).unwrap();
         assert!(report.balanced, "{:?}", report.discrepancies);
     }
 }
 
 /// A hash of its own per transaction (the store refuses one attempt shared by two).
-pub(super) fn hash_of(out: &OutgoingTx) -> String {
+pub(crate) fn hash_of(out: &OutgoingTx) -> String {
     format!("{:0>64}", out.id.simple())
 }
 
-pub(super) fn sent(out: &mut OutgoingTx) {
+pub(crate) fn sent(out: &mut OutgoingTx) {
     out.add_attempt(
         Attempt {
             hash: hash_of(out),
@@ -186,7 +189,7 @@ pub(super) fn sent(out: &mut OutgoingTx) {
             expires_at_ms: None,
             signed_at: at(10),
             sent_at: Some(at(11)),
-            last_answer: Some(crate::ports::sender::BroadcastOutcome::Accepted),
+            last_answer: Some(custody_core::ports::sender::BroadcastOutcome::Accepted),
             plan: None,
             reference_block: None,
             void: false,
@@ -197,7 +200,7 @@ pub(super) fn sent(out: &mut OutgoingTx) {
     out.transition(OutStatus::Sent, "accepted", at(11)).unwrap();
 }
 
-pub(super) fn mined(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) {
+pub(crate) fn mined(fee: u128, succeeded: bool) -> impl Fn(&mut OutgoingTx) {
     move |out: &mut OutgoingTx| {
         out.included = Some(Included {
             hash: hash_of(out),
@@ -409,7 +412,7 @@ fn one_open_sweep_per_address() {
     // A failed sweep's gas is still the house's expense, paid from the address.
     assert_eq!(fx.system(SystemAccount::NetworkFees, "BNB"), 21_000);
     let alerts = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.list_alerts(crate::page::Page::first(10))?)
+        Ok(tx.list_alerts(custody_core::page::Page::first(10))?)
     }))
     .unwrap()
     .expect("a first page");

@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::tests::{at, hash_of, mined, sent, u, Fx, ADDR, HOT};
-use super::*;
-use crate::ledger::SystemAccount;
-use crate::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
-use crate::ports::sender::Payment;
-use crate::ports::store::{read, write};
-use crate::testing::block_on;
+use super::{at, hash_of, mined, sent, u, Fx, ADDR, HOT};
+use custody_core::ledger::SystemAccount;
+use custody_core::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
+use custody_core::ports::sender::Payment;
+use custody_core::ports::store::{read, write};
+use custody_core::sweep::*;
+use custody_core::testing::block_on;
 
 const STAKE: u128 = 14_332_000_000;
 
@@ -44,7 +44,7 @@ fn start_delegation_of(fx: &Fx, sweep: Uuid) -> Option<Funding> {
 }
 
 fn start_transfer(fx: &Fx, sweep: Uuid) -> Option<Sweep> {
-    let usdt = super::tests::asset("USDT");
+    let usdt = super::asset("USDT");
     block_on(write(fx.store.as_ref(), move |tx| {
         start_funded_sweep(tx, sweep, Uuid::from_u128(999), &usdt, u(5_000_000), at(40))
     }))
@@ -61,7 +61,7 @@ fn confirm_funding(fx: &Fx, id: Uuid, fee: u128) {
 
 fn fundings_of(fx: &Fx, sweep: Uuid) -> Vec<Funding> {
     block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.list_fundings(crate::page::Page::first(100))?)
+        Ok(tx.list_fundings(custody_core::page::Page::first(100))?)
     }))
     .unwrap()
     .unwrap_or_default()
@@ -269,7 +269,7 @@ fn a_crash_inside_a_step_leaves_nothing_and_the_retry_does_it_once() {
     // The process dies after the delegation's outgoing row is written, before the commit.
     let crashed = block_on(write(fx.store.as_ref(), move |tx| {
         start_delegation(tx, s.id, at(35))?;
-        Err::<(), _>(crate::error::CoreError::Invariant("killed".into()))
+        Err::<(), _>(custody_core::error::CoreError::Invariant("killed".into()))
     }));
     assert!(crashed.is_err());
     assert!(maybe_outgoing(&fx, delegation_id).is_none(), "rolled back");
@@ -287,8 +287,8 @@ fn a_crash_inside_a_step_leaves_nothing_and_the_retry_does_it_once() {
     let (entropy, again) = (Arc::clone(&fx.entropy), out.clone());
     let crashed = block_on(write(fx.store.as_ref(), move |tx| {
         tx.update_outgoing(&again)?;
-        on_outgoing(tx, entropy.as_ref(), &again, &super::tests::bnb(), at(50))?;
-        Err::<(), _>(crate::error::CoreError::Invariant("killed".into()))
+        on_outgoing(tx, entropy.as_ref(), &again, &super::bnb(), at(50))?;
+        Err::<(), _>(custody_core::error::CoreError::Invariant("killed".into()))
     }));
     assert!(crashed.is_err());
     assert_eq!(fx.funding(delegation_id).reclaim_id, None);
@@ -327,7 +327,7 @@ fn a_failed_reclaim_tells_an_operator() {
         "the sweep stands"
     );
     let alerts = block_on(read(fx.store.as_ref(), |tx| {
-        Ok(tx.list_alerts(crate::page::Page::first(10))?)
+        Ok(tx.list_alerts(custody_core::page::Page::first(10))?)
     }))
     .unwrap()
     .unwrap_or_default();
@@ -351,7 +351,7 @@ fn an_address_whose_reclaim_is_not_final_gets_no_new_plan_until_it_is() {
     let reclaim_id = fx.funding(delegation_id).reclaim_id.unwrap();
     let open = |fx: &Fx| {
         block_on(read(fx.store.as_ref(), |tx| {
-            Ok(tx.open_fundings(crate::Network::Bsc)?)
+            Ok(tx.open_fundings(custody_core::Network::Bsc)?)
         }))
         .unwrap()
     };

@@ -3,10 +3,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::*;
-use crate::ports::store::{read, write};
-use crate::testing::{block_on, test_signer, MemoryStore};
-use crate::wallet::{create_wallet, Wallet};
+use custody_core::error::{CoreError, CoreResult, ErrorCode};
+use custody_core::keys::derive_address;
+use custody_core::network::Network;
+use custody_core::ports::signer::Signer;
+use custody_core::ports::store::{read, write};
+use custody_core::tenant::TenantId;
+use custody_core::testing::{block_on, test_signer, MemoryStore};
+use custody_core::time::Timestamp;
+use custody_core::wallet::migration::*;
+use custody_core::wallet::{create_wallet, Wallet};
+use uuid::Uuid;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -125,10 +132,9 @@ fn a_tenants_wallets_of_a_network_move_under_a_new_account() {
         assert_eq!((dave_tron.account, dave_tron.index), (2, 0));
 
         // The audit trail has the operator, the accounts and the reason.
-        let audit = read(
-            &store,
-            |tx| Ok(tx.list_audit(crate::page::Page::first(10))?),
-        )
+        let audit = read(&store, |tx| {
+            Ok(tx.list_audit(custody_core::page::Page::first(10))?)
+        })
         .await
         .unwrap()
         .expect("a first page");
@@ -155,7 +161,7 @@ fn a_tenants_wallets_of_a_network_move_under_a_new_account() {
         assert_eq!(moved.previous_addresses.len(), 2);
         assert_eq!(moved.previous_addresses[0].address, alice.address);
         let listed = read(&store, |tx| {
-            Ok(tx.list_migrations(crate::page::Page::first(10))?)
+            Ok(tx.list_migrations(custody_core::page::Page::first(10))?)
         })
         .await
         .unwrap()
@@ -187,10 +193,9 @@ fn nothing_moves_without_wallets_or_without_a_reason() {
             .await
             .unwrap();
         assert_eq!(account, Some(0));
-        let audit = read(
-            &store,
-            |tx| Ok(tx.list_audit(crate::page::Page::first(10))?),
-        )
+        let audit = read(&store, |tx| {
+            Ok(tx.list_audit(custody_core::page::Page::first(10))?)
+        })
         .await
         .unwrap()
         .expect("a first page");
@@ -310,19 +315,25 @@ fn illegal_moves_are_refused() {
 const ZOO_12: &str = "zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo zoo wrong";
 
 /// The test seed and, from account `first`, the zoo seed as generation 1.
-fn two_seeds(first: u32) -> crate::keys::SeedSet {
+fn two_seeds(first: u32) -> custody_core::keys::SeedSet {
     let keys = |phrase: &str| {
-        crate::keys::HdKeys::from_mnemonic(&crate::keys::Mnemonic::parse(phrase).unwrap()).unwrap()
+        custody_core::keys::HdKeys::from_mnemonic(
+            &custody_core::keys::Mnemonic::parse(phrase).unwrap(),
+        )
+        .unwrap()
     };
-    let mut set = crate::keys::SeedSet::new(keys(crate::testing::MNEMONIC));
+    let mut set = custody_core::keys::SeedSet::new(keys(custody_core::testing::MNEMONIC));
     set.add(1, first, keys(ZOO_12)).unwrap();
     set
 }
 
 fn zoo_address(network: Network, account: u32, index: u32) -> String {
-    let signer =
-        crate::keys::HdSigner::from_seed(&crate::keys::Mnemonic::parse(ZOO_12).unwrap().to_seed())
-            .unwrap();
+    let signer = custody_core::keys::HdSigner::from_seed(
+        &custody_core::keys::Mnemonic::parse(ZOO_12)
+            .unwrap()
+            .to_seed(),
+    )
+    .unwrap();
     let (k, c) = signer.external_chain_public_key(network, account).unwrap();
     derive_address(network, &k, &c, index).unwrap().0
 }
@@ -331,8 +342,8 @@ fn zoo_record(
     generation: u32,
     first_account: u32,
     fingerprint: &str,
-) -> super::super::seeds::SeedRecord {
-    super::super::seeds::SeedRecord {
+) -> custody_core::wallet::seeds::SeedRecord {
+    custody_core::wallet::seeds::SeedRecord {
         generation,
         first_account,
         sealed_mnemonic: vec![0xAA],
@@ -343,7 +354,7 @@ fn zoo_record(
 
 #[test]
 fn a_migration_to_a_new_seed_derives_new_addresses_from_it_and_keeps_the_old_ones() {
-    use super::super::seeds::register_seed;
+    use custody_core::wallet::seeds::register_seed;
     block_on(async {
         let store = MemoryStore::new();
         let old = wallet(&store, 1, "acme", "alice", Network::Bsc).await;
