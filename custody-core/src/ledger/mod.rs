@@ -25,6 +25,9 @@ mod posting;
 mod reconcile;
 mod repo;
 
+#[cfg(test)]
+mod tests;
+
 pub use account::{AccountBalances, AccountKey, SystemAccount, UserAccount};
 pub use entry::{
     check_entry_ids, entry_id, Direction, Entry, LedgerTx, Leg, Phase, ReferenceType, TxKind,

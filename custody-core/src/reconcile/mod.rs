@@ -16,6 +16,9 @@ mod record;
 mod run;
 pub mod treasury;
 
+#[cfg(test)]
+mod tests;
+
 pub use halt::{
     halted_for_payment, parse_shortfall_key, refuse_if_halted, shortfall_key, SHORTFALL_PREFIX,
 };

@@ -99,3 +99,6 @@ stored_enum! {
         Broadcasted => Failed,
     }
 }
+
+#[cfg(test)]
+mod tests;

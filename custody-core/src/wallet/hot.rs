@@ -574,3 +574,6 @@ pub fn drain_retired(
     })?;
     Ok(fundings)
 }
+
+#[cfg(test)]
+mod tests;

@@ -335,3 +335,6 @@ pub fn observe(
     tx.update_migration(&m)?;
     Ok(Some(m))
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,4 +1,5 @@
-//! Unit tests of each operation, each refusal, history and reconciliation.
+//! Each operation of the ledger, each refusal, history and reconciliation, on the memory
+//! ledger; and random sequences of operations against a model (`properties`).
 
 mod properties;
 
@@ -119,47 +120,6 @@ fn code(result: Result<impl std::fmt::Debug, LedgerError>) -> ErrorCode {
     match result {
         Err(LedgerError::Refused(r)) => r.code,
         other => panic!("expected a refusal, got {other:?}"),
-    }
-}
-
-// ---- account keys ----
-
-#[test]
-fn storage_ids_round_trip_and_never_collide() {
-    let tricky = [
-        AccountKey::User(UserAccount::new("t:1", "u", usdt())),
-        AccountKey::User(UserAccount::new("t", "1:u", usdt())),
-        AccountKey::User(UserAccount::new("t", "a%3Ab", usdt())),
-        AccountKey::User(UserAccount::new("t", "a:b", usdt())),
-        AccountKey::User(UserAccount::new(
-            "",
-            "",
-            AssetId::new(Network::Tron, "USDT"),
-        )),
-        system(SystemAccount::DepositClearing, bnb()),
-    ];
-    let ids: Vec<String> = tricky.iter().map(AccountKey::storage_id).collect();
-    for (key, id) in tricky.iter().zip(&ids) {
-        assert_eq!(AccountKey::from_storage_id(id).as_ref(), Some(key), "{id}");
-    }
-    let distinct: std::collections::HashSet<&String> = ids.iter().collect();
-    assert_eq!(distinct.len(), ids.len());
-    assert_eq!(ids[0], "user:t%3A1:BSC:USDT:u");
-    assert_eq!(ids[5], "system:deposit_clearing:BSC:BNB");
-}
-
-#[test]
-fn storage_ids_reject_what_was_never_written() {
-    for bad in [
-        "",
-        "user:t:BSC:USDT",
-        "user:t:ETH:USDT:u",
-        "user:t:BSC:USDT:u%3a",
-        "user:t:BSC:USDT:u%",
-        "system:bank:BSC:USDT",
-        "system:treasury:BSC:USDT:x",
-    ] {
-        assert_eq!(AccountKey::from_storage_id(bad), None, "{bad:?}");
     }
 }
 
@@ -644,47 +604,6 @@ fn overflow_is_amount_too_large_not_a_panic() {
     );
     assert_eq!(fx.ledger, before);
     fx.assert_reconciles();
-}
-
-#[test]
-fn ledger_errors_map_to_core_errors() {
-    let refused = LedgerError::Refused(custody_core::error::Refusal::new(
-        ErrorCode::InsufficientBalance,
-        "no",
-    ));
-    assert!(
-        matches!(CoreError::from(refused), CoreError::Refused(r) if r.code == ErrorCode::InsufficientBalance)
-    );
-    let port = custody_core::error::PortError::transient("store", "busy");
-    assert_eq!(
-        CoreError::from(LedgerError::Port(port.clone())),
-        CoreError::Port(port)
-    );
-    assert!(matches!(
-        CoreError::from(LedgerError::HoldNotFound(Uuid::nil())),
-        CoreError::Invariant(_)
-    ));
-}
-
-#[test]
-fn stored_values_round_trip() {
-    for k in TxKind::ALL {
-        assert_eq!(TxKind::parse(k.as_str()), Some(k));
-    }
-    for r in ReferenceType::ALL {
-        assert_eq!(ReferenceType::parse(r.as_str()), Some(r));
-    }
-    for p in Phase::ALL {
-        assert_eq!(Phase::parse(p.as_str()), Some(p));
-    }
-    for p in HoldPurpose::ALL {
-        assert_eq!(HoldPurpose::parse(p.as_str()), Some(p));
-    }
-    for s in SystemAccount::ALL {
-        assert_eq!(SystemAccount::parse(s.as_str()), Some(s));
-    }
-    assert_ne!(entry_id(Uuid::nil(), 0), entry_id(Uuid::nil(), 1));
-    assert_eq!(entry_id(Uuid::nil(), 0).get_version_num(), 8);
 }
 
 #[test]

@@ -546,20 +546,4 @@ proptest! {
         let report = reconcile(&mut run.ledger).unwrap();
         prop_assert!(report.balanced, "{:#?}", report.discrepancies);
     }
-
-    #[test]
-    fn storage_ids_round_trip(tenant in "\\PC{0,12}", user in "\\PC{0,12}", code in "[A-Z0-9%:]{1,6}") {
-        let key = AccountKey::User(UserAccount::new(tenant, user, AssetId::new(Network::Tron, code)));
-        prop_assert_eq!(AccountKey::from_storage_id(&key.storage_id()), Some(key));
-    }
-
-    #[test]
-    fn storage_ids_are_injective(
-        a in ("[a:%]{0,4}", "[a:%]{0,4}"),
-        b in ("[a:%]{0,4}", "[a:%]{0,4}"),
-    ) {
-        let key = |(t, u): (String, String)| AccountKey::User(UserAccount::new(t, u, asset_id(0)));
-        let (ka, kb) = (key(a), key(b));
-        prop_assert_eq!(ka == kb, ka.storage_id() == kb.storage_id());
-    }
 }

@@ -466,16 +466,3 @@ fn a_failed_funding_fails_its_sweep_and_frees_the_address() {
         .create(fx.order("USDT", Plan::Sweep { amount: u(5_000) }), 90)
         .is_some());
 }
-
-#[test]
-fn states_move_only_forward() {
-    for s in SweepStatus::ALL {
-        assert_eq!(SweepStatus::parse(s.as_str()), Some(s));
-        assert!(!SweepStatus::Confirmed.can_move_to(s));
-        assert!(!SweepStatus::Failed.can_move_to(s));
-    }
-    for f in FundingStatus::ALL {
-        assert_eq!(FundingStatus::parse(f.as_str()), Some(f));
-        assert!(!FundingStatus::Confirmed.can_move_to(f));
-    }
-}
