@@ -29,15 +29,15 @@
 //! ledger rule on its own.
 //!
 //! A user's deposit address and an internal transfer, on the in-memory store the core's tests
-//! use (feature `test-utils`; a service passes its own store instead):
+//! use (`custody-testkit`, a dev-dependency; a service passes its own store instead):
 //!
 //! ```
 //! use custody_core::keys::{HdSigner, Mnemonic};
 //! use custody_core::ledger::{self, Direction, ReferenceType, TxMeta, UserAccount};
 //! use custody_core::ports::store::{read, write};
-//! use custody_core::testing::{block_on, MemoryStore, MNEMONIC};
 //! use custody_core::transfer::{self, TransferIds, TransferRequest};
 //! use custody_core::{Amount, AssetId, Network, TenantId, Timestamp};
+//! use custody_testkit::{block_on, MemoryStore, MNEMONIC};
 //! use uuid::Uuid;
 //!
 //! let store = MemoryStore::new();
@@ -119,8 +119,6 @@ pub mod settings;
 pub mod swap;
 pub mod sweep;
 pub mod tenant;
-#[cfg(feature = "test-utils")]
-pub mod testing;
 pub mod time;
 pub mod transfer;
 pub mod treasury;

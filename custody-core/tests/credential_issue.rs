@@ -5,8 +5,8 @@ use custody_core::auth::issue::*;
 use custody_core::ports::store::{read, write};
 use custody_core::secret::Secret;
 use custody_core::tenant::TenantId;
-use custody_core::testing::{block_on, CountingEntropy, MemoryStore};
 use custody_core::time::Timestamp;
+use custody_testkit::{block_on, CountingEntropy, MemoryStore};
 use uuid::Uuid;
 
 fn request(pin: Option<&str>, totp: bool) -> NewCredential {

@@ -9,9 +9,9 @@ use custody_core::deposit::{self, DepositFilter, DepositStatus, PipelineSettings
 use custody_core::ledger::{self, UserAccount};
 use custody_core::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
 use custody_core::ports::store::{read, write};
-use custody_core::testing::{block_on, test_signer, CountingEntropy, MemoryStore};
 use custody_core::wallet::{self, Wallet};
 use custody_core::{Amount, AssetCatalog, AssetId, Network, Timestamp};
+use custody_testkit::{block_on, test_signer, CountingEntropy, MemoryStore};
 
 const NOW: Timestamp = Timestamp::from_unix_millis(1_800_000_000_000);
 

@@ -8,13 +8,13 @@ use custody_core::keys::{HdKeys, Mnemonic, SeedSet};
 use custody_core::network::Network;
 use custody_core::ports::signer::Signer;
 use custody_core::ports::store::{read, write};
-use custody_core::testing::{block_on, MemoryStore, MNEMONIC};
 use custody_core::time::Timestamp;
 use custody_core::wallet::hot::*;
 use custody_core::wallet::seeds::SeedRecord;
 use custody_core::wallet::{hot_wallet_path, HOT_WALLET_ACCOUNT};
 use custody_core::withdrawal::HotWallet;
 use custody_core::TenantId;
+use custody_testkit::{block_on, MemoryStore, MNEMONIC};
 use uuid::Uuid;
 
 const NOW: Timestamp = Timestamp::from_unix_millis(1_800_000_000_000);

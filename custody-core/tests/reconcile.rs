@@ -14,10 +14,10 @@ use custody_core::outgoing::OutStatus;
 use custody_core::ports::store::{read, write, Store};
 use custody_core::reconcile::treasury::{decide, in_transit, HeldPayment, Outcome};
 use custody_core::reconcile::*;
-use custody_core::testing::{block_on, CountingEntropy, MemoryStore};
 use custody_core::time::Timestamp;
 use custody_core::treasury::AssetFigures;
 use custody_core::Amount;
+use custody_testkit::{block_on, CountingEntropy, MemoryStore};
 
 fn u(n: u128) -> Amount {
     Amount::from_units(n)

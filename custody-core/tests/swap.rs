@@ -16,11 +16,11 @@ use custody_core::ports::sender::{MoveKind, Payment, TokenMove};
 use custody_core::ports::store::{read, write, Store};
 use custody_core::swap::*;
 use custody_core::tenant::TenantId;
-use custody_core::testing::{block_on, CountingEntropy, MemoryStore};
 use custody_core::time::Timestamp;
 use custody_core::wallet::hot_wallet_path;
 use custody_core::withdrawal::{FeePolicy, HotWallet, Rate};
 use custody_core::Amount;
+use custody_testkit::{block_on, CountingEntropy, MemoryStore};
 
 const T0: i64 = 1_800_000_000_000;
 const HOT: &str = "0x00000000000000000000000000000000000000aA";

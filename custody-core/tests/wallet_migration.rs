@@ -9,10 +9,10 @@ use custody_core::network::Network;
 use custody_core::ports::signer::Signer;
 use custody_core::ports::store::{read, write};
 use custody_core::tenant::TenantId;
-use custody_core::testing::{block_on, test_signer, MemoryStore};
 use custody_core::time::Timestamp;
 use custody_core::wallet::migration::*;
 use custody_core::wallet::{create_wallet, Wallet};
+use custody_testkit::{block_on, test_signer, MemoryStore};
 use uuid::Uuid;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
@@ -306,7 +306,7 @@ fn two_seeds(first: u32) -> custody_core::keys::SeedSet {
         )
         .unwrap()
     };
-    let mut set = custody_core::keys::SeedSet::new(keys(custody_core::testing::MNEMONIC));
+    let mut set = custody_core::keys::SeedSet::new(keys(custody_testkit::MNEMONIC));
     set.add(1, first, keys(ZOO_12)).unwrap();
     set
 }

@@ -1,7 +1,7 @@
-//! The store conformance suites of `custody_core::testing::conformance` against `PgStore`, each
-//! case in a new schema of the test database (dropped afterwards). The same suites run against
-//! the SQLite store (custody-store-sqlite/tests/conformance.rs) and the core's `MemoryStore`
-//! (custody-core/tests/memory_store.rs).
+//! The store conformance suites of `custody_testkit::conformance` against `PgStore`, each case
+//! in a new schema of the test database (dropped afterwards). The same suites run against the
+//! SQLite store (custody-store-sqlite/tests/conformance.rs) and the testkit's `MemoryStore`
+//! (custody-testkit/tests/memory_store.rs).
 
 use std::any::Any;
 use std::sync::Arc;
@@ -9,9 +9,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use custody_core::error::CoreResult;
 use custody_core::ports::store::{ReadJob, Store, WriteJob};
-use custody_core::testing::conformance;
 use custody_store_postgres::testing::TestSchema;
 use custody_store_postgres::{PgStore, StoreOptions};
+use custody_testkit::conformance;
 
 /// A store and its schema, dropped after the store closes.
 struct TempStore {

@@ -1,6 +1,6 @@
-//! The store conformance suites of `custody_core::testing::conformance` against `SqliteStore`,
-//! each case on a new database file in its own temporary directory. The core runs the same
-//! suites against its `MemoryStore` (custody-core/tests/memory_store.rs).
+//! The store conformance suites of `custody_testkit::conformance` against `SqliteStore`, each
+//! case on a new database file in its own temporary directory. The testkit runs the same suites
+//! against its `MemoryStore` (custody-testkit/tests/memory_store.rs).
 
 use std::any::Any;
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use custody_core::error::CoreResult;
 use custody_core::ports::store::{ReadJob, Store, WriteJob};
-use custody_core::testing::conformance;
 use custody_store_sqlite::{SqliteStore, StoreOptions};
+use custody_testkit::conformance;
 
 /// A store and the directory of its file, removed when the store is dropped (after it closes).
 struct TempStore {

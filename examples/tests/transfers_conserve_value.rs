@@ -1,11 +1,12 @@
 //! A domain rule property-tested in isolation: the core's ledger alone, on its in-memory
-//! reference implementation (`custody_core::ledger::MemoryLedger`, feature `test-utils`), with
-//! no store, runtime or network. The rule: internal transfers between users of one tenant move
+//! reference implementation (`custody_testkit::MemoryLedger`), with no store, runtime or
+//! network. The rule: internal transfers between users of one tenant move
 //! value and never create or destroy it; one that would overdraw its sender is refused and
 //! writes nothing; no user's balance ever goes below zero; the books always balance.
 
-use custody_core::ledger::{self, Direction, MemoryLedger, ReferenceType, TxMeta, UserAccount};
+use custody_core::ledger::{self, Direction, ReferenceType, TxMeta, UserAccount};
 use custody_core::{Amount, AssetId, Network, Timestamp};
+use custody_testkit::MemoryLedger;
 use proptest::prelude::*;
 use uuid::Uuid;
 

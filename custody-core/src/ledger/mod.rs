@@ -18,8 +18,6 @@ mod entry;
 mod error;
 mod history;
 mod hold;
-#[cfg(any(test, feature = "test-utils"))]
-mod memory;
 mod ops;
 mod posting;
 mod reconcile;
@@ -36,8 +34,6 @@ pub use entry::{
 pub use error::LedgerError;
 pub use history::{history, HistoryEntry, HistoryPage, HISTORY_LIMIT_DEFAULT, HISTORY_LIMIT_MAX};
 pub use hold::{Hold, HoldPurpose, HoldState, NewHold};
-#[cfg(any(test, feature = "test-utils"))]
-pub use memory::MemoryLedger;
 pub use ops::{
     adjust, credit_deposit, post, recredit_deposit, release, reserve, reverse_deposit, settle,
     transfer, transfer_with_balances, user_balance, user_balances, HoldOutcome, Settle,

@@ -1,5 +1,5 @@
-//! The persistence the ledger needs, implemented by the store on its write transaction (and by
-//! `MemoryLedger`, behind the `test-utils` feature).
+//! The persistence the ledger needs, implemented by the store on its write transaction (and, for
+//! tests, by `custody-testkit`'s `MemoryLedger`).
 
 use uuid::Uuid;
 

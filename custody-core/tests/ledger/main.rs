@@ -12,6 +12,7 @@ use custody_core::network::Network;
 use custody_core::time::Timestamp;
 
 use custody_core::ledger::*;
+use custody_testkit::MemoryLedger;
 
 fn usdt() -> AssetId {
     AssetId::new(Network::Bsc, "USDT")

@@ -15,6 +15,7 @@ use custody_core::network::Network;
 use custody_core::time::Timestamp;
 
 use custody_core::ledger::*;
+use custody_testkit::MemoryLedger;
 
 const USERS: [&str; 3] = ["ann", "ben", "cy:x"];
 const TENANT: &str = "t1";

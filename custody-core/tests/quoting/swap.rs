@@ -13,8 +13,8 @@ use custody_core::ports::sender::Payment;
 use custody_core::swap::quoting::*;
 use custody_core::swap::RouterSettings;
 use custody_core::tenant::TenantId;
-use custody_core::testing::block_on;
 use custody_core::withdrawal::HotWallet;
+use custody_testkit::block_on;
 
 use custody_core::wallet::hot_wallet_path;
 

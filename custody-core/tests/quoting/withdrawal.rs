@@ -14,10 +14,10 @@ use custody_core::ports::sender::{Payment, DESTINATION_REFUSES};
 use custody_core::ports::store::read;
 use custody_core::pricing::QuoteFailure;
 use custody_core::tenant::TenantId;
-use custody_core::testing::block_on;
 use custody_core::withdrawal::costs::Rate;
 use custody_core::withdrawal::quoting::*;
 use custody_core::withdrawal::{HotWallet, Quote};
+use custody_testkit::block_on;
 
 use custody_core::wallet::hot_wallet_path;
 

@@ -15,9 +15,9 @@ use custody_core::ports::sender::{
 };
 use custody_core::ports::signer::RecoverableSignature;
 use custody_core::ports::store::write;
-use custody_core::testing::{block_on, CountingEntropy, ManualClock, MemoryStore};
 use custody_core::time::Timestamp;
 use custody_core::withdrawal::FeePolicy;
+use custody_testkit::{block_on, CountingEntropy, ManualClock, MemoryStore};
 
 /// The one call of the chain a quote may make.
 #[mockall::automock]

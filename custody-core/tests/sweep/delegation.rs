@@ -14,7 +14,7 @@ use custody_core::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
 use custody_core::ports::sender::Payment;
 use custody_core::ports::store::{read, write};
 use custody_core::sweep::*;
-use custody_core::testing::block_on;
+use custody_testkit::block_on;
 
 const STAKE: u128 = 14_332_000_000;
 

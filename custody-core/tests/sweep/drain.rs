@@ -11,10 +11,10 @@ use custody_core::ports::sender::Payment;
 use custody_core::ports::signer::HdPath;
 use custody_core::ports::store::{read, write};
 use custody_core::sweep::*;
-use custody_core::testing::block_on;
 use custody_core::wallet::hot::{create_drain, DrainPlan};
 use custody_core::wallet::hot_wallet_path;
 use custody_core::withdrawal::HotWallet;
+use custody_testkit::block_on;
 
 const NEW: &str = "0x00000000000000000000000000000000000000cC";
 

@@ -15,11 +15,11 @@ use custody_core::network::Network;
 use custody_core::outgoing::{Included, OutStatus, OutgoingTx, Purpose};
 use custody_core::ports::store::{read, write, Store};
 use custody_core::tenant::TenantId;
-use custody_core::testing::{block_on, CountingEntropy, MemoryStore};
 use custody_core::time::Timestamp;
 use custody_core::wallet::hot_wallet_path;
 use custody_core::withdrawal::*;
 use custody_core::Amount;
+use custody_testkit::{block_on, CountingEntropy, MemoryStore};
 
 const T0: i64 = 1_800_000_000_000;
 

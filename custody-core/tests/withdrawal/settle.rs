@@ -1,4 +1,4 @@
-//! A withdrawal's settlement posted on a real ledger (the memory reference ledger): the hold
+//! A withdrawal's settlement posted on a real ledger (the testkit's memory ledger): the hold
 //! settles with the settlement's legs and the books reconcile.
 
 use custody_core::asset::AssetId;
@@ -33,9 +33,10 @@ fn costs(amount: u128, network: u128, markup: u128, fee: u128, spread: u128) -> 
 #[test]
 fn a_real_hold_settles_with_the_legs_and_the_ledger_reconciles() {
     use custody_core::ledger::{
-        self, HoldPurpose, MemoryLedger, NewHold, ReferenceType, Settle, TxMeta, UserAccount,
+        self, HoldPurpose, NewHold, ReferenceType, Settle, TxMeta, UserAccount,
     };
     use custody_core::time::Timestamp;
+    use custody_testkit::MemoryLedger;
     use uuid::Uuid;
     let mut l = MemoryLedger::new();
     let at = Timestamp::from_unix_millis(1_800_000_000_000);

@@ -1,6 +1,6 @@
 //! [`LedgerRepo`]: accounts, append-only transactions, holds, history. The same cases run on a
 //! store (each step one job) and on a bare [`MemoryLedger`], the reference; the operations of
-//! [`crate::ledger`] must give the same ledger on both.
+//! [`custody_core::ledger`] must give the same ledger on both.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -10,17 +10,19 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-use crate::error::{CoreError, PortError};
-use crate::ledger::{
+use custody_core::error::{CoreError, PortError};
+use custody_core::ledger::{
     self, entry_id, AccountBalances, AccountKey, Direction, Entry, HistoryEntry, Hold, HoldPurpose,
-    HoldState, LedgerError, LedgerReads, LedgerRepo, LedgerTx, MemoryLedger, NewHold, Phase,
-    ReferenceType, Settle, SystemAccount, TxKind, TxMeta, UserAccount,
+    HoldState, LedgerError, LedgerReads, LedgerRepo, LedgerTx, NewHold, Phase, ReferenceType,
+    Settle, SystemAccount, TxKind, TxMeta, UserAccount,
 };
-use crate::ports::store::{ReadJob, Store, WriteJob};
-use crate::{Amount, AssetId, Network};
+
+use crate::MemoryLedger;
+use custody_core::ports::store::{ReadJob, Store, WriteJob};
+use custody_core::{Amount, AssetId, Network};
 
 use super::{at, run_case, tid, uid};
-use crate::page::Page;
+use custody_core::page::Page;
 
 /// A step of a ledger case that writes; it answers a boxed value of its own type.
 pub type LedgerWrite =
@@ -106,7 +108,7 @@ impl<T: LedgerReads + ?Sized> LedgerReads for LedgerOf<'_, T> {
     }
     fn ledger_history(
         &mut self,
-        tenant: &crate::tenant::TenantId,
+        tenant: &custody_core::tenant::TenantId,
         user: &str,
         network: Network,
         limit: usize,
@@ -121,8 +123,8 @@ impl<T: LedgerReads + ?Sized> LedgerReads for LedgerOf<'_, T> {
     }
     fn list_ledger_transactions(
         &mut self,
-        page: crate::page::Page,
-    ) -> Result<crate::page::Paged<LedgerTx>, PortError> {
+        page: custody_core::page::Page,
+    ) -> Result<custody_core::page::Paged<LedgerTx>, PortError> {
         self.0.list_ledger_transactions(page)
     }
     fn scan_ledger_transactions(

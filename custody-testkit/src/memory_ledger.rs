@@ -1,19 +1,18 @@
-//! A complete in-memory [`LedgerRepo`]: the reference the store adapter's conformance tests can
-//! be compared with, and a ledger for tests and embedders. It has no transactions of its own;
+//! A complete in-memory [`LedgerRepo`]: the reference the store adapters' conformance tests are
+//! compared with, and a ledger for tests. It has no transactions of its own;
 //! clone it to keep a snapshot.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
-use crate::error::PortError;
-use crate::network::Network;
+use custody_core::error::PortError;
+use custody_core::network::Network;
 
-use super::account::{AccountBalances, AccountKey};
-use super::entry::LedgerTx;
-use super::history::HistoryEntry;
-use super::hold::{Hold, HoldState};
-use super::repo::{LedgerReads, LedgerRepo};
+use custody_core::ledger::{
+    check_entry_ids, AccountBalances, AccountKey, HistoryEntry, Hold, HoldState, LedgerReads,
+    LedgerRepo, LedgerTx,
+};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryLedger {
@@ -65,7 +64,7 @@ impl LedgerRepo for MemoryLedger {
                 format!("transaction {} exists", tx.id),
             ));
         }
-        super::check_entry_ids(tx).map_err(|e| PortError::permanent(PORT, e))?;
+        check_entry_ids(tx).map_err(|e| PortError::permanent(PORT, e))?;
         let mut ids = BTreeSet::new();
         for e in &tx.entries {
             if self.entry_ids.contains(&e.id) || !ids.insert(e.id) {
@@ -106,9 +105,9 @@ impl LedgerRepo for MemoryLedger {
 impl LedgerReads for MemoryLedger {
     fn list_ledger_transactions(
         &mut self,
-        page: crate::page::Page,
-    ) -> Result<crate::page::Paged<LedgerTx>, PortError> {
-        Ok(crate::page::select(
+        page: custody_core::page::Page,
+    ) -> Result<custody_core::page::Paged<LedgerTx>, PortError> {
+        Ok(custody_core::page::select(
             &self.transactions,
             |t| (t.created_at, t.id),
             page,
@@ -139,7 +138,7 @@ impl LedgerReads for MemoryLedger {
 
     fn ledger_history(
         &mut self,
-        tenant: &crate::tenant::TenantId,
+        tenant: &custody_core::tenant::TenantId,
         user: &str,
         network: Network,
         limit: usize,

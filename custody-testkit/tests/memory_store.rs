@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use custody_core::ports::Store;
-use custody_core::testing::{block_on, conformance, MemoryStore};
+use custody_testkit::{block_on, conformance, MemoryStore};
 
 fn make() -> Arc<dyn Store> {
     Arc::new(MemoryStore::new())

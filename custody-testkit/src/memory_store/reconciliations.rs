@@ -5,9 +5,11 @@ use std::cmp::Reverse;
 
 use uuid::Uuid;
 
-use crate::error::PortError;
-use crate::reconcile::{Reconciliation, ReconciliationReads, ReconciliationRepo, RunStatus, Scope};
-use crate::time::Timestamp;
+use custody_core::error::PortError;
+use custody_core::reconcile::{
+    Reconciliation, ReconciliationReads, ReconciliationRepo, RunStatus, Scope,
+};
+use custody_core::time::Timestamp;
 
 use super::{constraint, Tx};
 
@@ -87,9 +89,10 @@ impl ReconciliationReads for Tx {
 
     fn list_reconciliations(
         &mut self,
-        page: crate::page::Page,
-    ) -> Result<crate::page::Paged<Reconciliation>, PortError> {
-        let rows = crate::page::select(&self.state.reconciliations, |r| (r.created_at, r.id), page);
+        page: custody_core::page::Page,
+    ) -> Result<custody_core::page::Paged<Reconciliation>, PortError> {
+        let rows =
+            custody_core::page::select(&self.state.reconciliations, |r| (r.created_at, r.id), page);
         Ok(rows.map(|rows| rows.iter().map(unleased).collect()))
     }
 

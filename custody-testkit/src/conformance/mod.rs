@@ -1,6 +1,6 @@
 //! Store conformance suites: the observable semantics of every repository trait and of the
-//! [`Store`] contract itself, written once and run against every store ([`MemoryStore`] in the
-//! core's tests, `SqliteStore` in its crate's tests).
+//! [`Store`] contract itself, written once and run against every store ([`MemoryStore`] in this
+//! crate's tests, `SqliteStore` and `PgStore` in theirs).
 //!
 //! Each suite is an `async fn x_suite(make: impl Fn() -> Arc<dyn Store>)` that runs its cases
 //! one after the other, each on a fresh, empty store from `make`, and panics on the first
@@ -10,7 +10,7 @@
 //! so a store that batches them (group commit) is exercised as such.
 //!
 //! The ledger cases run on a [`LedgerTarget`]: a store ([`ledger_suite`]) or a bare
-//! [`MemoryLedger`](crate::ledger::MemoryLedger) ([`memory_ledger_suite`]), so the reference
+//! [`MemoryLedger`](crate::MemoryLedger) ([`memory_ledger_suite`]), so the reference
 //! ledger and every store are held to the same cases.
 //!
 //! [`MemoryStore`]: super::MemoryStore
@@ -36,11 +36,11 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::error::{CoreError, CoreResult, PortError};
-use crate::network::Network;
-use crate::ports::store::{self, ReadTx, Store, WriteTx};
-use crate::time::Timestamp;
-use crate::wallet::Wallet;
+use custody_core::error::{CoreError, CoreResult, PortError};
+use custody_core::network::Network;
+use custody_core::ports::store::{self, ReadTx, Store, WriteTx};
+use custody_core::time::Timestamp;
+use custody_core::wallet::Wallet;
 
 pub use admin::admin_suite;
 pub use chain::chain_suite;
@@ -91,7 +91,7 @@ async fn run_case(name: &str, case: impl Future<Output = ()>) {
 macro_rules! suite {
     ($(#[$doc:meta])* $suite:ident { $($case:ident),* $(,)? }) => {
         $(#[$doc])*
-        pub async fn $suite(make: impl Fn() -> std::sync::Arc<dyn $crate::ports::store::Store>) {
+        pub async fn $suite(make: impl Fn() -> std::sync::Arc<dyn ::custody_core::ports::store::Store>) {
             $(
                 super::run_case(
                     concat!(stringify!($suite), "::", stringify!($case)),
@@ -141,8 +141,8 @@ fn assert_port_error<T: std::fmt::Debug>(result: CoreResult<T>) {
 
 /// A wallet row (no derivation involved).
 /// A tenant id, valid by construction in these suites.
-fn tid(s: &str) -> crate::tenant::TenantId {
-    crate::tenant::TenantId::parse(s).expect("a valid tenant id")
+fn tid(s: &str) -> custody_core::tenant::TenantId {
+    custody_core::tenant::TenantId::parse(s).expect("a valid tenant id")
 }
 
 /// A real address of `network` named by a short tag ("0xA11CE"): the tag's bytes, padded to 20.
@@ -153,19 +153,19 @@ fn addr(network: Network, tag: &str) -> String {
         *b = t;
     }
     match network {
-        Network::Bsc => crate::address::BscAddress::from_bytes(bytes).to_string(),
-        Network::Tron => crate::address::TronAddress::from_bytes(bytes).to_string(),
+        Network::Bsc => custody_core::address::BscAddress::from_bytes(bytes).to_string(),
+        Network::Tron => custody_core::address::TronAddress::from_bytes(bytes).to_string(),
     }
 }
 
 /// [`addr`] as the typed address the ports take.
-fn chain_addr(network: Network, tag: &str) -> crate::chain::ChainAddress {
-    crate::chain::ChainAddress::parse(network, &addr(network, tag)).expect("a real address")
+fn chain_addr(network: Network, tag: &str) -> custody_core::chain::ChainAddress {
+    custody_core::chain::ChainAddress::parse(network, &addr(network, tag)).expect("a real address")
 }
 
 /// A transaction hash named by a short hex tag ("aa01"), zero-padded to 32 bytes.
-fn hash(tag: &str) -> crate::chain::TxHash {
-    crate::chain::TxHash::parse(&format!("{tag:0>64}")).expect("hex tag")
+fn hash(tag: &str) -> custody_core::chain::TxHash {
+    custody_core::chain::TxHash::parse(&format!("{tag:0>64}")).expect("hex tag")
 }
 
 fn wallet_row(n: u128, tenant: &str, user: &str, network: Network, address: &str) -> Wallet {
@@ -183,7 +183,7 @@ fn wallet_row(n: u128, tenant: &str, user: &str, network: Network, address: &str
 }
 
 /// The rows of a first page, which always answers (it names no cursor).
-fn rows<T>(page: crate::page::Paged<T>) -> Vec<T> {
+fn rows<T>(page: custody_core::page::Paged<T>) -> Vec<T> {
     page.expect("a first page names no cursor")
 }
 
@@ -194,10 +194,13 @@ fn rows<T>(page: crate::page::Paged<T>) -> Vec<T> {
 async fn check_paging<T: Send + 'static>(
     s: &dyn Store,
     limit: usize,
-    list: fn(&mut dyn ReadTx, crate::page::Page) -> Result<crate::page::Paged<T>, PortError>,
+    list: fn(
+        &mut dyn ReadTx,
+        custody_core::page::Page,
+    ) -> Result<custody_core::page::Paged<T>, PortError>,
     id: fn(&T) -> Uuid,
 ) {
-    use crate::page::Page;
+    use custody_core::page::Page;
     let all: Vec<Uuid> = r(s, move |tx| list(tx, Page::first(usize::MAX)))
         .await
         .map(|rows| rows.iter().map(id).collect())

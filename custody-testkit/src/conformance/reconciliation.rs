@@ -1,4 +1,4 @@
-//! [`ReconciliationRepo`](crate::reconcile::ReconciliationRepo): runs kept exactly, listed
+//! [`ReconciliationRepo`](custody_core::reconcile::ReconciliationRepo): runs kept exactly, listed
 //! newest first, the newest per scope; a run claimed by one runner at a time under a lease that
 //! only a crashed runner's expiry hands over, and results fenced by that lease.
 
@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::ports::store::Store;
-use crate::reconcile::{Reconciliation, RunStatus, Scope};
+use custody_core::ports::store::Store;
+use custody_core::reconcile::{Reconciliation, RunStatus, Scope};
 
 use super::{assert_port_error, at, r, suite, uid, w};
 
@@ -81,7 +81,7 @@ async fn runs_are_listed_newest_first_and_the_latest_is_per_scope(store: Arc<dyn
         w(s, move |tx| tx.insert_reconciliation(&x)).await.unwrap();
     }
     let ids: Vec<_> = r(s, |tx| {
-        tx.list_reconciliations(crate::page::Page::first(10))
+        tx.list_reconciliations(custody_core::page::Page::first(10))
             .map(super::rows)
     })
     .await
@@ -92,7 +92,7 @@ async fn runs_are_listed_newest_first_and_the_latest_is_per_scope(store: Arc<dyn
     assert_eq!(ids, vec![uid(4), uid(2), uid(3), uid(1)]);
     assert_eq!(
         r(s, |tx| tx
-            .list_reconciliations(crate::page::Page::first(2))
+            .list_reconciliations(custody_core::page::Page::first(2))
             .map(super::rows))
         .await
         .len(),

@@ -1,12 +1,12 @@
-//! [`WalletRepo`](crate::wallet::WalletRepo): account and address index allocation, wallets.
+//! [`WalletRepo`](custody_core::wallet::WalletRepo): account and address index allocation, wallets.
 
 use std::sync::Arc;
 
-use crate::error::{CoreError, CoreResult, ErrorCode, Refusal};
-use crate::ports::store::{write, Store};
-use crate::testing::test_signer;
-use crate::wallet::{self, Wallet};
-use crate::Network;
+use crate::test_signer;
+use custody_core::error::{CoreError, CoreResult, ErrorCode, Refusal};
+use custody_core::ports::store::{write, Store};
+use custody_core::wallet::{self, Wallet};
+use custody_core::Network;
 
 use super::{addr, assert_port_error, at, chain_addr, r, suite, tid, uid, w, wallet_row};
 
@@ -215,7 +215,7 @@ async fn create_wallet_creates_once_with_its_event(store: Arc<dyn Store>) {
     assert_eq!((bob.wallet.account, bob.wallet.index), (0, 1));
     assert_ne!(bob.wallet.address, alice.wallet.address);
     let events = r(s, |tx| {
-        tx.list_webhook_events(crate::page::Page::first(10))
+        tx.list_webhook_events(custody_core::page::Page::first(10))
             .map(super::rows)
     })
     .await;
@@ -230,7 +230,7 @@ async fn create_wallet_creates_once_with_its_event(store: Arc<dyn Store>) {
     let by_address = r(s, move |tx| {
         tx.wallet_by_address(
             Network::Bsc,
-            &crate::chain::ChainAddress::parse(Network::Bsc, &bob.wallet.address)
+            &custody_core::chain::ChainAddress::parse(Network::Bsc, &bob.wallet.address)
                 .expect("canonical"),
         )
     })

@@ -1,10 +1,10 @@
-//! [`AuditRepo`](crate::admin::AuditRepo), [`AlertRepo`](crate::admin::AlertRepo) and
-//! [`ControlRepo`](crate::admin::ControlRepo).
+//! [`AuditRepo`](custody_core::admin::AuditRepo), [`AlertRepo`](custody_core::admin::AlertRepo) and
+//! [`ControlRepo`](custody_core::admin::ControlRepo).
 
 use std::sync::Arc;
 
-use crate::admin::{self, Alert, AuditRecord, Control};
-use crate::ports::store::{write, Store};
+use custody_core::admin::{self, Alert, AuditRecord, Control};
+use custody_core::ports::store::{write, Store};
 
 use super::{assert_port_error, at, r, suite, uid, w};
 
@@ -72,7 +72,7 @@ async fn audit_records_are_listed_newest_first(store: Arc<dyn Store>) {
     assert_port_error(w(s, |tx| tx.append_audit(&audit(1, 40))).await);
     let listed = |limit: usize| {
         r(s, move |tx| {
-            tx.list_audit(crate::page::Page::first(limit))
+            tx.list_audit(custody_core::page::Page::first(limit))
                 .map(super::rows)
         })
     };
@@ -105,9 +105,9 @@ async fn alerts_are_listed_newest_first_and_counted(store: Arc<dyn Store>) {
     assert_port_error(w(s, move |tx| tx.raise_alert(&info)).await);
     let (listed, two, open) = r(s, |tx| {
         Ok((
-            tx.list_alerts(crate::page::Page::first(10))
+            tx.list_alerts(custody_core::page::Page::first(10))
                 .map(super::rows)?,
-            tx.list_alerts(crate::page::Page::first(2))
+            tx.list_alerts(custody_core::page::Page::first(2))
                 .map(super::rows)?,
             tx.open_alert_count()?,
         ))
@@ -146,7 +146,7 @@ async fn acknowledged_alerts_leave_the_open_count_once(store: Arc<dyn Store>) {
         Ok((
             tx.alert(uid(2))?,
             tx.open_alert_count()?,
-            tx.list_alerts(crate::page::Page::first(10))
+            tx.list_alerts(custody_core::page::Page::first(10))
                 .map(super::rows)?,
         ))
     })
@@ -169,7 +169,8 @@ async fn acknowledged_alerts_leave_the_open_count_once(store: Arc<dyn Store>) {
     let again = ack(3, 101, "again", 80).await.unwrap();
     assert_eq!(again, first, "acknowledging twice answers the same record");
     let audit = r(s, |tx| {
-        tx.list_audit(crate::page::Page::first(10)).map(super::rows)
+        tx.list_audit(custody_core::page::Page::first(10))
+            .map(super::rows)
     })
     .await;
     assert_eq!(audit.len(), 1);
@@ -179,11 +180,11 @@ async fn acknowledged_alerts_leave_the_open_count_once(store: Arc<dyn Store>) {
     assert_eq!(audit[0].actor, "credential:op");
     assert!(matches!(
         ack(9, 102, "x", 90).await,
-        Err(crate::error::CoreError::Refused(ref e)) if e.code == crate::error::ErrorCode::NotFound
+        Err(custody_core::error::CoreError::Refused(ref e)) if e.code == custody_core::error::ErrorCode::NotFound
     ));
     assert!(matches!(
         ack(1, 103, "  ", 90).await,
-        Err(crate::error::CoreError::Refused(ref e)) if e.code == crate::error::ErrorCode::ValidationFailed
+        Err(custody_core::error::CoreError::Refused(ref e)) if e.code == custody_core::error::ErrorCode::ValidationFailed
     ));
     assert_eq!(r(s, |tx| tx.open_alert_count()).await, 1);
 }
@@ -238,7 +239,7 @@ async fn controls_are_replaced_and_listed_by_key(store: Arc<dyn Store>) {
     let (restricted, audit) = r(s, |tx| {
         Ok((
             admin::restricted(tx, "kill_switch.swaps")?,
-            tx.list_audit(crate::page::Page::first(10))
+            tx.list_audit(custody_core::page::Page::first(10))
                 .map(super::rows)?,
         ))
     })

@@ -1,12 +1,12 @@
-//! [`WithdrawalRepo`](crate::withdrawal::WithdrawalRepo): quotes used once, one withdrawal per
+//! [`WithdrawalRepo`](custody_core::withdrawal::WithdrawalRepo): quotes used once, one withdrawal per
 //! quote, records kept exactly and per tenant.
 
 use std::sync::Arc;
 
-use crate::amount::Amount;
-use crate::network::Network;
-use crate::ports::store::Store;
-use crate::withdrawal::{Costs, Quote, Rate, Withdrawal, WithdrawalStatus, WithdrawalStep};
+use custody_core::amount::Amount;
+use custody_core::network::Network;
+use custody_core::ports::store::Store;
+use custody_core::withdrawal::{Costs, Quote, Rate, Withdrawal, WithdrawalStatus, WithdrawalStep};
 
 use super::{assert_port_error, at, r, suite, tid, uid, w};
 
@@ -179,20 +179,20 @@ async fn every_tenants_withdrawals_are_listed_newest_first(store: Arc<dyn Store>
     let ids = |v: Vec<Withdrawal>| v.iter().map(|w| w.id).collect::<Vec<_>>();
     assert_eq!(
         ids(r(s, |tx| tx
-            .list_withdrawals(crate::page::Page::first(10))
+            .list_withdrawals(custody_core::page::Page::first(10))
             .map(super::rows))
         .await),
         [uid(12), uid(11), uid(10), uid(13)]
     );
     assert_eq!(
         ids(r(s, |tx| tx
-            .list_withdrawals(crate::page::Page::first(2))
+            .list_withdrawals(custody_core::page::Page::first(2))
             .map(super::rows))
         .await),
         [uid(12), uid(11)]
     );
     assert!(r(s, |tx| tx
-        .list_withdrawals(crate::page::Page::first(0))
+        .list_withdrawals(custody_core::page::Page::first(0))
         .map(super::rows))
     .await
     .is_empty());

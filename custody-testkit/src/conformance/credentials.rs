@@ -1,13 +1,13 @@
-//! [`CredentialRepo`](crate::auth::CredentialRepo): credentials, nonces, TOTP steps.
+//! [`CredentialRepo`](custody_core::auth::CredentialRepo): credentials, nonces, TOTP steps.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::auth::nonce_set::PendingNonce;
-use crate::auth::{Scope, StoredCredential as Credential};
-use crate::ports::store::Store;
-use crate::secret::Secret;
-use crate::vault::Sealed;
+use custody_core::auth::nonce_set::PendingNonce;
+use custody_core::auth::{Scope, StoredCredential as Credential};
+use custody_core::ports::store::Store;
+use custody_core::secret::Secret;
+use custody_core::vault::Sealed;
 
 use super::{assert_port_error, at, r, suite, tid, uid, w};
 
@@ -262,7 +262,7 @@ async fn logged_nonces_come_back_until_pruned(store: Arc<dyn Store>) {
     // A job that fails logs nothing: a mutation's nonce is kept with its command or not at all.
     let failed = w::<()>(s, |tx| {
         tx.log_nonce(uid(3), "l-of-a-failed-job", at(500))?;
-        Err(crate::error::PortError::permanent(
+        Err(custody_core::error::PortError::permanent(
             "test",
             "the command failed",
         ))
@@ -335,7 +335,7 @@ async fn logged_nonces_come_back_until_pruned(store: Arc<dyn Store>) {
     let batch = pending(130, "failed");
     let failed = w::<()>(s, move |tx| {
         tx.log_nonces(&batch)?;
-        Err(crate::error::PortError::permanent(
+        Err(custody_core::error::PortError::permanent(
             "test",
             "the flush failed",
         ))
@@ -346,7 +346,7 @@ async fn logged_nonces_come_back_until_pruned(store: Arc<dyn Store>) {
 }
 
 async fn the_nonce_fence_and_the_latest_expiry_are_kept(store: Arc<dyn Store>) {
-    use crate::auth::nonce_set::NonceFence;
+    use custody_core::auth::nonce_set::NonceFence;
     let s = store.as_ref();
     let read = || r(s, |tx| Ok((tx.nonce_fence()?, tx.latest_nonce_expiry()?)));
     assert_eq!(read().await, (None, None), "a new store has neither");
@@ -379,7 +379,7 @@ async fn the_nonce_fence_and_the_latest_expiry_are_kept(store: Arc<dyn Store>) {
     };
     let failed = w(s, move |tx| {
         tx.put_nonce_fence(&lost)?;
-        Err::<(), _>(crate::error::PortError::permanent(
+        Err::<(), _>(custody_core::error::PortError::permanent(
             "test",
             "fails after the write",
         ))

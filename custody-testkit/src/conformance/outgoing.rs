@@ -1,14 +1,14 @@
-//! [`OutgoingRepo`](crate::outgoing::OutgoingRepo): outgoing transactions, their leases, and
+//! [`OutgoingRepo`](custody_core::outgoing::OutgoingRepo): outgoing transactions, their leases, and
 //! the EVM nonce allocator.
 
 use std::sync::Arc;
 
-use crate::amount::Amount;
-use crate::outgoing::{Attempt, Bid, Included, OutStatus, OutgoingTx, Purpose};
-use crate::ports::sender::Payment;
-use crate::ports::signer::HdPath;
-use crate::ports::store::Store;
-use crate::Network;
+use custody_core::amount::Amount;
+use custody_core::outgoing::{Attempt, Bid, Included, OutStatus, OutgoingTx, Purpose};
+use custody_core::ports::sender::Payment;
+use custody_core::ports::signer::HdPath;
+use custody_core::ports::store::Store;
+use custody_core::Network;
 
 use super::{assert_port_error, at, r, suite, uid, w};
 
@@ -64,17 +64,17 @@ fn attempt(hash: &str) -> Attempt {
         expires_at_ms: None,
         signed_at: at(20),
         sent_at: Some(at(21)),
-        last_answer: Some(crate::ports::sender::BroadcastOutcome::Accepted),
+        last_answer: Some(custody_core::ports::sender::BroadcastOutcome::Accepted),
         // A TRON plan, so that the round trip covers it (BSC stores none).
-        plan: Some(crate::tron::resources::plan(
-            &crate::tron::resources::PlanInputs {
-                operation: crate::tron::resources::Operation::Trc20Transfer {
+        plan: Some(custody_core::tron::resources::plan(
+            &custody_core::tron::resources::PlanInputs {
+                operation: custody_core::tron::resources::Operation::Trc20Transfer {
                     recipient_holds_token: false,
                     estimated_energy: Some(130_285),
                 },
                 bandwidth_bytes: 345,
-                available: crate::tron::resources::AvailableResources::default(),
-                prices: crate::tron::resources::ResourcePrices::MAINNET,
+                available: custody_core::tron::resources::AvailableResources::default(),
+                prices: custody_core::tron::resources::ResourcePrices::MAINNET,
                 energy_margin_percent: 20,
             },
         )),
@@ -106,14 +106,14 @@ async fn transactions_round_trip_and_only_their_state_moves(store: Arc<dyn Store
         block_hash: "bb".into(),
         succeeded: false,
         fee_native: Amount::from_units(u128::MAX - 1),
-        moves: vec![crate::ports::sender::TokenMove {
+        moves: vec![custody_core::ports::sender::TokenMove {
             contract: "0x0000000000000000000000000000000000000001".into(),
-            kind: crate::ports::sender::MoveKind::Unwrap,
+            kind: custody_core::ports::sender::MoveKind::Unwrap,
             from: "0x0000000000000000000000000000000000000002".into(),
             to: "0x0000000000000000000000000000000000000002".into(),
             amount: Amount::from_units(u128::MAX),
         }],
-        resources: Some(crate::tron::resources::ActualResources {
+        resources: Some(custody_core::tron::resources::ActualResources {
             energy_usage: 1,
             energy_usage_total: 130_285,
             energy_fee: 13_028_400,
@@ -200,7 +200,10 @@ async fn nonces_are_allocated_once_from_the_seed(store: Arc<dyn Store>) {
     // A job that fails after allocating gives its nonce back: no gap is left behind.
     let failed = w(s, |tx| {
         tx.allocate_nonce(Network::Bsc, HOT, 0)?;
-        Err::<(), _>(crate::error::PortError::permanent("test", "build failed"))
+        Err::<(), _>(custody_core::error::PortError::permanent(
+            "test",
+            "build failed",
+        ))
     })
     .await;
     assert!(failed.is_err());
@@ -344,7 +347,7 @@ async fn a_stale_lease_cannot_write_over_the_broadcaster_that_took_over(store: A
     assert!(
         matches!(
             e,
-            crate::error::CoreError::Port(ref p) if p.retry == crate::error::Retry::Transient
+            custody_core::error::CoreError::Port(ref p) if p.retry == custody_core::error::Retry::Transient
         ),
         "{e:?}"
     );
@@ -399,12 +402,12 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     signed.add_attempt(attempt("a1"), at(20)).unwrap();
     let stored = signed.clone();
     assert_eq!(
-        crate::ports::store::write(s, move |tx| {
-            crate::outgoing::record_signed(tx, &stored, Some(41), None)
+        custody_core::ports::store::write(s, move |tx| {
+            custody_core::outgoing::record_signed(tx, &stored, Some(41), None)
         })
         .await
         .unwrap(),
-        crate::outgoing::Recorded::Stored
+        custody_core::outgoing::Recorded::Stored
     );
     let got = r(s, |tx| tx.outgoing(uid(1))).await.unwrap();
     assert_eq!((got.nonce, got.attempts.len()), (Some(41), 1));
@@ -412,8 +415,8 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     let mut stale = second.clone();
     stale.nonce = Some(41);
     stale.add_attempt(attempt("b1"), at(20)).unwrap();
-    let refused = crate::ports::store::write(s, move |tx| {
-        crate::outgoing::record_signed(tx, &stale, Some(0), None)
+    let refused = custody_core::ports::store::write(s, move |tx| {
+        custody_core::outgoing::record_signed(tx, &stale, Some(0), None)
     })
     .await;
     assert!(refused.is_err());
@@ -443,20 +446,28 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     // A switch turned on after the broadcaster's check: refused in the write, which stores
     // nothing and allocates nothing.
     let record_next = |next: OutgoingTx| {
-        crate::ports::store::write(s, move |tx| {
-            crate::outgoing::record_signed(tx, &next, Some(0), None)
+        custody_core::ports::store::write(s, move |tx| {
+            custody_core::outgoing::record_signed(tx, &next, Some(0), None)
         })
     };
     let switch = |on: bool| {
         let audit = uid(if on { 90 } else { 91 });
-        crate::ports::store::write(s, move |tx| {
-            crate::admin::set_control(tx, audit, "ops", "maintenance.BSC", on, "test", at(20))
+        custody_core::ports::store::write(s, move |tx| {
+            custody_core::admin::set_control(
+                tx,
+                audit,
+                "ops",
+                "maintenance.BSC",
+                on,
+                "test",
+                at(20),
+            )
         })
     };
     switch(true).await.unwrap();
     assert_eq!(
         record_next(next.clone()).await.unwrap(),
-        crate::outgoing::Recorded::Refused
+        custody_core::outgoing::Recorded::Refused
     );
     let untouched = r(s, |tx| tx.outgoing(uid(2))).await.unwrap();
     assert_eq!((untouched.nonce, untouched.attempts.len()), (None, 0));
@@ -468,7 +479,7 @@ async fn a_nonce_is_set_once_at_signing_and_stays_unique(store: Arc<dyn Store>) 
     switch(false).await.unwrap();
     assert_eq!(
         record_next(next).await.unwrap(),
-        crate::outgoing::Recorded::Stored
+        custody_core::outgoing::Recorded::Stored
     );
     assert_eq!(
         r(s, |tx| tx.outgoing(uid(2))).await.unwrap().nonce,
@@ -565,20 +576,20 @@ async fn of_two_payments_of_one_sender_funded_by_one_check_only_one_is_recorded(
     .unwrap();
     let before = r(s, |tx| tx.outgoing_in_flight(Network::Bsc, HOT)).await;
     let record = |mut out: OutgoingTx, hash: &'static str| {
-        let seen = crate::outgoing::funds::FundsSeen::of(&before, out.id);
+        let seen = custody_core::outgoing::funds::FundsSeen::of(&before, out.id);
         out.add_attempt(attempt(hash), at(20)).unwrap();
-        crate::ports::store::write(s, move |tx| {
-            crate::outgoing::record_signed(tx, &out, None, Some(&seen))
+        custody_core::ports::store::write(s, move |tx| {
+            custody_core::outgoing::record_signed(tx, &out, None, Some(&seen))
         })
     };
-    let both = crate::testing::join_all(vec![record(a, "a1"), record(b, "b1")]).await;
+    let both = crate::join_all(vec![record(a, "a1"), record(b, "b1")]).await;
     let mut results: Vec<_> = both.into_iter().map(Result::unwrap).collect();
     results.sort_by_key(|x| format!("{x:?}"));
     assert_eq!(
         results,
         vec![
-            crate::outgoing::Recorded::FundsChanged,
-            crate::outgoing::Recorded::Stored
+            custody_core::outgoing::Recorded::FundsChanged,
+            custody_core::outgoing::Recorded::Stored
         ]
     );
     let signed = r(s, |tx| tx.outgoing_in_flight(Network::Bsc, HOT))
@@ -590,15 +601,15 @@ async fn of_two_payments_of_one_sender_funded_by_one_check_only_one_is_recorded(
     // Checked again, with the stored one counted, the other is recorded.
     let now = r(s, |tx| tx.outgoing_in_flight(Network::Bsc, HOT)).await;
     let left = now.iter().find(|o| o.attempts.is_empty()).unwrap().clone();
-    let seen = crate::outgoing::funds::FundsSeen::of(&now, left.id);
+    let seen = custody_core::outgoing::funds::FundsSeen::of(&now, left.id);
     let mut again = left;
     again.add_attempt(attempt("c1"), at(30)).unwrap();
     assert_eq!(
-        crate::ports::store::write(s, move |tx| {
-            crate::outgoing::record_signed(tx, &again, None, Some(&seen))
+        custody_core::ports::store::write(s, move |tx| {
+            custody_core::outgoing::record_signed(tx, &again, None, Some(&seen))
         })
         .await
         .unwrap(),
-        crate::outgoing::Recorded::Stored
+        custody_core::outgoing::Recorded::Stored
     );
 }

@@ -1,15 +1,15 @@
-//! [`SweepRepo`](crate::sweep::SweepRepo): sweeps and treasury fundings kept exactly, one open
+//! [`SweepRepo`](custody_core::sweep::SweepRepo): sweeps and treasury fundings kept exactly, one open
 //! sweep per (network, address) by constraint, only their state moving on update, the funded
 //! sweeps still waiting for their transfer, every record listed newest first, and the flows
 //! of confirmed records per address.
 
 use std::sync::Arc;
 
-use crate::amount::Amount;
-use crate::network::Network;
-use crate::ports::signer::HdPath;
-use crate::ports::store::Store;
-use crate::sweep::{Funding, FundingKind, FundingStatus, Sweep, SweepStatus, SweepStep};
+use custody_core::amount::Amount;
+use custody_core::network::Network;
+use custody_core::ports::signer::HdPath;
+use custody_core::ports::store::Store;
+use custody_core::sweep::{Funding, FundingKind, FundingStatus, Sweep, SweepStatus, SweepStep};
 
 use super::{assert_port_error, at, r, suite, uid, w};
 
@@ -272,7 +272,7 @@ async fn sweeps_and_fundings_are_listed_newest_first(store: Arc<dyn Store>) {
     let ids = |v: Vec<uuid::Uuid>| v;
     assert_eq!(
         ids(r(store.as_ref(), |tx| tx
-            .list_sweeps(crate::page::Page::first(2))
+            .list_sweeps(custody_core::page::Page::first(2))
             .map(super::rows))
         .await
         .iter()
@@ -282,7 +282,7 @@ async fn sweeps_and_fundings_are_listed_newest_first(store: Arc<dyn Store>) {
     );
     assert_eq!(
         ids(r(store.as_ref(), |tx| tx
-            .list_fundings(crate::page::Page::first(5))
+            .list_fundings(custody_core::page::Page::first(5))
             .map(super::rows))
         .await
         .iter()

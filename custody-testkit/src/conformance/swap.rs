@@ -1,14 +1,14 @@
-//! [`SwapRepo`](crate::swap::SwapRepo): swap quotes used once, one swap per quote, records
+//! [`SwapRepo`](custody_core::swap::SwapRepo): swap quotes used once, one swap per quote, records
 //! kept exactly and per tenant, every tenant's swaps newest first, and router allowances one
 //! per (network, owner, token, spender) whatever the case of the addresses.
 
 use std::sync::Arc;
 
-use crate::amount::Amount;
-use crate::network::Network;
-use crate::ports::store::Store;
-use crate::swap::{Allowance, Swap, SwapQuote, SwapStatus};
-use crate::withdrawal::{Costs, Rate, WithdrawalStep};
+use custody_core::amount::Amount;
+use custody_core::network::Network;
+use custody_core::ports::store::Store;
+use custody_core::swap::{Allowance, Swap, SwapQuote, SwapStatus};
+use custody_core::withdrawal::{Costs, Rate, WithdrawalStep};
 
 use super::{assert_port_error, at, r, suite, tid, uid, w};
 
@@ -189,14 +189,14 @@ async fn every_tenants_swaps_are_listed_newest_first(store: Arc<dyn Store>) {
     let ids = |v: Vec<Swap>| v.iter().map(|x| x.id).collect::<Vec<_>>();
     assert_eq!(
         ids(r(s, |tx| tx
-            .list_swaps(crate::page::Page::first(10))
+            .list_swaps(custody_core::page::Page::first(10))
             .map(super::rows))
         .await),
         [uid(12), uid(11), uid(10), uid(13)]
     );
     assert_eq!(
         ids(r(s, |tx| tx
-            .list_swaps(crate::page::Page::first(1))
+            .list_swaps(custody_core::page::Page::first(1))
             .map(super::rows))
         .await),
         [uid(12)]

@@ -1,4 +1,4 @@
-//! [`OutboxRepo`](crate::outbox::OutboxRepo) and [`WebhookRepo`](crate::webhook::WebhookRepo):
+//! [`OutboxRepo`](custody_core::outbox::OutboxRepo) and [`WebhookRepo`](custody_core::webhook::WebhookRepo):
 //! endpoints, the queue, leased claims, attempts, replays.
 
 use std::collections::BTreeSet;
@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::outbox::{EventType, NewEvent};
-use crate::ports::store::Store;
-use crate::ports::webhook::DeliveryOutcome;
-use crate::testing::join_all;
-use crate::webhook::{Attempt, Claim, DueEvent, Endpoint, EventCounts, EventStatus, Step};
+use crate::join_all;
+use custody_core::outbox::{EventType, NewEvent};
+use custody_core::ports::store::Store;
+use custody_core::ports::webhook::DeliveryOutcome;
+use custody_core::webhook::{Attempt, Claim, DueEvent, Endpoint, EventCounts, EventStatus, Step};
 
 use super::{assert_port_error, at, r, suite, tid, uid, w};
 
@@ -37,7 +37,7 @@ fn endpoint(tenant: &str, secret: &[u8], created: i64) -> Endpoint {
     Endpoint {
         tenant: tid(tenant),
         url: format!("https://{tenant}.example.com/hook"),
-        secret: crate::vault::Sealed::from_stored(secret.to_vec()),
+        secret: custody_core::vault::Sealed::from_stored(secret.to_vec()),
         created_at: at(created),
         updated_at: at(created),
     }
@@ -236,7 +236,7 @@ async fn events_are_listed_newest_first(store: Arc<dyn Store>) {
     setup(s, &["acme"], events).await;
     let listed = |limit: usize| {
         r(s, move |tx| {
-            tx.list_webhook_events(crate::page::Page::first(limit))
+            tx.list_webhook_events(custody_core::page::Page::first(limit))
                 .map(super::rows)
         })
     };
@@ -416,7 +416,7 @@ async fn attempts_move_events_and_are_recorded(store: Arc<dyn Store>) {
     );
 
     let list = r(s, |tx| {
-        tx.list_webhook_events(crate::page::Page::first(10))
+        tx.list_webhook_events(custody_core::page::Page::first(10))
             .map(super::rows)
     })
     .await;

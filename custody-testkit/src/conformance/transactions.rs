@@ -3,13 +3,13 @@
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use crate::admin::{AuditRecord, Control};
-use crate::error::{CoreError, CoreResult, ErrorCode, Refusal};
-use crate::ledger::{AccountBalances, AccountKey, SystemAccount};
-use crate::outbox::{EventType, NewEvent};
-use crate::ports::store::{nested, read, write, Store};
-use crate::testing::{block_on, join_all};
-use crate::{Amount, AssetId, Network};
+use crate::{block_on, join_all};
+use custody_core::admin::{AuditRecord, Control};
+use custody_core::error::{CoreError, CoreResult, ErrorCode, Refusal};
+use custody_core::ledger::{AccountBalances, AccountKey, SystemAccount};
+use custody_core::outbox::{EventType, NewEvent};
+use custody_core::ports::store::{nested, read, write, Store};
+use custody_core::{Amount, AssetId, Network};
 
 use super::{assert_port_error, at, r, suite, tid, uid, w};
 
@@ -78,7 +78,7 @@ async fn an_ok_write_is_visible_to_every_later_read(store: Arc<dyn Store>) {
     for _ in 0..3 {
         let (records, control) = r(s, |tx| {
             Ok((
-                tx.list_audit(crate::page::Page::first(10))
+                tx.list_audit(custody_core::page::Page::first(10))
                     .map(super::rows)?,
                 tx.control("maintenance.BSC")?,
             ))
@@ -88,7 +88,8 @@ async fn an_ok_write_is_visible_to_every_later_read(store: Arc<dyn Store>) {
         assert!(control.is_some_and(|c| c.enabled));
     }
     let seen_by_a_write = w(s, |tx| {
-        tx.list_audit(crate::page::Page::first(10)).map(super::rows)
+        tx.list_audit(custody_core::page::Page::first(10))
+            .map(super::rows)
     })
     .await
     .unwrap();
@@ -107,7 +108,7 @@ async fn an_ok_write_is_visible_to_every_later_read(store: Arc<dyn Store>) {
     }
     assert_eq!(
         r(s, |tx| tx
-            .list_audit(crate::page::Page::first(100))
+            .list_audit(custody_core::page::Page::first(100))
             .map(super::rows))
         .await
         .len(),
@@ -147,7 +148,7 @@ async fn a_failed_job_leaves_no_trace(store: Arc<dyn Store>) {
     );
     let left = r(s, |tx| {
         Ok((
-            tx.list_audit(crate::page::Page::first(10))
+            tx.list_audit(custody_core::page::Page::first(10))
                 .map(super::rows)?
                 .is_empty(),
             tx.control("maintenance.BSC")?.is_none(),
@@ -183,7 +184,7 @@ async fn a_failed_job_leaves_no_trace(store: Arc<dyn Store>) {
     assert_eq!(
         audit_ids(
             &r(s, |tx| tx
-                .list_audit(crate::page::Page::first(10))
+                .list_audit(custody_core::page::Page::first(10))
                 .map(super::rows))
             .await
         ),
@@ -271,7 +272,7 @@ async fn failed_jobs_do_not_affect_the_jobs_around_them(store: Arc<dyn Store>) {
     let committed = (0..60u32).filter(|&i| fate(i) == "commits").count();
     assert_eq!(
         r(s, |tx| tx
-            .list_audit(crate::page::Page::first(100))
+            .list_audit(custody_core::page::Page::first(100))
             .map(super::rows))
         .await
         .len(),
@@ -290,7 +291,7 @@ async fn savepoints_nest_and_roll_back(store: Arc<dyn Store>) {
         tx.use_nonce(uid(1), "inner", at(1))?;
         tx.rollback_to_savepoint()?;
         let after_inner_rollback = audit_ids(
-            &tx.list_audit(crate::page::Page::first(10))
+            &tx.list_audit(custody_core::page::Page::first(10))
                 .map(super::rows)?,
         );
         tx.append_audit(&audit(4, 4))?;
@@ -303,7 +304,7 @@ async fn savepoints_nest_and_roll_back(store: Arc<dyn Store>) {
         tx.release_savepoint()?;
         tx.rollback_to_savepoint()?;
         let after_outer_rollback = audit_ids(
-            &tx.list_audit(crate::page::Page::first(10))
+            &tx.list_audit(custody_core::page::Page::first(10))
                 .map(super::rows)?,
         );
         let inner_nonce_free = tx.use_nonce(uid(1), "inner", at(1))?;
@@ -315,7 +316,7 @@ async fn savepoints_nest_and_roll_back(store: Arc<dyn Store>) {
     assert_eq!(
         audit_ids(
             &r(s, |tx| tx
-                .list_audit(crate::page::Page::first(10))
+                .list_audit(custody_core::page::Page::first(10))
                 .map(super::rows))
             .await
         ),
@@ -347,7 +348,7 @@ async fn nested_keeps_what_succeeds_and_undoes_what_fails(store: Arc<dyn Store>)
     assert_eq!(
         audit_ids(
             &r(s, |tx| tx
-                .list_audit(crate::page::Page::first(10))
+                .list_audit(custody_core::page::Page::first(10))
                 .map(super::rows))
             .await
         ),
@@ -364,7 +365,7 @@ async fn nested_keeps_what_succeeds_and_undoes_what_fails(store: Arc<dyn Store>)
     assert_eq!(
         audit_ids(
             &r(s, |tx| tx
-                .list_audit(crate::page::Page::first(10))
+                .list_audit(custody_core::page::Page::first(10))
                 .map(super::rows))
             .await
         ),
@@ -400,7 +401,7 @@ async fn savepoint_misuse_is_an_error(store: Arc<dyn Store>) {
         "{left_open:?}"
     );
     assert!(r(s, |tx| tx
-        .list_audit(crate::page::Page::first(10))
+        .list_audit(custody_core::page::Page::first(10))
         .map(super::rows))
     .await
     .is_empty());

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use crate::ports::signer::HdPath;
-use crate::ports::store::Store;
-use crate::wallet::migration::{MigrationStatus, MigrationStep, WalletMigration};
-use crate::wallet::{PreviousAddress, Wallet};
-use crate::Network;
+use custody_core::ports::signer::HdPath;
+use custody_core::ports::store::Store;
+use custody_core::wallet::migration::{MigrationStatus, MigrationStep, WalletMigration};
+use custody_core::wallet::{PreviousAddress, Wallet};
+use custody_core::Network;
 
 use super::{addr, assert_port_error, at, chain_addr, r, suite, tid, uid, w, wallet_row};
 
@@ -37,7 +37,7 @@ fn path(network: Network, account: u32, index: u32) -> HdPath {
 
 /// alice's BSC wallet at (0, 1), moved to 0xA11CE2 at (5, 0) at t=50.
 async fn moved_alice(s: &dyn Store) {
-    let wallet = crate::wallet::Wallet {
+    let wallet = custody_core::wallet::Wallet {
         index: 1,
         ..wallet_row(1, "acme", "alice", Network::Bsc, "0xA11CE")
     };
@@ -123,10 +123,11 @@ async fn a_moved_wallet_keeps_its_old_address(store: Arc<dyn Store>) {
 /// What one wallet reads as by id, through both kinds of read job, as `tenant`.
 async fn by_id_both_ways(s: &dyn Store, tenant: &'static str, id: u128) -> Option<Wallet> {
     let read = r(s, move |tx| tx.wallet_by_id(&tid(tenant), uid(id))).await;
-    let quick =
-        crate::ports::store::read_quick(s, move |tx| Ok(tx.wallet_by_id(&tid(tenant), uid(id))?))
-            .await
-            .unwrap_or_else(|e| panic!("a quick read failed: {e}"));
+    let quick = custody_core::ports::store::read_quick(s, move |tx| {
+        Ok(tx.wallet_by_id(&tid(tenant), uid(id))?)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("a quick read failed: {e}"));
     assert_eq!(read, quick, "both kinds of read agree");
     read
 }
@@ -275,7 +276,7 @@ async fn moves_never_reuse_an_address_or_a_path(store: Arc<dyn Store>) {
     // still alice's: a deposit to it must never find another wallet).
     let bob = wallet_row(2, "acme", "bob", Network::Bsc, "0xA11CE");
     assert_port_error(w(s, move |tx| tx.insert_wallet(&bob)).await);
-    let bob = crate::wallet::Wallet {
+    let bob = custody_core::wallet::Wallet {
         index: 1,
         ..wallet_row(3, "acme", "bob", Network::Bsc, "0xB0B")
     };
@@ -373,7 +374,7 @@ async fn migration_records_round_trip(store: Arc<dyn Store>) {
             (102, Network::Tron, "0xB02"),
             (103, Network::Bsc, "0xB03"),
         ] {
-            tx.insert_wallet(&crate::wallet::Wallet {
+            tx.insert_wallet(&custody_core::wallet::Wallet {
                 id: uid(n),
                 ..wallet_row(n, "acme", tag, network, tag)
             })?;
@@ -428,16 +429,20 @@ async fn migration_records_round_trip(store: Arc<dyn Store>) {
     assert_eq!(open.iter().map(|m| m.id).collect::<Vec<_>>(), [uid(1)]);
 
     // Every one, newest first, with a limit.
-    let listed = r(s, |tx| tx.list_migrations(crate::page::Page::first(10)))
-        .await
-        .expect("a first page");
+    let listed = r(s, |tx| {
+        tx.list_migrations(custody_core::page::Page::first(10))
+    })
+    .await
+    .expect("a first page");
     assert_eq!(
         listed.iter().map(|m| m.id).collect::<Vec<_>>(),
         [uid(3), uid(2), uid(1)]
     );
-    let two = r(s, |tx| tx.list_migrations(crate::page::Page::first(2)))
-        .await
-        .expect("a first page");
+    let two = r(s, |tx| {
+        tx.list_migrations(custody_core::page::Page::first(2))
+    })
+    .await
+    .expect("a first page");
     assert_eq!(
         two.iter().map(|m| m.id).collect::<Vec<_>>(),
         [uid(3), uid(2)]
@@ -448,8 +453,8 @@ fn seed(
     generation: u32,
     first_account: u32,
     fingerprint: &str,
-) -> crate::wallet::seeds::SeedRecord {
-    crate::wallet::seeds::SeedRecord {
+) -> custody_core::wallet::seeds::SeedRecord {
+    custody_core::wallet::seeds::SeedRecord {
         generation,
         first_account,
         sealed_mnemonic: [1, 2, 3]
@@ -495,10 +500,10 @@ fn hot_record(
     network: Network,
     address: &str,
     account: u32,
-    status: crate::wallet::hot::HotWalletStatus,
+    status: custody_core::wallet::hot::HotWalletStatus,
     created: i64,
-) -> crate::wallet::hot::HotWalletRecord {
-    crate::wallet::hot::HotWalletRecord {
+) -> custody_core::wallet::hot::HotWalletRecord {
+    custody_core::wallet::hot::HotWalletRecord {
         network,
         address: address.to_owned(),
         account,
@@ -515,7 +520,7 @@ fn hot_record(
 /// active per network; retiring one stamps it; their accounts come from the tenants' allocator
 /// (neither ever gets the other's) under labels that must be new.
 async fn hot_wallet_records_round_trip_and_take_accounts_from_the_allocator(store: Arc<dyn Store>) {
-    use crate::wallet::hot::HotWalletStatus::{Active, Retired};
+    use custody_core::wallet::hot::HotWalletStatus::{Active, Retired};
     let s = store.as_ref();
     assert!(r(s, |tx| tx.hot_wallet_records(Network::Bsc))
         .await

@@ -1,10 +1,10 @@
-//! [`ChainRepo`](crate::chain::ChainRepo): the cursor and the recorded block hashes.
+//! [`ChainRepo`](custody_core::chain::ChainRepo): the cursor and the recorded block hashes.
 
 use std::sync::Arc;
 
-use crate::chain::ChainCursor;
-use crate::ports::store::Store;
-use crate::Network;
+use custody_core::chain::ChainCursor;
+use custody_core::ports::store::Store;
+use custody_core::Network;
 
 use super::{r, suite, w};
 

@@ -1,10 +1,10 @@
-//! [`IdempotencyRepo`](crate::idempotency::IdempotencyRepo): records, expiry, replacement.
+//! [`IdempotencyRepo`](custody_core::idempotency::IdempotencyRepo): records, expiry, replacement.
 
 use std::sync::Arc;
 
-use crate::error::{CoreError, ErrorCode, Refusal};
-use crate::idempotency::{self, IdempotencyRecord, Outcome, StoredResponse};
-use crate::ports::store::{write, Store};
+use custody_core::error::{CoreError, ErrorCode, Refusal};
+use custody_core::idempotency::{self, IdempotencyRecord, Outcome, StoredResponse};
+use custody_core::ports::store::{write, Store};
 
 use super::{assert_port_error, at, r, suite, tid, uid, w};
 

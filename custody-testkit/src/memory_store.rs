@@ -30,29 +30,30 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::admin::{
+use custody_core::admin::{
     Alert, AlertReads, AlertRepo, AuditReads, AuditRecord, AuditRepo, Control, ControlReads,
     ControlRepo,
 };
-use crate::amount::Amount;
-use crate::auth::{CredentialReads, CredentialRepo, StoredCredential};
-use crate::chain::{ChainCursor, ChainReads, ChainRepo};
-use crate::deposit::{Deposit, DepositFilter, DepositReads, DepositRepo, DepositStatus};
-use crate::error::{CoreError, CoreResult, PortError};
-use crate::idempotency::{IdempotencyReads, IdempotencyRecord, IdempotencyRepo};
-use crate::ledger::{
+use custody_core::amount::Amount;
+use custody_core::auth::{CredentialReads, CredentialRepo, StoredCredential};
+use custody_core::chain::{ChainCursor, ChainReads, ChainRepo};
+use custody_core::deposit::{Deposit, DepositFilter, DepositReads, DepositRepo, DepositStatus};
+use custody_core::error::{CoreError, CoreResult, PortError};
+use custody_core::idempotency::{IdempotencyReads, IdempotencyRecord, IdempotencyRepo};
+use custody_core::ledger::{
     AccountBalances, AccountKey, HistoryEntry, Hold, HoldState, LedgerReads, LedgerRepo, LedgerTx,
-    MemoryLedger,
 };
-use crate::network::Network;
-use crate::outbox::{NewEvent, OutboxRepo};
-use crate::outgoing::{OutgoingReads, OutgoingRepo, OutgoingTx, Purpose};
-use crate::page::{self, Page, Paged};
-use crate::ports::store::{ReadJob, Savepoints, Store, WriteJob};
-use crate::tenant::TenantId;
-use crate::time::Timestamp;
-use crate::wallet::{Wallet, WalletReads, WalletRepo};
-use crate::webhook::{
+
+use crate::MemoryLedger;
+use custody_core::network::Network;
+use custody_core::outbox::{NewEvent, OutboxRepo};
+use custody_core::outgoing::{OutgoingReads, OutgoingRepo, OutgoingTx, Purpose};
+use custody_core::page::{self, Page, Paged};
+use custody_core::ports::store::{ReadJob, Savepoints, Store, WriteJob};
+use custody_core::tenant::TenantId;
+use custody_core::time::Timestamp;
+use custody_core::wallet::{Wallet, WalletReads, WalletRepo};
+use custody_core::webhook::{
     choose_claims, tenant_room, Attempt, Claim, ClaimCandidate, DueEvent, Endpoint, EventCounts,
     EventStatus, EventView, Step, WebhookReads, WebhookRepo,
 };
@@ -130,11 +131,11 @@ struct EventRow {
 struct State {
     ledger: MemoryLedger,
     credentials: Vec<StoredCredential>,
-    second_factors: BTreeMap<Uuid, crate::auth::second_factor::Attempts>,
+    second_factors: BTreeMap<Uuid, custody_core::auth::second_factor::Attempts>,
     nonces: BTreeMap<(Uuid, String), Timestamp>,
     /// Appended in order, as the SQLite store's log.
     nonce_log: Vec<(Uuid, String, Timestamp)>,
-    nonce_fence: Option<crate::auth::nonce_set::NonceFence>,
+    nonce_fence: Option<custody_core::auth::nonce_set::NonceFence>,
     idempotency: BTreeMap<(TenantId, String), IdempotencyRecord>,
     endpoints: BTreeMap<TenantId, Endpoint>,
     events: Vec<EventRow>,
@@ -145,13 +146,13 @@ struct State {
     tenant_accounts: BTreeMap<TenantId, u32>,
     /// Accounts of the global allocator taken by hot wallets, by label (no tenant's).
     hot_wallet_accounts: BTreeMap<String, u32>,
-    hot_wallets: Vec<crate::wallet::hot::HotWalletRecord>,
+    hot_wallets: Vec<custody_core::wallet::hot::HotWalletRecord>,
     address_counters: BTreeMap<(TenantId, Network), u64>,
     wallets: Vec<Wallet>,
     /// Every address a wallet ever had, in the order it got it (its watch-set position is its
     /// place here, from 1): (wallet id, network, address, account, index).
     addresses: Vec<(Uuid, Network, String, u32, u32)>,
-    migrations: Vec<crate::wallet::migration::WalletMigration>,
+    migrations: Vec<custody_core::wallet::migration::WalletMigration>,
     deposits: Vec<Deposit>,
     /// (network, number) -> (hash, parent hash)
     blocks: BTreeMap<(Network, u64), (String, String)>,
@@ -159,16 +160,16 @@ struct State {
     /// Outgoing transactions with their lease.
     outgoing: Vec<(OutgoingTx, Option<Timestamp>)>,
     nonces_next: BTreeMap<(Network, String), u64>,
-    quotes: Vec<crate::withdrawal::Quote>,
-    withdrawals: Vec<crate::withdrawal::Withdrawal>,
-    swap_quotes: Vec<crate::swap::SwapQuote>,
-    swaps: Vec<crate::swap::Swap>,
-    allowances: Vec<crate::swap::Allowance>,
-    sweeps: Vec<crate::sweep::Sweep>,
-    seeds: Vec<crate::wallet::seeds::SeedRecord>,
-    fundings: Vec<crate::sweep::Funding>,
+    quotes: Vec<custody_core::withdrawal::Quote>,
+    withdrawals: Vec<custody_core::withdrawal::Withdrawal>,
+    swap_quotes: Vec<custody_core::swap::SwapQuote>,
+    swaps: Vec<custody_core::swap::Swap>,
+    allowances: Vec<custody_core::swap::Allowance>,
+    sweeps: Vec<custody_core::sweep::Sweep>,
+    seeds: Vec<custody_core::wallet::seeds::SeedRecord>,
+    fundings: Vec<custody_core::sweep::Funding>,
     /// Reconciliation runs, each with its lease in `lease`.
-    reconciliations: Vec<crate::reconcile::Reconciliation>,
+    reconciliations: Vec<custody_core::reconcile::Reconciliation>,
 }
 
 impl State {
@@ -212,8 +213,8 @@ impl State {
 
 /// An attempt's hash belongs to one outgoing transaction of its network.
 fn check_attempt_hashes(
-    all: &[(crate::outgoing::OutgoingTx, Option<Timestamp>)],
-    t: &crate::outgoing::OutgoingTx,
+    all: &[(custody_core::outgoing::OutgoingTx, Option<Timestamp>)],
+    t: &custody_core::outgoing::OutgoingTx,
 ) -> Result<(), PortError> {
     for a in &t.attempts {
         if all.iter().any(|(x, _)| {
@@ -321,7 +322,7 @@ impl CredentialRepo for Tx {
     fn second_factor_attempts(
         &mut self,
         credential: Uuid,
-    ) -> Result<crate::auth::second_factor::Attempts, PortError> {
+    ) -> Result<custody_core::auth::second_factor::Attempts, PortError> {
         Ok(self
             .state
             .second_factors
@@ -333,7 +334,7 @@ impl CredentialRepo for Tx {
     fn put_second_factor_attempts(
         &mut self,
         credential: Uuid,
-        attempts: &crate::auth::second_factor::Attempts,
+        attempts: &custody_core::auth::second_factor::Attempts,
     ) -> Result<(), PortError> {
         self.state.second_factors.insert(credential, *attempts);
         Ok(())
@@ -420,7 +421,7 @@ impl CredentialRepo for Tx {
 
     fn put_nonce_fence(
         &mut self,
-        fence: &crate::auth::nonce_set::NonceFence,
+        fence: &custody_core::auth::nonce_set::NonceFence,
     ) -> Result<(), PortError> {
         self.state.nonce_fence = Some(*fence);
         Ok(())
@@ -455,7 +456,9 @@ impl CredentialReads for Tx {
         Ok(all)
     }
 
-    fn nonce_fence(&mut self) -> Result<Option<crate::auth::nonce_set::NonceFence>, PortError> {
+    fn nonce_fence(
+        &mut self,
+    ) -> Result<Option<custody_core::auth::nonce_set::NonceFence>, PortError> {
         Ok(self.state.nonce_fence)
     }
 
@@ -887,8 +890,8 @@ impl LedgerReads for Tx {
 
 // ---- seed generations ----
 
-impl crate::wallet::seeds::SeedReads for Tx {
-    fn seeds(&mut self) -> Result<Vec<crate::wallet::seeds::SeedRecord>, PortError> {
+impl custody_core::wallet::seeds::SeedReads for Tx {
+    fn seeds(&mut self) -> Result<Vec<custody_core::wallet::seeds::SeedRecord>, PortError> {
         let mut out = self.state.seeds.clone();
         out.sort_by_key(|s| s.generation);
         Ok(out)
@@ -899,8 +902,11 @@ impl crate::wallet::seeds::SeedReads for Tx {
     }
 }
 
-impl crate::wallet::seeds::SeedRepo for Tx {
-    fn insert_seed(&mut self, seed: &crate::wallet::seeds::SeedRecord) -> Result<(), PortError> {
+impl custody_core::wallet::seeds::SeedRepo for Tx {
+    fn insert_seed(
+        &mut self,
+        seed: &custody_core::wallet::seeds::SeedRecord,
+    ) -> Result<(), PortError> {
         if self.state.seeds.iter().any(|s| {
             s.generation == seed.generation
                 || s.first_account == seed.first_account
@@ -917,11 +923,11 @@ impl crate::wallet::seeds::SeedRepo for Tx {
 
 // ---- hot wallets ----
 
-impl crate::wallet::hot::HotWalletReads for Tx {
+impl custody_core::wallet::hot::HotWalletReads for Tx {
     fn hot_wallet_records(
         &mut self,
         network: Network,
-    ) -> Result<Vec<crate::wallet::hot::HotWalletRecord>, PortError> {
+    ) -> Result<Vec<custody_core::wallet::hot::HotWalletRecord>, PortError> {
         let mut out: Vec<_> = self
             .state
             .hot_wallets
@@ -934,7 +940,7 @@ impl crate::wallet::hot::HotWalletReads for Tx {
     }
 }
 
-impl crate::wallet::hot::HotWalletRepo for Tx {
+impl custody_core::wallet::hot::HotWalletRepo for Tx {
     fn allocate_hot_wallet_account(
         &mut self,
         label: &str,
@@ -952,9 +958,9 @@ impl crate::wallet::hot::HotWalletRepo for Tx {
 
     fn insert_hot_wallet(
         &mut self,
-        record: &crate::wallet::hot::HotWalletRecord,
+        record: &custody_core::wallet::hot::HotWalletRecord,
     ) -> Result<(), PortError> {
-        use crate::wallet::hot::HotWalletStatus;
+        use custody_core::wallet::hot::HotWalletStatus;
         let same_network = || {
             self.state
                 .hot_wallets
@@ -979,7 +985,7 @@ impl crate::wallet::hot::HotWalletRepo for Tx {
         address: &str,
         at: Timestamp,
     ) -> Result<(), PortError> {
-        use crate::wallet::hot::HotWalletStatus;
+        use custody_core::wallet::hot::HotWalletStatus;
         let Some(r) = self.state.hot_wallets.iter_mut().find(|r| {
             r.network == network && r.address == address && r.status == HotWalletStatus::Active
         }) else {
@@ -1088,12 +1094,13 @@ impl WalletRepo for Tx {
         let network = self.state.wallets[pos].network;
         self.check_new_address(network, address, account, index)?;
         let w = &mut self.state.wallets[pos];
-        w.previous_addresses.push(crate::wallet::PreviousAddress {
-            address: std::mem::replace(&mut w.address, address.to_owned()),
-            account: w.account,
-            index: w.index,
-            retired_at: at,
-        });
+        w.previous_addresses
+            .push(custody_core::wallet::PreviousAddress {
+                address: std::mem::replace(&mut w.address, address.to_owned()),
+                account: w.account,
+                index: w.index,
+                retired_at: at,
+            });
         w.account = account;
         w.index = index;
         self.state
@@ -1184,14 +1191,14 @@ impl WalletReads for Tx {
         &mut self,
         network: Network,
         address: &str,
-    ) -> Result<Option<crate::ports::signer::HdPath>, PortError> {
+    ) -> Result<Option<custody_core::ports::signer::HdPath>, PortError> {
         Ok(self
             .state
             .addresses
             .iter()
             .find(|(_, n, a, _, _)| *n == network && a == address)
             .map(
-                |&(_, network, _, account, index)| crate::ports::signer::HdPath {
+                |&(_, network, _, account, index)| custody_core::ports::signer::HdPath {
                     network,
                     account,
                     index,
@@ -1202,7 +1209,7 @@ impl WalletReads for Tx {
     fn wallet_by_address(
         &mut self,
         network: Network,
-        address: &crate::chain::ChainAddress,
+        address: &custody_core::chain::ChainAddress,
     ) -> Result<Option<Wallet>, PortError> {
         let address = address.as_str();
         let Some(&(id, ..)) = self
@@ -1248,10 +1255,10 @@ impl WalletReads for Tx {
 
 // ---- wallet migrations ----
 
-impl crate::wallet::migration::MigrationRepo for Tx {
+impl custody_core::wallet::migration::MigrationRepo for Tx {
     fn insert_migration(
         &mut self,
-        m: &crate::wallet::migration::WalletMigration,
+        m: &custody_core::wallet::migration::WalletMigration,
     ) -> Result<(), PortError> {
         if self.state.migrations.iter().any(|x| x.id == m.id) {
             return Err(constraint("wallet_migrations.id"));
@@ -1268,7 +1275,7 @@ impl crate::wallet::migration::MigrationRepo for Tx {
 
     fn update_migration(
         &mut self,
-        m: &crate::wallet::migration::WalletMigration,
+        m: &custody_core::wallet::migration::WalletMigration,
     ) -> Result<(), PortError> {
         let Some(stored) = self.state.migrations.iter_mut().find(|x| x.id == m.id) else {
             return Err(PortError::permanent(
@@ -1283,18 +1290,18 @@ impl crate::wallet::migration::MigrationRepo for Tx {
     }
 }
 
-impl crate::wallet::migration::MigrationReads for Tx {
+impl custody_core::wallet::migration::MigrationReads for Tx {
     fn migration_by_id(
         &mut self,
         id: Uuid,
-    ) -> Result<Option<crate::wallet::migration::WalletMigration>, PortError> {
+    ) -> Result<Option<custody_core::wallet::migration::WalletMigration>, PortError> {
         Ok(self.state.migrations.iter().find(|m| m.id == id).cloned())
     }
 
     fn open_migrations(
         &mut self,
         network: Network,
-    ) -> Result<Vec<crate::wallet::migration::WalletMigration>, PortError> {
+    ) -> Result<Vec<custody_core::wallet::migration::WalletMigration>, PortError> {
         Ok(self
             .state
             .migrations
@@ -1307,7 +1314,7 @@ impl crate::wallet::migration::MigrationReads for Tx {
     fn list_migrations(
         &mut self,
         page: Page,
-    ) -> Result<Paged<crate::wallet::migration::WalletMigration>, PortError> {
+    ) -> Result<Paged<custody_core::wallet::migration::WalletMigration>, PortError> {
         Ok(page::select(
             &self.state.migrations,
             |m| (m.created_at, m.id),
@@ -1369,7 +1376,7 @@ impl DepositReads for Tx {
     fn deposit_by_identity(
         &mut self,
         network: Network,
-        tx_hash: &crate::chain::TxHash,
+        tx_hash: &custody_core::chain::TxHash,
         log_index: Option<u32>,
     ) -> Result<Option<Deposit>, PortError> {
         let tx_hash = tx_hash.to_hex();
@@ -1797,8 +1804,8 @@ impl OutgoingReads for Tx {
 
 // ---- withdrawals ----
 
-impl crate::withdrawal::WithdrawalRepo for Tx {
-    fn insert_quote(&mut self, q: &crate::withdrawal::Quote) -> Result<(), PortError> {
+impl custody_core::withdrawal::WithdrawalRepo for Tx {
+    fn insert_quote(&mut self, q: &custody_core::withdrawal::Quote) -> Result<(), PortError> {
         if self.state.quotes.iter().any(|x| x.id == q.id) {
             return Err(constraint(format!("quote {} exists", q.id)));
         }
@@ -1815,7 +1822,10 @@ impl crate::withdrawal::WithdrawalRepo for Tx {
         Ok(found.map(|q| q.used_at = Some(at)).is_some())
     }
 
-    fn insert_withdrawal(&mut self, w: &crate::withdrawal::Withdrawal) -> Result<(), PortError> {
+    fn insert_withdrawal(
+        &mut self,
+        w: &custody_core::withdrawal::Withdrawal,
+    ) -> Result<(), PortError> {
         let all = &self.state.withdrawals;
         if all.iter().any(|x| x.id == w.id) {
             return Err(constraint(format!("withdrawal {} exists", w.id)));
@@ -1830,7 +1840,10 @@ impl crate::withdrawal::WithdrawalRepo for Tx {
         Ok(())
     }
 
-    fn update_withdrawal(&mut self, w: &crate::withdrawal::Withdrawal) -> Result<(), PortError> {
+    fn update_withdrawal(
+        &mut self,
+        w: &custody_core::withdrawal::Withdrawal,
+    ) -> Result<(), PortError> {
         let Some(stored) = self.state.withdrawals.iter_mut().find(|x| x.id == w.id) else {
             return Err(PortError::permanent(
                 "store",
@@ -1849,12 +1862,12 @@ impl crate::withdrawal::WithdrawalRepo for Tx {
     }
 }
 
-impl crate::withdrawal::WithdrawalReads for Tx {
+impl custody_core::withdrawal::WithdrawalReads for Tx {
     fn quote(
         &mut self,
         tenant: &TenantId,
         id: Uuid,
-    ) -> Result<Option<crate::withdrawal::Quote>, PortError> {
+    ) -> Result<Option<custody_core::withdrawal::Quote>, PortError> {
         Ok(self
             .state
             .quotes
@@ -1867,7 +1880,7 @@ impl crate::withdrawal::WithdrawalReads for Tx {
         &mut self,
         tenant: &TenantId,
         id: Uuid,
-    ) -> Result<Option<crate::withdrawal::Withdrawal>, PortError> {
+    ) -> Result<Option<custody_core::withdrawal::Withdrawal>, PortError> {
         Ok(self
             .state
             .withdrawals
@@ -1879,14 +1892,14 @@ impl crate::withdrawal::WithdrawalReads for Tx {
     fn withdrawal_by_id(
         &mut self,
         id: Uuid,
-    ) -> Result<Option<crate::withdrawal::Withdrawal>, PortError> {
+    ) -> Result<Option<custody_core::withdrawal::Withdrawal>, PortError> {
         Ok(self.state.withdrawals.iter().find(|w| w.id == id).cloned())
     }
 
     fn list_withdrawals(
         &mut self,
         page: Page,
-    ) -> Result<Paged<crate::withdrawal::Withdrawal>, PortError> {
+    ) -> Result<Paged<custody_core::withdrawal::Withdrawal>, PortError> {
         Ok(page::select(
             &self.state.withdrawals,
             |w| (w.created_at, w.id),
@@ -1895,9 +1908,9 @@ impl crate::withdrawal::WithdrawalReads for Tx {
     }
 
     fn pending_withdrawal_count(&mut self) -> Result<u64, PortError> {
-        use crate::withdrawal::WithdrawalStatus::{Broadcasted, Reserved};
+        use custody_core::withdrawal::WithdrawalStatus::{Broadcasted, Reserved};
         let pending =
-            |w: &&crate::withdrawal::Withdrawal| matches!(w.status, Reserved | Broadcasted);
+            |w: &&custody_core::withdrawal::Withdrawal| matches!(w.status, Reserved | Broadcasted);
         Ok(count(self.state.withdrawals.iter().filter(pending).count()))
     }
 }
@@ -1905,7 +1918,7 @@ impl crate::withdrawal::WithdrawalReads for Tx {
 // ---- swaps ----
 
 fn same_allowance(
-    a: &crate::swap::Allowance,
+    a: &custody_core::swap::Allowance,
     network: Network,
     owner: &str,
     token: &str,
@@ -1917,8 +1930,8 @@ fn same_allowance(
         && a.spender.eq_ignore_ascii_case(spender)
 }
 
-impl crate::swap::SwapRepo for Tx {
-    fn insert_swap_quote(&mut self, q: &crate::swap::SwapQuote) -> Result<(), PortError> {
+impl custody_core::swap::SwapRepo for Tx {
+    fn insert_swap_quote(&mut self, q: &custody_core::swap::SwapQuote) -> Result<(), PortError> {
         if self.state.swap_quotes.iter().any(|x| x.id == q.id) {
             return Err(constraint(format!("swap quote {} exists", q.id)));
         }
@@ -1935,7 +1948,7 @@ impl crate::swap::SwapRepo for Tx {
         Ok(found.map(|q| q.used_at = Some(at)).is_some())
     }
 
-    fn insert_swap(&mut self, w: &crate::swap::Swap) -> Result<(), PortError> {
+    fn insert_swap(&mut self, w: &custody_core::swap::Swap) -> Result<(), PortError> {
         let all = &self.state.swaps;
         if all.iter().any(|x| x.id == w.id) {
             return Err(constraint(format!("swap {} exists", w.id)));
@@ -1950,7 +1963,7 @@ impl crate::swap::SwapRepo for Tx {
         Ok(())
     }
 
-    fn update_swap(&mut self, w: &crate::swap::Swap) -> Result<(), PortError> {
+    fn update_swap(&mut self, w: &custody_core::swap::Swap) -> Result<(), PortError> {
         let Some(stored) = self.state.swaps.iter_mut().find(|x| x.id == w.id) else {
             return Err(PortError::permanent(
                 "store",
@@ -1969,7 +1982,7 @@ impl crate::swap::SwapRepo for Tx {
         Ok(())
     }
 
-    fn put_allowance(&mut self, a: &crate::swap::Allowance) -> Result<(), PortError> {
+    fn put_allowance(&mut self, a: &custody_core::swap::Allowance) -> Result<(), PortError> {
         self.state
             .allowances
             .retain(|x| !same_allowance(x, a.network, &a.owner, &a.token, &a.spender));
@@ -1991,12 +2004,12 @@ impl crate::swap::SwapRepo for Tx {
     }
 }
 
-impl crate::swap::SwapReads for Tx {
+impl custody_core::swap::SwapReads for Tx {
     fn swap_quote(
         &mut self,
         tenant: &TenantId,
         id: Uuid,
-    ) -> Result<Option<crate::swap::SwapQuote>, PortError> {
+    ) -> Result<Option<custody_core::swap::SwapQuote>, PortError> {
         Ok(self
             .state
             .swap_quotes
@@ -2009,7 +2022,7 @@ impl crate::swap::SwapReads for Tx {
         &mut self,
         tenant: &TenantId,
         id: Uuid,
-    ) -> Result<Option<crate::swap::Swap>, PortError> {
+    ) -> Result<Option<custody_core::swap::Swap>, PortError> {
         Ok(self
             .state
             .swaps
@@ -2018,11 +2031,11 @@ impl crate::swap::SwapReads for Tx {
             .cloned())
     }
 
-    fn swap_by_id(&mut self, id: Uuid) -> Result<Option<crate::swap::Swap>, PortError> {
+    fn swap_by_id(&mut self, id: Uuid) -> Result<Option<custody_core::swap::Swap>, PortError> {
         Ok(self.state.swaps.iter().find(|w| w.id == id).cloned())
     }
 
-    fn list_swaps(&mut self, page: Page) -> Result<Paged<crate::swap::Swap>, PortError> {
+    fn list_swaps(&mut self, page: Page) -> Result<Paged<custody_core::swap::Swap>, PortError> {
         Ok(page::select(
             &self.state.swaps,
             |w| (w.created_at, w.id),
@@ -2031,8 +2044,8 @@ impl crate::swap::SwapReads for Tx {
     }
 
     fn pending_swap_count(&mut self) -> Result<u64, PortError> {
-        use crate::swap::SwapStatus::{Broadcasted, Reserved};
-        let pending = |s: &&crate::swap::Swap| matches!(s.status, Reserved | Broadcasted);
+        use custody_core::swap::SwapStatus::{Broadcasted, Reserved};
+        let pending = |s: &&custody_core::swap::Swap| matches!(s.status, Reserved | Broadcasted);
         Ok(count(self.state.swaps.iter().filter(pending).count()))
     }
 
@@ -2042,7 +2055,7 @@ impl crate::swap::SwapReads for Tx {
         owner: &str,
         token: &str,
         spender: &str,
-    ) -> Result<Option<crate::swap::Allowance>, PortError> {
+    ) -> Result<Option<custody_core::swap::Allowance>, PortError> {
         Ok(self
             .state
             .allowances
@@ -2055,13 +2068,13 @@ impl crate::swap::SwapReads for Tx {
         &mut self,
         network: Network,
         owner: &str,
-    ) -> Result<Vec<crate::swap::Allowance>, PortError> {
+    ) -> Result<Vec<custody_core::swap::Allowance>, PortError> {
         let mut all: Vec<_> = self
             .state
             .allowances
             .iter()
             .filter(|a| a.network == network && a.owner.eq_ignore_ascii_case(owner))
-            .map(|a| crate::swap::Allowance {
+            .map(|a| custody_core::swap::Allowance {
                 owner: a.owner.to_ascii_lowercase(),
                 token: a.token.to_ascii_lowercase(),
                 spender: a.spender.to_ascii_lowercase(),
@@ -2145,8 +2158,8 @@ impl ChainReads for Tx {
 
 // ---- sweeps and treasury fundings ----
 
-impl crate::sweep::SweepRepo for Tx {
-    fn insert_sweep(&mut self, sweep: &crate::sweep::Sweep) -> Result<(), PortError> {
+impl custody_core::sweep::SweepRepo for Tx {
+    fn insert_sweep(&mut self, sweep: &custody_core::sweep::Sweep) -> Result<(), PortError> {
         let all = &self.state.sweeps;
         if all.iter().any(|x| x.id == sweep.id) {
             return Err(constraint(format!("sweep {} exists", sweep.id)));
@@ -2161,7 +2174,7 @@ impl crate::sweep::SweepRepo for Tx {
         Ok(())
     }
 
-    fn update_sweep(&mut self, sweep: &crate::sweep::Sweep) -> Result<(), PortError> {
+    fn update_sweep(&mut self, sweep: &custody_core::sweep::Sweep) -> Result<(), PortError> {
         let Some(stored) = self.state.sweeps.iter_mut().find(|x| x.id == sweep.id) else {
             return Err(PortError::permanent(
                 "store",
@@ -2181,7 +2194,7 @@ impl crate::sweep::SweepRepo for Tx {
         Ok(())
     }
 
-    fn insert_funding(&mut self, funding: &crate::sweep::Funding) -> Result<(), PortError> {
+    fn insert_funding(&mut self, funding: &custody_core::sweep::Funding) -> Result<(), PortError> {
         if self.state.fundings.iter().any(|x| x.id == funding.id) {
             return Err(constraint(format!(
                 "treasury funding {} exists",
@@ -2192,7 +2205,7 @@ impl crate::sweep::SweepRepo for Tx {
         Ok(())
     }
 
-    fn update_funding(&mut self, funding: &crate::sweep::Funding) -> Result<(), PortError> {
+    fn update_funding(&mut self, funding: &custody_core::sweep::Funding) -> Result<(), PortError> {
         let Some(stored) = self.state.fundings.iter_mut().find(|x| x.id == funding.id) else {
             return Err(PortError::permanent(
                 "store",
@@ -2212,12 +2225,15 @@ impl crate::sweep::SweepRepo for Tx {
     }
 }
 
-impl crate::sweep::SweepReads for Tx {
-    fn sweep_by_id(&mut self, id: Uuid) -> Result<Option<crate::sweep::Sweep>, PortError> {
+impl custody_core::sweep::SweepReads for Tx {
+    fn sweep_by_id(&mut self, id: Uuid) -> Result<Option<custody_core::sweep::Sweep>, PortError> {
         Ok(self.state.sweeps.iter().find(|x| x.id == id).cloned())
     }
 
-    fn funding_by_id(&mut self, id: Uuid) -> Result<Option<crate::sweep::Funding>, PortError> {
+    fn funding_by_id(
+        &mut self,
+        id: Uuid,
+    ) -> Result<Option<custody_core::sweep::Funding>, PortError> {
         Ok(self.state.fundings.iter().find(|x| x.id == id).cloned())
     }
 
@@ -2225,7 +2241,7 @@ impl crate::sweep::SweepReads for Tx {
         &mut self,
         network: Network,
         address: &str,
-    ) -> Result<Option<crate::sweep::Sweep>, PortError> {
+    ) -> Result<Option<custody_core::sweep::Sweep>, PortError> {
         Ok(self
             .state
             .sweeps
@@ -2238,7 +2254,7 @@ impl crate::sweep::SweepReads for Tx {
         &mut self,
         network: Network,
         address: &str,
-    ) -> Result<Option<crate::sweep::Sweep>, PortError> {
+    ) -> Result<Option<custody_core::sweep::Sweep>, PortError> {
         Ok(self
             .state
             .sweeps
@@ -2251,14 +2267,14 @@ impl crate::sweep::SweepReads for Tx {
     fn sweeps_awaiting_transfer(
         &mut self,
         network: Network,
-    ) -> Result<Vec<crate::sweep::Sweep>, PortError> {
+    ) -> Result<Vec<custody_core::sweep::Sweep>, PortError> {
         let mut out: Vec<_> = self
             .state
             .sweeps
             .iter()
             .filter(|x| {
                 x.network == network
-                    && x.status == crate::sweep::SweepStatus::Funding
+                    && x.status == custody_core::sweep::SweepStatus::Funding
                     && x.outgoing_id.is_none()
             })
             .cloned()
@@ -2267,7 +2283,7 @@ impl crate::sweep::SweepReads for Tx {
         Ok(out)
     }
 
-    fn list_sweeps(&mut self, page: Page) -> Result<Paged<crate::sweep::Sweep>, PortError> {
+    fn list_sweeps(&mut self, page: Page) -> Result<Paged<custody_core::sweep::Sweep>, PortError> {
         Ok(page::select(
             &self.state.sweeps,
             |x| (x.created_at, x.id),
@@ -2285,8 +2301,11 @@ impl crate::sweep::SweepReads for Tx {
         ))
     }
 
-    fn open_fundings(&mut self, network: Network) -> Result<Vec<crate::sweep::Funding>, PortError> {
-        use crate::sweep::FundingStatus;
+    fn open_fundings(
+        &mut self,
+        network: Network,
+    ) -> Result<Vec<custody_core::sweep::Funding>, PortError> {
+        use custody_core::sweep::FundingStatus;
         let mut out: Vec<_> = self
             .state
             .fundings
@@ -2304,7 +2323,10 @@ impl crate::sweep::SweepReads for Tx {
         Ok(out)
     }
 
-    fn list_fundings(&mut self, page: Page) -> Result<Paged<crate::sweep::Funding>, PortError> {
+    fn list_fundings(
+        &mut self,
+        page: Page,
+    ) -> Result<Paged<custody_core::sweep::Funding>, PortError> {
         Ok(page::select(
             &self.state.fundings,
             |x| (x.created_at, x.id),
@@ -2316,7 +2338,7 @@ impl crate::sweep::SweepReads for Tx {
         &mut self,
         network: Network,
         native: &str,
-    ) -> Result<Vec<crate::sweep::AddressFlow>, PortError> {
+    ) -> Result<Vec<custody_core::sweep::AddressFlow>, PortError> {
         let sweeps: Vec<_> = self
             .state
             .sweeps
@@ -2331,7 +2353,7 @@ impl crate::sweep::SweepReads for Tx {
             .filter(|x| x.network == network)
             .cloned()
             .collect();
-        Ok(crate::sweep::flows(&sweeps, &fundings, native))
+        Ok(custody_core::sweep::flows(&sweeps, &fundings, native))
     }
 }
 

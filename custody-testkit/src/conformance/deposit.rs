@@ -1,11 +1,11 @@
-//! [`DepositRepo`](crate::deposit::DepositRepo): deposit records and the queries of the
+//! [`DepositRepo`](custody_core::deposit::DepositRepo): deposit records and the queries of the
 //! pipeline and the API.
 
 use std::sync::Arc;
 
-use crate::deposit::{Deposit, DepositFilter, DepositStatus, HistoryStep};
-use crate::ports::store::Store;
-use crate::{Amount, Network};
+use custody_core::deposit::{Deposit, DepositFilter, DepositStatus, HistoryStep};
+use custody_core::ports::store::Store;
+use custody_core::{Amount, Network};
 
 use super::{addr, assert_port_error, at, hash, r, suite, tid, uid, w, wallet_row};
 
