@@ -410,79 +410,15 @@ mod model;
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicU64;
-
     use crate::system::{OsEntropy, SystemClock};
-    use async_trait::async_trait;
-    use custody_core::asset::Asset;
     use custody_core::deposit::{DepositFilter, DepositStatus};
     use custody_core::keys::{HdSigner, Mnemonic};
-    use custody_core::ports::chain::{BlockHeader, ObservedTransfer, OnchainBalance, ScannedBlock};
+    use custody_core::ports::chain::{BlockHeader, ObservedTransfer, ScannedBlock};
     use custody_core::{Amount, Network, Timestamp};
     use custody_store_sqlite::{SqliteStore, StoreOptions};
+    use custody_testkit::ScriptedNode;
 
     use super::*;
-
-    /// A node whose blocks and visible head the test scripts.
-    #[derive(Default)]
-    struct ScriptedNode {
-        blocks: Mutex<Vec<ScannedBlock>>,
-        visible: AtomicU64,
-        /// Heights at or below the head that this node does not serve (a lagging replica
-        /// behind a load balancer).
-        lacking: Mutex<std::collections::BTreeSet<u64>>,
-        /// Every call fails (a node that is down).
-        down: AtomicBool,
-        scans: AtomicU64,
-    }
-
-    impl ScriptedNode {
-        fn new(blocks: Vec<ScannedBlock>, visible: u64) -> Self {
-            ScriptedNode {
-                blocks: Mutex::new(blocks),
-                visible: AtomicU64::new(visible),
-                ..ScriptedNode::default()
-            }
-        }
-
-        fn get(&self, n: u64) -> Option<ScannedBlock> {
-            if n > self.visible.load(Ordering::SeqCst) || self.lacking.lock().unwrap().contains(&n)
-            {
-                return None;
-            }
-            self.blocks
-                .lock()
-                .unwrap()
-                .get(usize::try_from(n).ok()?)
-                .cloned()
-        }
-    }
-
-    #[async_trait]
-    impl ChainSource for ScriptedNode {
-        fn network(&self) -> Network {
-            Network::Bsc
-        }
-        async fn head_number(&self) -> Result<u64, PortError> {
-            if self.down.load(Ordering::SeqCst) {
-                return Err(PortError::transient("test", "node down"));
-            }
-            Ok(self.visible.load(Ordering::SeqCst))
-        }
-        async fn header(&self, n: u64) -> Result<Option<BlockHeader>, PortError> {
-            Ok(self.get(n).map(|b| b.header))
-        }
-        async fn scan_block(&self, n: u64) -> Result<Option<ScannedBlock>, PortError> {
-            self.scans.fetch_add(1, Ordering::SeqCst);
-            Ok(self.get(n))
-        }
-        async fn balance(&self, _: &str, _: &Asset) -> Result<OnchainBalance, PortError> {
-            Err(PortError::permanent("test", "no balances here"))
-        }
-        fn endpoint_health(&self) -> Vec<custody_core::chain::EndpointHealth> {
-            Vec::new()
-        }
-    }
 
     fn chain(
         len: u64,
@@ -626,8 +562,8 @@ mod tests {
         // The node now names another block 24 (a fork from 20 on), but it is a load-balanced
         // URL whose replica lacks blocks 3 to 19. Before, the walk took the missing blocks as
         // forked too and rewound to block 2, reversing the good credit of block 5.
-        *f.node.blocks.lock().unwrap() = chain(25, 1, 20, &f.address, 5);
-        f.node.lacking.lock().unwrap().extend(3..20);
+        f.node.set_blocks(chain(25, 1, 20, &f.address, 5));
+        f.node.lack(3..20);
         for _ in 0..3 {
             assert_eq!(f.scanner.tick().await.unwrap(), Tick::UpToDate);
         }
@@ -636,7 +572,7 @@ mod tests {
         assert!(!f.scanner.halted.load(Ordering::SeqCst));
         // Once the node serves the blocks again, the fork is found at 19 and the deposit at
         // block 5 is untouched.
-        f.node.lacking.lock().unwrap().clear();
+        f.node.serve_all();
         for _ in 0..3 {
             f.scanner.tick().await.unwrap();
         }
@@ -665,13 +601,13 @@ mod tests {
     #[tokio::test]
     async fn a_head_ahead_of_the_blocks_served_waits_instead_of_spinning() {
         let f = fixture().await;
-        f.node.lacking.lock().unwrap().extend(10..25);
+        f.node.lack(10..25);
         // Up to block 9, then the node names head 24 but serves nothing above 9.
         assert_eq!(f.scanner.tick().await.unwrap(), Tick::Behind);
         assert_eq!(f.scanner.tick().await.unwrap(), Tick::UpToDate);
-        let before = f.node.scans.load(Ordering::SeqCst);
+        let before = f.node.scans();
         assert_eq!(f.scanner.tick().await.unwrap(), Tick::UpToDate);
-        let per_tick = f.node.scans.load(Ordering::SeqCst) - before;
+        let per_tick = f.node.scans() - before;
         assert!(
             per_tick <= FETCH_WINDOW,
             "{per_tick} block requests in one tick"
@@ -682,7 +618,7 @@ mod tests {
     async fn a_scanner_failing_without_progress_raises_one_stuck_alert() {
         let mut f = fixture().await;
         f.scanner.stuck_alert_after = Duration::from_millis(40);
-        f.node.down.store(true, Ordering::SeqCst);
+        f.node.set_down(true);
         let status = Arc::clone(&f.scanner.status);
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(f.scanner.run(stopped));
@@ -733,7 +669,7 @@ mod tests {
         assert_eq!(status(Arc::clone(&store)).await, DepositStatus::Credited);
 
         // A failover endpoint 14 blocks behind: nothing is undone.
-        node.visible.store(10, Ordering::SeqCst);
+        node.set_visible(10);
         for _ in 0..3 {
             assert!(matches!(scanner.tick().await.unwrap(), Tick::UpToDate));
         }
@@ -748,8 +684,8 @@ mod tests {
         assert!(alerts.is_empty(), "{alerts:?}");
 
         // A real fork from block 3 on, without the deposit: reversed.
-        *node.blocks.lock().unwrap() = chain(26, 1, 3, &wallet_address, 99);
-        node.visible.store(25, Ordering::SeqCst);
+        node.set_blocks(chain(26, 1, 3, &wallet_address, 99));
+        node.set_visible(25);
         for _ in 0..3 {
             scanner.tick().await.unwrap();
         }

@@ -7,6 +7,7 @@
 //! - [`conformance`]: one suite per repository trait, run against any store.
 //! - Deterministic [`CountingEntropy`] and [`ManualClock`], the test [`MNEMONIC`] and its
 //!   [`test_signer`].
+//! - [`ScriptedNode`]: a chain source whose blocks, head and gaps the test scripts.
 //! - [`block_on`] and [`join_all`]: just enough of an executor to drive the store futures without
 //!   a runtime crate, so a test of the core needs none.
 //!
@@ -20,9 +21,11 @@ mod executor;
 mod keys;
 mod memory_ledger;
 mod memory_store;
+mod scripted_node;
 
 pub use deterministic::{CountingEntropy, ManualClock};
 pub use executor::{block_on, join_all};
 pub use keys::{test_signer, MNEMONIC};
 pub use memory_ledger::MemoryLedger;
 pub use memory_store::MemoryStore;
+pub use scripted_node::ScriptedNode;
