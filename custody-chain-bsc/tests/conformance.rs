@@ -1,4 +1,4 @@
-//! The chain ports' conformance suite (`custody_e2e::chain_ports`) against `BscChain` and
+//! The chain ports' conformance suite (`custody_testkit::chain_ports`) against `BscChain` and
 //! `BscSender` on a real EVM node (anvil, chain id 56) with an OpenZeppelin ERC-20 as the token.
 
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use custody_core::ports::sender::ChainSender;
 use custody_core::ports::signer::{HdPath, Signer};
 use custody_core::Network;
 use custody_e2e::anvil::Anvil;
-use custody_e2e::chain_ports::{run_all, ChainWorld};
+use custody_testkit::chain_ports::{run_all, ChainWorld};
 
 const ANVIL_MNEMONIC: &str = "test test test test test test test test test test test junk";
 

@@ -1,4 +1,4 @@
-//! The chain ports' conformance suite (`custody_e2e::chain_ports`) against `TronChain` and
+//! The chain ports' conformance suite (`custody_testkit::chain_ports`) against `TronChain` and
 //! `TronSender` on the TRON HTTP API test server (`custody_e2e::tron_api`), which checks and
 //! executes what a node does, with mainnet's USDT contract as the token.
 
@@ -10,8 +10,8 @@ use custody_core::ports::chain::ChainSource;
 use custody_core::ports::sender::ChainSender;
 use custody_core::ports::signer::{HdPath, Signer};
 use custody_core::Network;
-use custody_e2e::chain_ports::{run_all, ChainWorld};
 use custody_e2e::tron_api::{TronApi, TEST_GENESIS_BLOCK_ID};
+use custody_testkit::chain_ports::{run_all, ChainWorld};
 
 const ABANDON_12: &str = "abandon abandon abandon abandon abandon abandon abandon abandon \
                           abandon abandon abandon about";

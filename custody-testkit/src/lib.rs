@@ -7,6 +7,8 @@
 //! - [`conformance`]: one suite per repository trait, run against any store.
 //! - Deterministic [`CountingEntropy`] and [`ManualClock`], the test [`MNEMONIC`] and its
 //!   [`test_signer`].
+//! - [`chain_ports`]: the conformance suite of the chain ports (`ChainSource`, `ChainSender`),
+//!   run by each chain adapter against its test node.
 //! - [`ScriptedNode`]: a chain source whose blocks, head and gaps the test scripts.
 //! - [`block_on`] and [`join_all`]: just enough of an executor to drive the store futures without
 //!   a runtime crate, so a test of the core needs none.
@@ -15,6 +17,7 @@
 //! and its ports. Nothing here is for production: the memory store keeps everything in one
 //! process and forgets it on drop. Only dev-dependencies name this crate.
 
+pub mod chain_ports;
 pub mod conformance;
 mod deterministic;
 mod executor;

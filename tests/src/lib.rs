@@ -3,7 +3,6 @@
 //! share code with the server, or a shared bug would pass).
 
 pub mod anvil;
-pub mod chain_ports;
 pub mod dex;
 pub mod profile;
 pub mod receiver;

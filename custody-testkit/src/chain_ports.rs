@@ -7,7 +7,8 @@
 //! the same bytes sent twice pay once; heads and headers link; unknown hashes and blocks are
 //! unknown, not errors.
 //!
-//! A runner implements [`ChainWorld`] over its adapter and test node, then calls [`run_all`].
+//! A runner implements [`ChainWorld`] over its adapter and test node, then calls [`run_all`]
+//! (the adapters' `tests/conformance.rs`).
 
 use async_trait::async_trait;
 use custody_core::amount::Amount;
