@@ -1,31 +1,19 @@
 //! Store conformance tests on a real SQLite file.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use custody_core::auth::{Credential, Scope, StoredCredential};
 use custody_core::error::{CoreError, ErrorCode, Refusal};
 use custody_core::idempotency::{self, Outcome, StoredResponse};
 use custody_core::ports::store::{read, write};
-use custody_core::ports::Entropy;
 use custody_core::secret::Secret;
 use custody_core::time::Timestamp;
 use custody_core::vault::{SealingKey, Vault};
+use custody_testkit::CountingEntropy;
 use uuid::Uuid;
 
 use super::*;
-
-struct CountingEntropy(AtomicU64);
-
-impl Entropy for CountingEntropy {
-    fn fill(&self, buf: &mut [u8]) {
-        let n = self.0.fetch_add(1, Ordering::Relaxed).to_le_bytes();
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = n[i % 8] ^ u8::try_from(i % 251).unwrap_or(0);
-        }
-    }
-}
 
 fn open(dir: &tempfile::TempDir, _key: u8, options: StoreOptions) -> SqliteStore {
     SqliteStore::open(&dir.path().join("custody.db"), options).unwrap()
@@ -35,7 +23,7 @@ fn open(dir: &tempfile::TempDir, _key: u8, options: StoreOptions) -> SqliteStore
 fn vault(key: u8) -> Vault {
     Vault::new(
         SealingKey::from_bytes([key; 32]),
-        Arc::new(CountingEntropy(AtomicU64::new(1))),
+        Arc::new(CountingEntropy::new(1)),
     )
 }
 

@@ -18,6 +18,7 @@ use custody_core::ports::sender::{
 use custody_core::ports::signer::RecoverableSignature;
 use custody_core::wallet::hot_wallet_path;
 use custody_store_sqlite::{SqliteStore, StoreOptions};
+use custody_testkit::ManualClock;
 use uuid::Uuid;
 
 use super::*;
@@ -26,14 +27,6 @@ use crate::system::OsEntropy;
 const T0: i64 = 1_800_000_000_000;
 /// The fixture's hot wallet.
 const HOT: &str = "0x00000000000000000000000000000000000000aa";
-
-struct ManualClock(Mutex<i64>);
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::from_unix_millis(*self.0.lock().unwrap())
-    }
-}
 
 /// A chain that keeps a pool and mined blocks. A payment is identified by its nonce: two
 /// transactions of one nonce can never both be mined, as on a real EVM chain.
@@ -388,7 +381,7 @@ impl Fixture {
         let chain = Arc::new(ScriptedChain::default());
         *chain.balance.lock().unwrap() = 10u128.pow(24);
         *chain.node_price.lock().unwrap() = 1_000_000_000;
-        let clock = Arc::new(ManualClock(Mutex::new(T0)));
+        let clock = Arc::new(ManualClock::new(Timestamp::from_unix_millis(T0)));
         let b = Broadcaster {
             network: Network::Bsc,
             sender: Arc::clone(&chain) as Arc<dyn ChainSender>,
@@ -412,7 +405,7 @@ impl Fixture {
     }
 
     fn advance(&self, ms: i64) {
-        *self.clock.0.lock().unwrap() += ms;
+        self.clock.advance_millis(ms);
     }
 
     /// A funded user's BNB withdrawal, executed: its outgoing transaction's id.
