@@ -3,6 +3,7 @@
 
 use custody_core::asset::{Asset, AssetCatalog, AssetKind};
 use custody_core::Network;
+use custody_store_sql::StoreConfig;
 use serde::{Deserialize, Serialize};
 
 pub use custody_core::settings::ConfigError;
@@ -82,121 +83,6 @@ pub fn default_fee_policy(decimals: u8) -> custody_core::withdrawal::FeePolicy {
         service_fee_units: custody_core::Amount::ZERO,
         service_fee_bps: 0,
         spread_bps: 50,
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreConfig {
-    /// Commands per transaction; 1 disables group commit (SQLite).
-    pub batch_max: usize,
-    pub readers: usize,
-    /// `postgres://user@host:port/database`: the shared PostgreSQL store instead of the data
-    /// dir's SQLite file (decisions §16). The environment's `CUSTODY_DATABASE_URL` wins over it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// Connections running write jobs (PostgreSQL).
-    #[serde(default = "default_store_writers")]
-    pub writers: usize,
-}
-
-/// The environment variable naming the PostgreSQL database (over `[store] url`).
-pub const DATABASE_URL_ENV: &str = "CUSTODY_DATABASE_URL";
-
-fn default_store_writers() -> usize {
-    8
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig {
-            batch_max: 256,
-            readers: 4,
-            url: None,
-            writers: default_store_writers(),
-        }
-    }
-}
-
-/// The password of `[store] url`, which the data dir's config does not hold.
-pub const DATABASE_PASSWORD_ENV: &str = "CUSTODY_DATABASE_PASSWORD";
-
-/// `url` without its password (`postgres://user:secret@host/db` → `postgres://user@host/db`,
-/// and no `password=` parameter): what `init` records in the data dir, which is copied to every
-/// instance's machine and must not carry the database's credentials.
-pub fn without_password(url: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((h, q)) => (h, Some(q)),
-        None => (url, None),
-    };
-    let mut out = match head.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let authority = match authority.rsplit_once('@') {
-                Some((userinfo, host)) => {
-                    let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-                    format!("{user}@{host}")
-                }
-                None => authority.to_owned(),
-            };
-            format!("{scheme}://{authority}{path}")
-        }
-        None => head.to_owned(),
-    };
-    if let Some(q) = query {
-        let kept: Vec<&str> = q
-            .split('&')
-            .filter(|p| !p.starts_with("password="))
-            .collect();
-        if !kept.is_empty() {
-            out.push('?');
-            out.push_str(&kept.join("&"));
-        }
-    }
-    out
-}
-
-/// `url` with `password` as its `password` parameter (percent-encoded).
-fn with_password(url: &str, password: &str) -> String {
-    let encoded: String = password
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}password={encoded}")
-}
-
-impl StoreConfig {
-    /// The PostgreSQL database to use, if any: `CUSTODY_DATABASE_URL`, else `[store] url` with
-    /// the password of `CUSTODY_DATABASE_PASSWORD` (if set).
-    pub fn database_url(&self) -> Result<Option<String>, ConfigError> {
-        let url = match std::env::var(DATABASE_URL_ENV)
-            .ok()
-            .filter(|u| !u.is_empty())
-        {
-            Some(u) => Some(u),
-            None => self.url.as_ref().map(|u| {
-                match std::env::var(DATABASE_PASSWORD_ENV)
-                    .ok()
-                    .filter(|p| !p.is_empty())
-                {
-                    Some(p) => with_password(&without_password(u), &p),
-                    None => u.clone(),
-                }
-            }),
-        };
-        match url {
-            Some(u) if !custody_store_postgres::is_postgres_url(&u) => Err(ConfigError::new(
-                format!("[store] url / {DATABASE_URL_ENV}"),
-                "must start with postgres:// or postgresql://",
-            )),
-            other => Ok(other),
-        }
     }
 }
 
@@ -754,7 +640,7 @@ impl Config {
     /// block id. Called on every load, so `serve` refuses to start with them.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.swaps.router_settings()?;
-        self.store.database_url()?;
+        custody_store_postgres::database_url(&self.store)?;
         if let Ok(catalog) = self.catalog() {
             for network in Network::ALL {
                 self.sweeps.policies(&catalog, network)?;
@@ -1046,25 +932,6 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn the_recorded_database_url_holds_no_password() {
-        use super::{with_password, without_password};
-        assert_eq!(
-            without_password("postgres://app:s3cr%40t@db.internal:5432/custody?sslmode=disable"),
-            "postgres://app@db.internal:5432/custody?sslmode=disable"
-        );
-        assert_eq!(
-            without_password("postgresql://app@db/custody?password=x&application_name=c"),
-            "postgresql://app@db/custody?application_name=c"
-        );
-        assert_eq!(
-            without_password("postgres://db/custody?password=x"),
-            "postgres://db/custody"
-        );
-        let url = with_password("postgres://app@db/custody", "p@ss word");
-        assert_eq!(url, "postgres://app@db/custody?password=p%40ss%20word");
-    }
     use super::*;
 
     #[test]

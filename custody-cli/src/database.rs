@@ -23,23 +23,15 @@ pub enum Database {
 impl Database {
     /// Opens (creating and migrating as needed) the store `config` selects for `dir`.
     pub fn open(dir: &DataDir, config: &Config) -> Result<Database, String> {
-        match config.store.database_url()? {
+        match custody_store_postgres::database_url(&config.store)? {
             Some(url) => {
-                let options = custody_store_postgres::StoreOptions {
-                    writers: config.store.writers,
-                    readers: config.store.readers,
-                    ..custody_store_postgres::StoreOptions::default()
-                };
+                let options = custody_store_postgres::StoreOptions::from_config(&config.store);
                 PgStore::open(&url, options)
                     .map(|s| Database::Postgres(Arc::new(s)))
                     .map_err(|e| format!("cannot open the PostgreSQL database: {}", e.message))
             }
             None => {
-                let options = custody_store_sqlite::StoreOptions {
-                    batch_max: config.store.batch_max,
-                    readers: config.store.readers,
-                    ..custody_store_sqlite::StoreOptions::default()
-                };
+                let options = custody_store_sqlite::StoreOptions::from_config(&config.store);
                 SqliteStore::open(&dir.db_path(), options)
                     .map(|s| Database::Sqlite(Box::new(s)))
                     .map_err(|e| format!("cannot open the database: {}", e.message))

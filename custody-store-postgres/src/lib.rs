@@ -14,6 +14,7 @@
 //! are decimal TEXT, as in SQLite, never floats.
 
 pub mod commit_outcome;
+mod config;
 mod connection;
 mod exclusive;
 mod migrations;
@@ -33,6 +34,7 @@ use custody_core::error::{CoreError, CoreResult, PortError};
 use custody_core::ports::store::{ReadJob, Store, WriteJob};
 use tokio::sync::{mpsc, oneshot};
 
+pub use config::{database_url, without_password, DATABASE_PASSWORD_ENV, DATABASE_URL_ENV};
 pub use exclusive::PgExclusive;
 pub use migrations::latest_version as schema_version;
 pub use rate::PgRateLimiter;

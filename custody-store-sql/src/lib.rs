@@ -12,11 +12,13 @@
 //! seek, the in-process nonce log) and PostgreSQL's shared-instance rules (nonces recorded as
 //! used, watch-set positions taken as `MAX + 1`, the database clock bounding nonce pruning).
 
+mod config;
 mod repo;
 pub mod sql;
 pub mod tx;
 pub mod wallet_cache;
 
+pub use config::StoreConfig;
 pub use repo::credentials::CREDENTIALS_VERSION_SQL;
 pub use repo::deposits::{PENDING_CONDITION, PENDING_UNITS_SQL};
 pub use repo::PAGE_CLAUSE;

@@ -48,6 +48,18 @@ impl Default for StoreOptions {
     }
 }
 
+impl StoreOptions {
+    /// The tuning `[store]` of `custody.toml` sets (`batch_max`, `readers`; the section is
+    /// shared with the PostgreSQL store), with the default queue and busy timeout.
+    pub fn from_config(store: &custody_store_sql::StoreConfig) -> Self {
+        StoreOptions {
+            batch_max: store.batch_max,
+            readers: store.readers,
+            ..StoreOptions::default()
+        }
+    }
+}
+
 /// Page cache of the writer connection (negative: KiB, as SQLite's `cache_size` takes it).
 ///
 /// Not larger: when a b-tree page splits into pages whose numbers are out of order, SQLite
@@ -350,3 +362,18 @@ impl Store for SqliteStore {
 mod repo_tests;
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn a_data_dir_without_store_keys_gets_this_stores_tuning() {
+        let options = StoreOptions::from_config(&custody_store_sql::StoreConfig::default());
+        let defaults = StoreOptions::default();
+        assert_eq!(
+            (options.batch_max, options.readers),
+            (defaults.batch_max, defaults.readers)
+        );
+    }
+}

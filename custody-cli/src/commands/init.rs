@@ -85,10 +85,8 @@ fn build_data_dir(
     let mut config = Config::default_for_init();
     // Without its password: the data dir is copied to every instance's machine. At run time the
     // password comes from CUSTODY_DATABASE_URL or CUSTODY_DATABASE_PASSWORD.
-    config.store.url = config
-        .store
-        .database_url()?
-        .map(|u| crate::config::without_password(&u));
+    config.store.url = custody_store_postgres::database_url(&config.store)?
+        .map(|u| custody_store_postgres::without_password(&u));
     dir.write_config(&config)?;
     dir.write_seed(mnemonic, passphrase, &OsEntropy)?;
     let store = Database::open(dir, &config)?;
