@@ -73,6 +73,7 @@ pub mod codec;
 pub mod rpc;
 
 mod chain;
+pub mod config;
 pub mod dex;
 pub mod sender;
 mod settings;

@@ -4,13 +4,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use custody_chain_bsc::{BscChain, BscSettings};
+use custody_chain_bsc::{BscChain, BscSettings, DexSettings};
 use custody_chain_tron::{TronChain, TronSettings};
 use custody_core::chain::ChainAddress;
 use custody_core::deposit::holdings::HoldingsReport;
 use custody_core::deposit::{PipelineSettings, WatchSet};
 use custody_core::ports::store::read;
 use custody_core::ports::{ChainSender, ChainSource, Clock, Entropy, Signer, Store};
+use custody_core::sweep::TronEnergyMode;
 use custody_core::{AssetCatalog, Network};
 use custody_http::ScanStatus;
 use custody_runtime::holdings::HoldingsCheck;
@@ -69,7 +70,7 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         );
         chains.dex = Some(Arc::new(custody_chain_bsc::BscDexRouter::new(
             Arc::clone(&bsc),
-            config.swaps.dex_settings()?,
+            DexSettings::from_config(&config.swaps)?,
         )));
         chains.sources.insert(Network::Bsc, bsc);
     }
@@ -271,7 +272,7 @@ pub fn start_sweepers(
                 &chains.energy_stake,
                 config.sweeps.tron_energy_mode,
             ) {
-                (Network::Tron, Some(stake), crate::config::TronEnergyMode::Delegate) => {
+                (Network::Tron, Some(stake), TronEnergyMode::Delegate) => {
                     Some(custody_runtime::sweeper::EnergyLending {
                         stake: Arc::clone(stake),
                         margin_percent: config.sweeps.tron_delegation_margin_percent,

@@ -2,6 +2,10 @@
 //! complete file an operator can read and edit.
 
 use custody_core::asset::{Asset, AssetCatalog, AssetKind};
+use custody_core::pricing::NativeRateConfig;
+use custody_core::swap::SwapsConfig;
+use custody_core::sweep::SweepsConfig;
+use custody_core::withdrawal::FeePolicyConfig;
 use custody_core::Network;
 use custody_store_sql::StoreConfig;
 use serde::{Deserialize, Serialize};
@@ -28,7 +32,7 @@ pub struct Config {
     #[serde(default)]
     pub reconciliation: ReconciliationConfig,
     /// Withdrawal fee policies per (network, asset) (decisions §11); a catalog asset without
-    /// one gets [`default_fee_policy`].
+    /// one gets `custody_core::withdrawal::default_fee_policy`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fee_policies: Vec<FeePolicyConfig>,
     /// The price of the native coin in a token, for the network cost of token withdrawals
@@ -36,54 +40,6 @@ pub struct Config {
     /// (quotes answer 503 CHAIN_UNAVAILABLE).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub native_rates: Vec<NativeRateConfig>,
-}
-
-/// One `[[native_rates]]` entry: `asset_units` of `asset` are worth `native_units` of the
-/// network's native coin (smallest units both).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NativeRateConfig {
-    pub network: Network,
-    pub asset: String,
-    pub asset_units: String,
-    pub native_units: String,
-}
-
-/// One `[[fee_policies]]` entry. Amounts are `*_units` strings like the API's.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FeePolicyConfig {
-    pub network: Network,
-    pub asset: String,
-    pub min_amount_units: String,
-    pub max_amount_units: String,
-    #[serde(default)]
-    pub markup_bps: u32,
-    #[serde(default = "zero_units")]
-    pub service_fee_units: String,
-    #[serde(default)]
-    pub service_fee_bps: u32,
-    #[serde(default)]
-    pub spread_bps: u32,
-}
-
-fn zero_units() -> String {
-    "0".into()
-}
-
-/// The policy of an asset the file does not name: at least 1/10,000 of a whole token, at most
-/// 1,000,000 tokens, 10 % markup on the network cost, 0.5 % spread on converted costs, no
-/// service fee. Operators set their own in `[[fee_policies]]`.
-pub fn default_fee_policy(decimals: u8) -> custody_core::withdrawal::FeePolicy {
-    let pow = |e: u32| custody_core::Amount::from_units(10u128.saturating_pow(e));
-    custody_core::withdrawal::FeePolicy {
-        min_amount_units: pow(u32::from(decimals).saturating_sub(4)),
-        max_amount_units: pow(u32::from(decimals) + 6),
-        markup_bps: 1_000,
-        service_fee_units: custody_core::Amount::ZERO,
-        service_fee_bps: 0,
-        spread_bps: 50,
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -340,254 +296,6 @@ fn default_holdings_check_interval_ms() -> u64 {
     60 * 60 * 1000
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SwapsConfig {
-    /// Enabled BSC pairs as `BASE-QUOTE` asset codes.
-    pub pairs: Vec<String>,
-    /// The Uniswap-V2-compatible router (decisions §12), the factory it must be built on and
-    /// the wrapped coin standing for BNB in its paths: PancakeSwap V2 on mainnet.
-    #[serde(default = "default_router")]
-    pub router: String,
-    #[serde(default = "default_factory")]
-    pub factory: String,
-    #[serde(default = "default_wrapped_native")]
-    pub wrapped_native: String,
-    /// A swap not mined this long after it was executed reverts on chain (its `deadline`).
-    #[serde(default = "default_swap_deadline_s")]
-    pub deadline_s: u64,
-    /// Amount limits of one direction of a pair, over `asset_in`'s fee policy limits.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub limits: Vec<SwapLimitConfig>,
-}
-
-/// `[[swaps.limits]]`: `amount_in_units` of a swap from `asset_in` to `asset_out` must be
-/// within `[min_amount_in_units, max_amount_in_units]` (units of `asset_in`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SwapLimitConfig {
-    pub asset_in: String,
-    pub asset_out: String,
-    pub min_amount_in_units: String,
-    pub max_amount_in_units: String,
-}
-
-fn default_router() -> String {
-    "0x10ED43C718714eb63d5aA57B78B54704E256024E".into()
-}
-
-fn default_factory() -> String {
-    "0xcA143Ce32Fe78f1f7019d7d551a6402fC5350c73".into()
-}
-
-fn default_wrapped_native() -> String {
-    "0xbb4CdB9CBd36B01bD1cBaEBF2De08d9173bc095c".into()
-}
-
-fn default_swap_deadline_s() -> u64 {
-    600
-}
-
-impl Default for SwapsConfig {
-    fn default() -> Self {
-        SwapsConfig {
-            pairs: vec!["BNB-USDT".into(), "BNB-USDC".into(), "USDT-USDC".into()],
-            router: default_router(),
-            factory: default_factory(),
-            wrapped_native: default_wrapped_native(),
-            deadline_s: default_swap_deadline_s(),
-            limits: Vec::new(),
-        }
-    }
-}
-
-impl SwapsConfig {
-    /// The router's addresses, checked (EIP-55 when mixed case).
-    pub fn dex_settings(&self) -> Result<custody_chain_bsc::DexSettings, ConfigError> {
-        let parse = |key: &str, v: &str| {
-            custody_core::address::BscAddress::parse(v).map_err(|e| {
-                ConfigError::value(format!("[swaps] {key}"), format!("{v:?}"), e.to_string())
-            })
-        };
-        Ok(custody_chain_bsc::DexSettings {
-            router: parse("router", &self.router)?,
-            factory: parse("factory", &self.factory)?,
-            wrapped_native: parse("wrapped_native", &self.wrapped_native)?,
-        })
-    }
-
-    /// What the core's swap flow needs of the router.
-    pub fn router_settings(&self) -> Result<custody_core::swap::RouterSettings, ConfigError> {
-        let dex = self.dex_settings()?;
-        if !(60..=86_400).contains(&self.deadline_s) {
-            return Err(ConfigError::value(
-                "[swaps] deadline_s",
-                self.deadline_s,
-                "must be 60 to 86400 seconds",
-            ));
-        }
-        Ok(custody_core::swap::RouterSettings {
-            router: dex.router.to_string(),
-            wrapped_native: dex.wrapped_native.to_string(),
-            deadline_s: self.deadline_s,
-        })
-    }
-}
-
-/// `[sweeps]`: moving deposit addresses' funds to the hot wallet (decisions §13).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SweepsConfig {
-    /// Time between two rounds of the sweeper of each network; 0 turns sweeping off.
-    #[serde(default = "default_sweep_interval_ms")]
-    pub interval_ms: u64,
-    /// An amount is swept only when it is at least this many times the cost of moving it.
-    #[serde(default = "default_cost_multiple")]
-    pub cost_multiple: u32,
-    /// An address whose last sweep failed is left alone this long (each try burns a fee).
-    #[serde(default = "default_sweep_failure_backoff_ms")]
-    pub failure_backoff_ms: u64,
-    /// The most one treasury funding may send a deposit address, per network (smallest units
-    /// of the native coin): a fee spike cannot drain the hot wallet into deposit addresses.
-    #[serde(default = "default_bsc_funding_max_units")]
-    pub bsc_funding_max_units: String,
-    #[serde(default = "default_tron_funding_max_units")]
-    pub tron_funding_max_units: String,
-    /// How a TRC20 sweep gets the energy its transfer needs: `burn_trx` (a funding sends the
-    /// TRX it burns) or `delegate` (the hot wallet lends the energy of its Stake 2.0 stake for
-    /// the sweep and takes it back after; TRX is still sent for bandwidth and activation, and
-    /// burned instead when the stake cannot lend enough).
-    #[serde(default)]
-    pub tron_energy_mode: TronEnergyMode,
-    /// `delegate`: the energy lent is the resource planner's figure plus this percentage (the
-    /// network's energy per staked TRX moves between the plan and the sweep).
-    #[serde(default = "default_tron_delegation_margin_percent")]
-    pub tron_delegation_margin_percent: u64,
-    /// Per-asset minimums; an asset without one is swept above one whole coin or token
-    /// (10^decimals units).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub policies: Vec<SweepPolicyConfig>,
-}
-
-/// `[sweeps] tron_energy_mode`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TronEnergyMode {
-    #[default]
-    BurnTrx,
-    Delegate,
-}
-
-fn default_tron_delegation_margin_percent() -> u64 {
-    10
-}
-
-/// `[[sweeps.policies]]`: amounts of `asset` at or below `min_units` stay on their address.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SweepPolicyConfig {
-    pub network: Network,
-    pub asset: String,
-    pub min_units: String,
-}
-
-fn default_sweep_interval_ms() -> u64 {
-    60_000
-}
-
-fn default_sweep_failure_backoff_ms() -> u64 {
-    60 * 60 * 1000
-}
-
-fn default_cost_multiple() -> u32 {
-    10
-}
-
-fn default_bsc_funding_max_units() -> String {
-    // 0.01 BNB: a token transfer's gas at up to about 100 gwei.
-    "10000000000000000".into()
-}
-
-fn default_tron_funding_max_units() -> String {
-    // 50 TRX: a USDT transfer to a new holder burning its energy, plus activation.
-    "50000000".into()
-}
-
-impl Default for SweepsConfig {
-    fn default() -> Self {
-        SweepsConfig {
-            interval_ms: default_sweep_interval_ms(),
-            cost_multiple: default_cost_multiple(),
-            failure_backoff_ms: default_sweep_failure_backoff_ms(),
-            bsc_funding_max_units: default_bsc_funding_max_units(),
-            tron_funding_max_units: default_tron_funding_max_units(),
-            tron_energy_mode: TronEnergyMode::default(),
-            tron_delegation_margin_percent: default_tron_delegation_margin_percent(),
-            policies: Vec::new(),
-        }
-    }
-}
-
-impl SweepsConfig {
-    /// The sweep policy of every catalog asset of `network`, by asset code.
-    pub fn policies(
-        &self,
-        catalog: &AssetCatalog,
-        network: Network,
-    ) -> Result<std::collections::BTreeMap<String, custody_core::sweep::SweepPolicy>, ConfigError>
-    {
-        let units = |key: String, v: &str| {
-            custody_core::Amount::parse_units(v)
-                .map_err(|e| ConfigError::value(key, format!("{v:?}"), e.to_string()))
-        };
-        let funding_max_native = match network {
-            Network::Bsc => units(
-                "[sweeps] bsc_funding_max_units".into(),
-                &self.bsc_funding_max_units,
-            )?,
-            Network::Tron => units(
-                "[sweeps] tron_funding_max_units".into(),
-                &self.tron_funding_max_units,
-            )?,
-        };
-        for p in &self.policies {
-            if catalog.get(p.network, &p.asset).is_none() {
-                return Err(ConfigError::new(
-                    format!("[[sweeps.policies]] {} {}", p.network, p.asset),
-                    "not an asset of the catalog",
-                ));
-            }
-        }
-        let mut out = std::collections::BTreeMap::new();
-        for asset in catalog.of_network(network) {
-            let min_units = match self
-                .policies
-                .iter()
-                .find(|p| p.network == network && p.asset == asset.code)
-            {
-                Some(p) => units(
-                    format!("[[sweeps.policies]] {} {} min_units", p.network, p.asset),
-                    &p.min_units,
-                )?,
-                None => custody_core::Amount::from_units(
-                    10u128
-                        .checked_pow(u32::from(asset.decimals))
-                        .unwrap_or(u128::MAX),
-                ),
-            };
-            out.insert(
-                asset.code.clone(),
-                custody_core::sweep::SweepPolicy {
-                    min_units,
-                    cost_multiple: self.cost_multiple,
-                    funding_max_native,
-                },
-            );
-        }
-        Ok(out)
-    }
-}
-
 impl Config {
     /// The defaults: mainnet catalog, no endpoints configured.
     pub fn default_for_init() -> Self {
@@ -647,13 +355,7 @@ impl Config {
             }
         }
         self.reconciliation.validate()?;
-        if self.sweeps.tron_delegation_margin_percent > 100 {
-            return Err(ConfigError::value(
-                "[sweeps] tron_delegation_margin_percent",
-                self.sweeps.tron_delegation_margin_percent,
-                "at most 100",
-            ));
-        }
+        self.sweeps.validate()?;
         for (section, chain) in [("bsc", &self.bsc), ("tron", &self.tron)] {
             chain.sending.validate(section)?;
             if chain.confirmations < 1 {
@@ -742,192 +444,6 @@ impl Config {
         AssetCatalog::new(assets)
             .map_err(|e| ConfigError::new("[[bsc.assets]] / [[tron.assets]]", e.to_string()))
     }
-
-    /// The fee policy of every catalog asset: the file's, else the default. Refuses a policy
-    /// for an asset outside the catalog, two for one asset, a minimum above the maximum, and
-    /// basis points over 100 % (markup: 1,000 %).
-    pub fn fee_policies(
-        &self,
-        catalog: &AssetCatalog,
-    ) -> Result<Vec<(custody_core::AssetId, custody_core::withdrawal::FeePolicy)>, ConfigError>
-    {
-        let units = |p: &FeePolicyConfig, key: &str, v: &str| {
-            custody_core::Amount::parse_units(v).map_err(|e| {
-                ConfigError::value(
-                    format!("[[fee_policies]] {} {} {key}", p.network, p.asset),
-                    format!("{v:?}"),
-                    e.to_string(),
-                )
-            })
-        };
-        let mut configured = std::collections::BTreeMap::new();
-        for p in &self.fee_policies {
-            let name = format!("[[fee_policies]] {} {}", p.network, p.asset);
-            if catalog.get(p.network, &p.asset).is_none() {
-                return Err(ConfigError::new(name, "not an asset of the catalog"));
-            }
-            let policy = custody_core::withdrawal::FeePolicy {
-                min_amount_units: units(p, "min_amount_units", &p.min_amount_units)?,
-                max_amount_units: units(p, "max_amount_units", &p.max_amount_units)?,
-                markup_bps: p.markup_bps,
-                service_fee_units: units(p, "service_fee_units", &p.service_fee_units)?,
-                service_fee_bps: p.service_fee_bps,
-                spread_bps: p.spread_bps,
-            };
-            if policy.min_amount_units > policy.max_amount_units {
-                return Err(ConfigError::new(
-                    name,
-                    "min_amount_units is above max_amount_units",
-                ));
-            }
-            if p.service_fee_bps > 10_000 || p.spread_bps > 10_000 || p.markup_bps > 100_000 {
-                return Err(ConfigError::new(
-                    name,
-                    "service_fee_bps and spread_bps are at most 10000, markup_bps 100000",
-                ));
-            }
-            let id = custody_core::AssetId::new(p.network, p.asset.clone());
-            if configured.insert(id, policy).is_some() {
-                return Err(ConfigError::new(name, "named twice"));
-            }
-        }
-        Ok(catalog
-            .all()
-            .iter()
-            .map(|a| {
-                let policy = configured
-                    .remove(&a.id())
-                    .unwrap_or_else(|| default_fee_policy(a.decimals));
-                (a.id(), policy)
-            })
-            .collect())
-    }
-
-    /// The configured native-coin prices, checked: a token of the catalog, positive figures.
-    pub fn native_rates(
-        &self,
-        catalog: &AssetCatalog,
-    ) -> Result<
-        std::collections::BTreeMap<custody_core::AssetId, custody_core::withdrawal::Rate>,
-        ConfigError,
-    > {
-        let mut rates = std::collections::BTreeMap::new();
-        for r in &self.native_rates {
-            let name = format!("[[native_rates]] {} {}", r.network, r.asset);
-            let asset = catalog
-                .get(r.network, &r.asset)
-                .ok_or_else(|| ConfigError::new(name.clone(), "not an asset of the catalog"))?;
-            if asset.contract.is_none() {
-                return Err(ConfigError::new(name, "the native coin needs no rate"));
-            }
-            if r.network == Network::Bsc {
-                return Err(ConfigError::new(
-                    name,
-                    "BSC tokens are priced at the DEX router ([swaps]); rates are TRON's",
-                ));
-            }
-            let parse = |v: &str, key: &str| {
-                custody_core::Amount::parse_units(v)
-                    .ok()
-                    .filter(|a| !a.is_zero())
-                    .ok_or_else(|| {
-                        ConfigError::value(
-                            format!("{name} {key}"),
-                            format!("{v:?}"),
-                            "must be a positive integer",
-                        )
-                    })
-            };
-            let rate = custody_core::withdrawal::Rate {
-                asset_units: parse(&r.asset_units, "asset_units")?,
-                native_units: parse(&r.native_units, "native_units")?,
-            };
-            if rates.insert(asset.id(), rate).is_some() {
-                return Err(ConfigError::new(name, "named twice"));
-            }
-        }
-        Ok(rates)
-    }
-
-    /// Swap pairs, checked against the BSC catalog.
-    pub fn swap_pairs(
-        &self,
-        catalog: &AssetCatalog,
-    ) -> Result<Vec<custody_http::SwapPair>, ConfigError> {
-        self.swaps
-            .pairs
-            .iter()
-            .map(|p| {
-                let (base, quote) = p.split_once('-').ok_or_else(|| {
-                    ConfigError::value("[swaps] pairs", format!("{p:?}"), "must be BASE-QUOTE")
-                })?;
-                for code in [base, quote] {
-                    if catalog.get(Network::Bsc, code).is_none() {
-                        return Err(ConfigError::value(
-                            "[swaps] pairs",
-                            format!("{p:?}"),
-                            format!("{code} is not a BSC asset"),
-                        ));
-                    }
-                }
-                if base == quote {
-                    return Err(ConfigError::value(
-                        "[swaps] pairs",
-                        format!("{p:?}"),
-                        "swaps an asset for itself",
-                    ));
-                }
-                let limit = |asset_in: &str, asset_out: &str| -> Result<_, ConfigError> {
-                    let found = self
-                        .swaps
-                        .limits
-                        .iter()
-                        .find(|l| l.asset_in == asset_in && l.asset_out == asset_out);
-                    let Some(l) = found else { return Ok(None) };
-                    let name = format!("[[swaps.limits]] {asset_in} to {asset_out}");
-                    let parse = |v: &str, key: &str| {
-                        custody_core::Amount::parse_units(v).map_err(|_| {
-                            ConfigError::value(
-                                format!("{name} {key}"),
-                                format!("{v:?}"),
-                                "not a whole number of units",
-                            )
-                        })
-                    };
-                    let (min, max) = (
-                        parse(&l.min_amount_in_units, "min_amount_in_units")?,
-                        parse(&l.max_amount_in_units, "max_amount_in_units")?,
-                    );
-                    if min > max {
-                        return Err(ConfigError::new(name, "the minimum is above the maximum"));
-                    }
-                    Ok(Some((min, max)))
-                };
-                Ok(custody_http::SwapPair {
-                    base: base.into(),
-                    quote: quote.into(),
-                    base_to_quote: limit(base, quote)?,
-                    quote_to_base: limit(quote, base)?,
-                })
-            })
-            .collect::<Result<Vec<_>, ConfigError>>()
-            .and_then(|pairs| {
-                // A limit of a direction no enabled pair has would silently do nothing.
-                for l in &self.swaps.limits {
-                    let used = pairs.iter().any(|p| {
-                        (p.base == l.asset_in && p.quote == l.asset_out)
-                            || (p.base == l.asset_out && p.quote == l.asset_in)
-                    });
-                    if !used {
-                        return Err(ConfigError::new(
-                            format!("[[swaps.limits]] {} to {}", l.asset_in, l.asset_out),
-                            "not an enabled pair",
-                        ));
-                    }
-                }
-                Ok(pairs)
-            })
-    }
 }
 
 #[cfg(test)]
@@ -941,7 +457,7 @@ mod tests {
         let back: Config = toml::from_str(&text).unwrap();
         let catalog = back.catalog().unwrap();
         assert_eq!(catalog, AssetCatalog::mainnet());
-        assert_eq!(back.swap_pairs(&catalog).unwrap().len(), 3);
+        assert_eq!(back.swaps.pairs(&catalog).unwrap().len(), 3);
         assert_eq!(back.tron.confirmations, 19);
         back.validate().unwrap();
         let limits = back.server.limits().unwrap();
@@ -1140,33 +656,5 @@ mod tests {
         let err =
             load_edited(&[("treasury_every_ms = 3600000", "treasury_every_ms = -1")]).unwrap_err();
         assert!(err.contains("treasury_every_ms"), "{err}");
-    }
-}
-
-#[cfg(test)]
-mod energy_mode_tests {
-    use super::*;
-
-    fn sweeps(text: &str) -> Result<SweepsConfig, String> {
-        toml::from_str::<SweepsConfig>(text).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn the_tron_energy_mode_is_burn_trx_unless_delegate_is_asked() {
-        let default = sweeps("").unwrap();
-        assert_eq!(default.tron_energy_mode, TronEnergyMode::BurnTrx);
-        assert_eq!(default.tron_delegation_margin_percent, 10);
-        let delegate = sweeps("tron_energy_mode = \"delegate\"").unwrap();
-        assert_eq!(delegate.tron_energy_mode, TronEnergyMode::Delegate);
-        assert!(sweeps("tron_energy_mode = \"rent\"")
-            .unwrap_err()
-            .contains("unknown variant"));
-        let mut c = Config::default_for_init();
-        c.sweeps.tron_delegation_margin_percent = 101;
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("tron_delegation_margin_percent"));
     }
 }

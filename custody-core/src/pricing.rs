@@ -1,6 +1,10 @@
 //! What the native coin costs in a token, for the network cost of a token withdrawal or swap
 //! (decisions §11, §12) and the cost test of a token sweep (§13): on BSC the DEX router's own
-//! quote of one BNB.
+//! quote of one BNB, on TRON a rate the operator configures (`[[native_rates]]`).
+
+mod config;
+
+pub use config::{native_rates, NativeRateConfig};
 
 use crate::amount::Amount;
 use crate::asset::Asset;

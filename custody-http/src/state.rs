@@ -17,36 +17,7 @@ pub struct NetworkSettings {
 }
 
 pub use custody_core::chain::ScanStatus;
-
-/// An enabled swap pair on BSC (asset codes of the catalog).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SwapPair {
-    pub base: String,
-    pub quote: String,
-    /// `[[swaps.limits]]` of each direction: (min, max) `amount_in_units`, over `asset_in`'s
-    /// fee policy limits.
-    pub base_to_quote: Option<(custody_core::Amount, custody_core::Amount)>,
-    pub quote_to_base: Option<(custody_core::Amount, custody_core::Amount)>,
-}
-
-impl SwapPair {
-    /// The limits of swapping `asset_in` for `asset_out` when this pair trades it: `Some(None)`
-    /// when it does without limits of its own.
-    #[allow(clippy::type_complexity)]
-    pub fn limits(
-        &self,
-        asset_in: &str,
-        asset_out: &str,
-    ) -> Option<Option<(custody_core::Amount, custody_core::Amount)>> {
-        if self.base == asset_in && self.quote == asset_out {
-            Some(self.base_to_quote)
-        } else if self.base == asset_out && self.quote == asset_in {
-            Some(self.quote_to_base)
-        } else {
-            None
-        }
-    }
-}
+pub use custody_core::swap::SwapPair;
 
 /// Limits of the HTTP layer, unit last. Each bounds how long or how often one client can hold
 /// a connection slot, so slow or greedy clients cannot take the API from everyone else.

@@ -71,9 +71,9 @@ async fn shutdown_signal() {
 pub fn serve(dir: &DataDir, args: &ServeArgs) -> Result<(), String> {
     let config = dir.load_config()?;
     let catalog = config.catalog()?;
-    let swap_pairs = config.swap_pairs(&catalog)?;
-    let fee_policies = config.fee_policies(&catalog)?;
-    let native_rates = config.native_rates(&catalog)?;
+    let swap_pairs = config.swaps.pairs(&catalog)?;
+    let fee_policies = custody_core::withdrawal::fee_policies(&config.fee_policies, &catalog)?;
+    let native_rates = custody_core::pricing::native_rates(&config.native_rates, &catalog)?;
     let native_rates_for_sweeps = native_rates.clone();
     // Held until serve returns: one server per data dir (see `DataDir::lock_for_serve`).
     let _serving = dir.lock_for_serve()?;

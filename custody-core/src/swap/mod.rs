@@ -6,12 +6,14 @@
 //! received, read from the receipt) or `failed` (the hold is released in full, `failure_reason`
 //! says why). The transaction is an outgoing transaction of the engine (`crate::outgoing`).
 
+mod config;
 pub mod costs;
 mod flow;
 pub mod quoting;
 mod record;
 
 pub use crate::withdrawal::WithdrawalStatus as SwapStatus;
+pub use config::{RouterAddresses, SwapLimitConfig, SwapPair, SwapsConfig};
 pub use costs::{
     min_amount_out, swap_costs, SLIPPAGE_BPS_DEFAULT, SLIPPAGE_BPS_MAX, SLIPPAGE_BPS_MIN,
 };

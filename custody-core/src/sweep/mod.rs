@@ -27,10 +27,12 @@
 //! At most one sweep is open per deposit address (a constraint): a native sweep empties the
 //! address, so it must never race a token sweep that needs the address's gas.
 
+mod config;
 mod flow;
 pub mod plan;
 mod record;
 
+pub use config::{SweepPolicyConfig, SweepsConfig, TronEnergyMode};
 pub use flow::{
     create_sweep, on_outgoing, ready_for_transfer, start_delegation, start_funded_sweep, SweepIds,
     SweepOrder, SweepSource,

@@ -5,12 +5,14 @@
 //! hold settles) or `failed` (the hold is released in full, `failure_reason` says why). The
 //! transaction itself is an outgoing transaction of the engine (`crate::outgoing`).
 
+mod config;
 pub mod costs;
 mod flow;
 pub mod quoting;
 mod record;
 pub mod settle;
 
+pub use config::{default_fee_policy, fee_policies, FeePolicyConfig};
 pub use costs::{mul_div_ceil, withdrawal_costs, Costs, FeePolicy, Rate, BPS};
 pub use flow::{
     check_quote_usable, controls_refusal, create_quote, execute, on_outgoing, ExecuteIds,
