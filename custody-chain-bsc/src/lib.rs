@@ -7,7 +7,9 @@
 //! # Building it
 //!
 //! [`BscChain::new`] takes [`BscSettings`] (the `[bsc]` section of `custody.toml`: urls,
-//! chain id, the BSC assets of the catalog, plus limits with defaults). It does no I/O. The
+//! chain id, the BSC assets of the catalog, plus limits with defaults; built by
+//! [`BscSettings::from_config`], and [`config`] holds every key only BSC reads). It does no
+//! I/O. The
 //! first time each endpoint is used its `eth_chainId` is compared with the configured chain
 //! id: an endpoint on another chain is logged at `error` level, never used again, and shows
 //! as unhealthy; when no endpoint is left the call fails as permanent.

@@ -6,6 +6,8 @@
 //!   Each endpoint's block 0 is compared with the configured genesis block id
 //!   ([`MAINNET_GENESIS_BLOCK_ID`] by default) before its first use: an endpoint of another
 //!   network is never used.
+//! - [`config`]: the keys of `custody.toml` only TRON reads (`[tron] genesis_block_id`,
+//!   `api_key`), checked, and the client's settings built from the `[tron]` section.
 //! - [`chain`]: [`TronChain`], the [`ChainSource`](custody_core::ports::ChainSource) port:
 //!   head, headers (`blockID`, `parentHash`, `number`, `timestamp`), blocks with their TRX and
 //!   TRC20 transfers ([`scan`] says exactly what is reported; a block's transaction infos
@@ -28,6 +30,7 @@ pub mod abi;
 pub mod api;
 pub mod chain;
 pub mod client;
+pub mod config;
 pub mod fees;
 pub mod proto;
 pub mod scan;

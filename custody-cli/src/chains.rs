@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use custody_chain_bsc::{BscChain, BscSettings, DexSettings};
+use custody_chain_bsc::{BscChain, BscSenderSettings, BscSettings, DexSettings};
 use custody_chain_tron::{TronChain, TronSettings};
 use custody_core::chain::ChainAddress;
 use custody_core::deposit::holdings::HoldingsReport;
@@ -52,20 +52,14 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
     }
     if !config.bsc.urls.is_empty() {
         let bsc = Arc::new(
-            BscChain::new(BscSettings {
-                urls: config.bsc.urls.clone(),
-                chain_id: config.bsc.chain_id,
-                allow_insecure_http: config.bsc.allow_insecure_http,
-                assets: catalog.of_network(Network::Bsc).cloned().collect(),
-                ..BscSettings::default()
-            })
-            .map_err(|e| format!("[bsc]: {e}"))?,
+            BscChain::new(BscSettings::from_config(&config.bsc, catalog))
+                .map_err(|e| format!("[bsc]: {e}"))?,
         );
         chains.senders.insert(
             Network::Bsc,
             Arc::new(custody_chain_bsc::BscSender::new(
                 Arc::clone(&bsc),
-                config.bsc.sending.bsc_pricing(),
+                BscSenderSettings::from_config(&config.bsc.sending),
             )),
         );
         chains.dex = Some(Arc::new(custody_chain_bsc::BscDexRouter::new(
@@ -75,10 +69,7 @@ pub fn build(config: &Config, catalog: &AssetCatalog) -> Result<Chains, String> 
         chains.sources.insert(Network::Bsc, bsc);
     }
     if !config.tron.urls.is_empty() {
-        let mut settings = TronSettings::new(config.tron.urls.clone());
-        settings.api_key = config.tron.api_key.clone();
-        settings.allow_insecure_http = config.tron.allow_insecure_http;
-        settings.genesis_block_id = Some(config.tron.tron_genesis_block_id());
+        let settings = TronSettings::from_config(&config.tron);
         let tron =
             Arc::new(TronChain::new(&settings, catalog).map_err(|e| format!("[tron]: {e}"))?);
         let sender = custody_chain_tron::TronSender::new(

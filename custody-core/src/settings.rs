@@ -1,5 +1,16 @@
 //! What every crate that owns a section of `custody.toml` answers for a setting it cannot use.
 
+use crate::network::Network;
+
+/// The table of `custody.toml` that configures `network` (`bsc`, `tron`), as the keys of its
+/// sections are named in a [`ConfigError`] (`[bsc] confirmations`, `[tron.sending] lease_ms`).
+pub const fn chain_section(network: Network) -> &'static str {
+    match network {
+        Network::Bsc => "bsc",
+        Network::Tron => "tron",
+    }
+}
+
 /// A setting of `custody.toml` (or of the environment variable that overrides it) that cannot
 /// be used: the key as the file names it (`[bsc.sending] bump_percent`,
 /// `[[fee_policies]] TRON DOGE`), the value when one was written, and why.

@@ -2,11 +2,13 @@
 //! cursor, and where a reorganization forked. The scanner does the I/O; these functions decide.
 //! [`endpoints`] is the failover set of a network's endpoints, which every chain adapter holds.
 
+mod config;
 pub mod endpoints;
 mod fork;
 mod health;
 mod ids;
 
+pub use config::{AssetConfig, ChainConfig};
 pub use fork::{connects, find_fork, ForkSearch};
 pub use health::EndpointHealth;
 pub use ids::{display_hash, ChainAddress, TxHash};

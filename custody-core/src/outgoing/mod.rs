@@ -19,6 +19,7 @@ mod engine;
 pub mod funds;
 #[cfg(test)]
 mod proptests;
+pub mod sending;
 
 pub use blocks::BlockScan;
 pub use engine::{
