@@ -59,8 +59,8 @@ pub struct Scanner {
 const FETCH_WINDOW: u64 = 8;
 
 /// How a tick ended.
-#[derive(Debug, PartialEq, Eq)]
-enum Tick {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tick {
     /// More blocks are waiting: tick again at once.
     Behind,
     /// Up to date, or waiting for the node: tick again after a poll interval.
@@ -174,7 +174,9 @@ impl Scanner {
         s.updated_at = Some(self.clock.now());
     }
 
-    async fn tick(&self) -> CoreResult<Tick> {
+    /// One tick: what `run` repeats; public for the simulator, which drives the loops one
+    /// step at a time.
+    pub async fn tick(&self) -> CoreResult<Tick> {
         let network = self.settings.network;
         if self.halted.load(Ordering::Relaxed) {
             return Err(PortError::permanent(
