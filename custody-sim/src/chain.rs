@@ -104,6 +104,14 @@ impl SimChain {
         depth
     }
 
+    pub fn head_hash(&self) -> String {
+        self.state()
+            .blocks
+            .last()
+            .map(|b| b.header.hash.clone())
+            .unwrap_or_default()
+    }
+
     pub fn head(&self) -> u64 {
         self.state()
             .blocks

@@ -48,11 +48,12 @@ mod tests {
     #[test]
     fn a_seed_replays_and_two_seeds_differ() {
         let run = |seed| {
-            (0..8)
-                .map(|_| Rng::new(seed).next_u64())
-                .collect::<Vec<_>>()
+            let mut rng = Rng::new(seed);
+            (0..8).map(|_| rng.next_u64()).collect::<Vec<_>>()
         };
         assert_eq!(run(7), run(7));
+        let draws = run(7);
+        assert!(draws.windows(2).all(|w| w[0] != w[1]), "{draws:?}");
         let (mut a, mut b) = (Rng::new(1), Rng::new(2));
         assert_ne!(a.next_u64(), b.next_u64());
         let mut r = Rng::new(3);

