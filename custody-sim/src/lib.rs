@@ -4,6 +4,8 @@
 //! nothing reads the wall clock: a seed runs the same way every time, and a failing seed prints
 //! the command that replays it and the steps that led there.
 //!
+//! Every choice comes from the seed through `custody_testkit::Rng`.
+//!
 //! The world so far ([`chain::SimChain`]): an honest BSC chain whose blocks link by hash;
 //! outside senders who pay deposit addresses and other addresses in BNB and USDT, some in
 //! transfers that fail; BNB from the hot wallet to deposit addresses; blocks that take all or
@@ -21,5 +23,4 @@
 //! See `docs/internals/simulator.md`.
 
 pub mod chain;
-pub mod rng;
 pub mod run;

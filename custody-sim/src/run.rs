@@ -17,10 +17,9 @@ use custody_core::ports::{ChainSource, Clock, Entropy, Signer, Store};
 use custody_core::wallet::create_wallet;
 use custody_core::{Amount, AssetCatalog, AssetId, Network, TenantId, Timestamp};
 use custody_runtime::scanner::{Scanner, Tick};
-use custody_testkit::{test_signer, CountingEntropy, ManualClock, MemoryStore};
+use custody_testkit::{test_signer, CountingEntropy, ManualClock, MemoryStore, Rng};
 
 use crate::chain::{SimChain, FIRST_BLOCK};
-use crate::rng::Rng;
 
 /// Deposits are credited at this depth.
 pub const CONFIRMATIONS: u32 = 3;

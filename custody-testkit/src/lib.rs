@@ -9,6 +9,7 @@
 //!   [`test_signer`].
 //! - [`chain_ports`]: the conformance suite of the chain ports (`ChainSource`, `ChainSender`),
 //!   run by each chain adapter against its test node.
+//! - [`Rng`]: a seeded generator for tests that choose (a seed replays exactly).
 //! - [`ScriptedNode`]: a chain source whose blocks, head and gaps the test scripts.
 //! - [`block_on`] and [`join_all`]: just enough of an executor to drive the store futures without
 //!   a runtime crate, so a test of the core needs none.
@@ -24,6 +25,7 @@ mod executor;
 mod keys;
 mod memory_ledger;
 mod memory_store;
+mod rng;
 mod scripted_node;
 
 pub use deterministic::{CountingEntropy, ManualClock};
@@ -31,4 +33,5 @@ pub use executor::{block_on, join_all};
 pub use keys::{test_signer, MNEMONIC};
 pub use memory_ledger::MemoryLedger;
 pub use memory_store::MemoryStore;
+pub use rng::Rng;
 pub use scripted_node::ScriptedNode;

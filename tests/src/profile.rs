@@ -15,9 +15,9 @@ pub fn pick<T>(short: T, long: T) -> T {
     }
 }
 
-/// A deterministic generator (SplitMix64) for the seeded request mutators: a failure names its
+/// The seeded generator of the request mutators (the testkit's SplitMix64): a failure names its
 /// seed, and `CUSTODY_RELIABILITY_SEED` replays it.
-pub struct Rng(u64);
+pub struct Rng(custody_testkit::Rng);
 
 impl Rng {
     /// Seeded from `CUSTODY_RELIABILITY_SEED`, else from the clock; returns the seed used too.
@@ -31,15 +31,11 @@ impl Rng {
                     .unwrap();
                 t.as_secs().rotate_left(32) ^ u64::from(t.subsec_nanos())
             });
-        (Rng(seed), seed)
+        (Rng(custody_testkit::Rng::new(seed)), seed)
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (n > 0; the modulo bias is irrelevant here).

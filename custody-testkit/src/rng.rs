@@ -1,5 +1,5 @@
-//! The simulator's only source of choices: SplitMix64 over the seed, so that a seed replays
-//! exactly. Not for keys.
+//! A seeded generator (SplitMix64) for tests that choose: the simulator's world, the reliability
+//! suite's mutators. A seed replays exactly. Not for keys.
 
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
